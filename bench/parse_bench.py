@@ -50,8 +50,15 @@ GPU_SOURCE = "hta_training_cudagraph_a100.json.gz"  # 108,936 events, A100, MIT 
 GPU_COPIES = 10
 GPU_GAP_US = 1000
 # Per-event ids that link events together; each copy shifts them so links stay unique and inside a copy.
-ID_ARGS = ("correlation", "External id", "external id", "Python id", "Python parent id", "Ev Idx",
-           "Record function id")
+ID_ARGS = (
+    "correlation",
+    "External id",
+    "external id",
+    "Python id",
+    "Python parent id",
+    "Ev Idx",
+    "Record function id",
+)
 CPU_NEW_TOKENS = 520  # about 580 events per token with the model below, so about 300k events
 
 
@@ -129,13 +136,21 @@ def build_cpu_trace(path: Path, new_tokens: int = CPU_NEW_TOKENS) -> int:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=4, vocab_size=1000, max_position_embeddings=4096)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        vocab_size=1000,
+        max_position_embeddings=4096,
+    )
     model = LlamaForCausalLM(config).eval()
     prompt = torch.randint(0, config.vocab_size, (1, 16))
     with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU]) as prof:
-        model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                       pad_token_id=0)
+        model.generate(
+            prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=0
+        )
     tmp = path.with_suffix(".partial.json")
     prof.export_chrome_trace(str(tmp))
     tmp.rename(path)
@@ -159,8 +174,12 @@ def ensure_trace(name: str, rebuild: bool) -> dict[str, Any]:
         meta = {"events": events, "build_s": round(time.perf_counter() - t0, 1)}
         meta_path.write_text(json.dumps(meta))
     meta = json.loads(meta_path.read_text())
-    info = {"trace": name, "path": str(path), "file_mb": round(path.stat().st_size / 2**20, 1),
-            "events": meta["events"]}
+    info = {
+        "trace": name,
+        "path": str(path),
+        "file_mb": round(path.stat().st_size / 2**20, 1),
+        "events": meta["events"],
+    }
     print(f"{name} trace: {info['file_mb']} MB, {info['events']:,} events", flush=True)
     return info
 
@@ -175,14 +194,21 @@ def ensure_hta_venv() -> Path | None:
     check = [str(python), "-c", "import hta.trace_analysis"]
     if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
         return python
-    print(f"creating {HTA_VENV.relative_to(ROOT)} with {' '.join(HTA_REQUIREMENTS)} (a few minutes) ...",
-          flush=True)
+    print(
+        f"creating {HTA_VENV.relative_to(ROOT)} with {' '.join(HTA_REQUIREMENTS)} (a few minutes) ...",
+        flush=True,
+    )
     log = OUT / "hta_install.log"
     with open(log, "w") as fh:
-        ok = (subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], stdout=fh, stderr=fh).returncode == 0
-              and subprocess.run([str(python), "-m", "pip", "install", *HTA_REQUIREMENTS],
-                                 stdout=fh, stderr=fh).returncode == 0
-              and subprocess.run(check, stdout=fh, stderr=fh).returncode == 0)
+        ok = (
+            subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], stdout=fh, stderr=fh).returncode
+            == 0
+            and subprocess.run(
+                [str(python), "-m", "pip", "install", *HTA_REQUIREMENTS], stdout=fh, stderr=fh
+            ).returncode
+            == 0
+            and subprocess.run(check, stdout=fh, stderr=fh).returncode == 0
+        )
     if not ok:
         print(f"HTA install FAILED (see {log.relative_to(ROOT)}): HTA columns will be empty", flush=True)
         return None
@@ -203,7 +229,15 @@ def measure(cmd: list[str], cwd: Path, log_stem: Path) -> dict[str, Any]:
     times the command and reads its peak RSS with ``os.wait4``. stdout and stderr go to files next
     to the trace, for a look when something fails.
     """
-    launcher = [sys.executable, str(Path(__file__).resolve()), "--run-child", str(cwd), str(log_stem), "--", *cmd]
+    launcher = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--run-child",
+        str(cwd),
+        str(log_stem),
+        "--",
+        *cmd,
+    ]
     done = subprocess.run(launcher, capture_output=True, text=True, check=True)
     result = json.loads(done.stdout)
     if result["rc"] != 0:
@@ -222,7 +256,11 @@ def _run_child(cwd: str, log_stem: str, cmd: list[str]) -> None:
         seconds = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)  # already reaped; keeps Popen from waiting again
     # ru_maxrss is in KiB on Linux; it covers the child and any children it waited for.
-    print(json.dumps({"s": round(seconds, 3), "peak_mb": round(usage.ru_maxrss / 1024, 1), "rc": proc.returncode}))
+    print(
+        json.dumps(
+            {"s": round(seconds, 3), "peak_mb": round(usage.ru_maxrss / 1024, 1), "rc": proc.returncode}
+        )
+    )
 
 
 def measure_repeated(cmd: list[str], cwd: Path, log_stem: Path, repeat: int) -> dict[str, Any]:
@@ -231,9 +269,12 @@ def measure_repeated(cmd: list[str], cwd: Path, log_stem: Path, repeat: int) -> 
     ok = [r for r in runs if r["rc"] == 0]
     if not ok:
         return runs[-1]
-    return {"s": round(statistics.median(r["s"] for r in ok), 3),
-            "peak_mb": round(statistics.median(r["peak_mb"] for r in ok), 1), "rc": 0,
-            "runs": [(r["s"], r["peak_mb"]) for r in runs]}
+    return {
+        "s": round(statistics.median(r["s"] for r in ok), 3),
+        "peak_mb": round(statistics.median(r["peak_mb"] for r in ok), 1),
+        "rc": 0,
+        "runs": [(r["s"], r["peak_mb"]) for r in runs],
+    }
 
 
 def stepscope_command(template: str, file: str) -> list[str]:
@@ -251,22 +292,39 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     """Print the side-by-side table and, per trace, whether both targets are met."""
-    header = ("trace", "file MB", "events", "stepscope s", "stepscope MB", "HTA s", "HTA MB",
-              "speedup", "mem ratio")
+    header = (
+        "trace",
+        "file MB",
+        "events",
+        "stepscope s",
+        "stepscope MB",
+        "HTA s",
+        "HTA MB",
+        "speedup",
+        "mem ratio",
+    )
     lines = [header]
     for r in rows:
         s, h = r.get("stepscope") or {}, r.get("hta") or {}
-        lines.append((r["trace"], _fmt(r["file_mb"], ".1f"), f"{r['events']:,}",
-                      _fmt(s.get("s") if s.get("rc") == 0 else None, ".2f"),
-                      _fmt(s.get("peak_mb") if s.get("rc") == 0 else None, ".0f"),
-                      _fmt(h.get("s") if h.get("rc") == 0 else None, ".2f"),
-                      _fmt(h.get("peak_mb") if h.get("rc") == 0 else None, ".0f"),
-                      _fmt(r.get("speedup"), ".1f") + ("x" if r.get("speedup") else ""),
-                      _fmt(r.get("memory_ratio"), ".2f")))
+        lines.append(
+            (
+                r["trace"],
+                _fmt(r["file_mb"], ".1f"),
+                f"{r['events']:,}",
+                _fmt(s.get("s") if s.get("rc") == 0 else None, ".2f"),
+                _fmt(s.get("peak_mb") if s.get("rc") == 0 else None, ".0f"),
+                _fmt(h.get("s") if h.get("rc") == 0 else None, ".2f"),
+                _fmt(h.get("peak_mb") if h.get("rc") == 0 else None, ".0f"),
+                _fmt(r.get("speedup"), ".1f") + ("x" if r.get("speedup") else ""),
+                _fmt(r.get("memory_ratio"), ".2f"),
+            )
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     print()
     for i, line in enumerate(lines):
-        print("  ".join(cell.rjust(w) if c else cell.ljust(w) for c, (cell, w) in enumerate(zip(line, widths))))
+        print(
+            "  ".join(cell.rjust(w) if c else cell.ljust(w) for c, (cell, w) in enumerate(zip(line, widths)))
+        )
         if i == 0:
             print("  ".join("-" * w for w in widths))
     print()
@@ -275,8 +333,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             print(f"{r['trace']}: targets not evaluated (a run failed or was skipped)")
             continue
         fast, small = r["speedup"] >= SPEEDUP_TARGET, r["memory_ratio"] <= MEMORY_TARGET
-        print(f"{r['trace']}: speed >= {SPEEDUP_TARGET:g}x {'MET' if fast else 'NOT MET'}, "
-              f"memory <= {MEMORY_TARGET:g} of HTA {'MET' if small else 'NOT MET'}")
+        print(
+            f"{r['trace']}: speed >= {SPEEDUP_TARGET:g}x {'MET' if fast else 'NOT MET'}, "
+            f"memory <= {MEMORY_TARGET:g} of HTA {'MET' if small else 'NOT MET'}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,8 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true", help="rebuild the traces cached in bench/out/")
     parser.add_argument("--repeat", type=int, default=1, help="runs per command (median is reported)")
     parser.add_argument("--skip-hta", action="store_true", help="measure Stepscope only")
-    parser.add_argument("--stepscope-cmd", default=DEFAULT_STEPSCOPE_CMD,
-                        help="command run from the repo root, {file} is the trace (default: the real CLI)")
+    parser.add_argument(
+        "--stepscope-cmd",
+        default=DEFAULT_STEPSCOPE_CMD,
+        help="command run from the repo root, {file} is the trace (default: the real CLI)",
+    )
     args = parser.parse_args(argv)
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -299,8 +362,11 @@ def main(argv: list[str] | None = None) -> int:
 
     run_stepscope = True
     if args.stepscope_cmd == DEFAULT_STEPSCOPE_CMD and not (ROOT / "app" / "cli.py").exists():
-        print("app/cli.py does not exist yet: Stepscope columns will be empty "
-              "(use --stepscope-cmd to try the harness with another command)", flush=True)
+        print(
+            "app/cli.py does not exist yet: Stepscope columns will be empty "
+            "(use --stepscope-cmd to try the harness with another command)",
+            flush=True,
+        )
         run_stepscope = False
     hta_python = None if args.skip_hta else ensure_hta_venv()
 
@@ -323,10 +389,16 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
 
     print_table(rows)
-    report = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": platform.platform(),
-              "cpus": os.cpu_count(), "stepscope_cmd": args.stepscope_cmd,
-              "hta": None if hta_python is None else HTA_REQUIREMENTS, "repeat": args.repeat,
-              "targets": {"speedup_min": SPEEDUP_TARGET, "memory_ratio_max": MEMORY_TARGET}, "results": rows}
+    report = {
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": platform.platform(),
+        "cpus": os.cpu_count(),
+        "stepscope_cmd": args.stepscope_cmd,
+        "hta": None if hta_python is None else HTA_REQUIREMENTS,
+        "repeat": args.repeat,
+        "targets": {"speedup_min": SPEEDUP_TARGET, "memory_ratio_max": MEMORY_TARGET},
+        "results": rows,
+    }
     (OUT / "parse_bench.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwrote {(OUT / 'parse_bench.json').relative_to(ROOT)}")
     return 0
