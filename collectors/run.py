@@ -1,0 +1,316 @@
+"""Run one profiled generation and write runs/<id>/trace.json.gz and run.json, atomically.
+
+Used as ``python -m collectors.run ...`` (see ``main``) and from the app through
+``run_profiled_generation(RunSpec(...))``. Everything is written into a hidden temporary folder
+inside the runs folder and renamed into place at the end, so a failed run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import os
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import CollectorError
+
+ProgressCallback = Callable[[str, int, int], None]
+STAGES = ("load model", "warm up", "profile", "export")
+DEFAULT_MAX_PROFILED_DECODE_STEPS = 256
+
+
+@dataclass
+class RunSpec:
+    """What to run. ``model`` (a local folder or a hub id) wins over ``preset`` when given."""
+
+    preset: str | None = "tiny-llama"
+    model: str | None = None
+    device: str = "auto"
+    prompt: str | None = None  # text; None -> ``prompt_tokens`` deterministic ids
+    prompt_tokens: int = 16
+    new_tokens: int = 32
+    batch: int = 1
+    mode: str = "eager"
+    requests: int = 1
+    warmup: int = 1
+    record_shapes: bool = False
+    with_stack: bool = False
+    profile_memory: bool = False
+    max_profiled_decode_steps: int = DEFAULT_MAX_PROFILED_DECODE_STEPS
+    trust_remote_code: bool = False
+    sample: bool = False
+    temperature: float = 1.0
+    dtype: str = "auto"
+
+
+def _validate(spec: RunSpec) -> None:
+    from .decode_loops import MODES
+
+    if spec.mode not in MODES:
+        raise CollectorError(f"unknown mode {spec.mode!r}; use one of {', '.join(MODES)}")
+    if spec.model is None and not spec.preset:
+        raise CollectorError("give a preset or a model")
+    for name in ("new_tokens", "batch", "requests", "max_profiled_decode_steps"):
+        if getattr(spec, name) < 1:
+            raise CollectorError(f"{name.replace('_', '-')} must be at least 1")
+    if spec.prompt is None and spec.prompt_tokens < 1:
+        raise CollectorError("prompt-tokens must be at least 1")
+    if spec.warmup < 0:
+        raise CollectorError("warmup must be 0 or more")
+    if spec.sample and spec.temperature <= 0:
+        raise CollectorError("temperature must be above 0 when sampling")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _run_id(spec: RunSpec, device_type: str) -> str:
+    source = spec.preset if spec.model is None else Path(spec.model.rstrip("/")).name
+    source = re.sub(r"[^A-Za-z0-9._-]+", "_", source or "model")
+    return f"{time.strftime('%Y%m%d-%H%M%S')}_{device_type}_{source}_{spec.mode}_{secrets.token_hex(2)}"
+
+
+def _make_loop(loaded: Any, spec: RunSpec, device: Any, prompt_len: int) -> Any:
+    from .decode_loops import DecodeSettings, HFGenerateLoop, StaticCacheLoop
+
+    settings = DecodeSettings(spec.new_tokens, spec.batch, prompt_len, spec.sample, spec.temperature)
+    if spec.mode == "eager":
+        return HFGenerateLoop(loaded.model, settings)
+    if spec.mode == "compile" and device.type == "cuda":
+        return HFGenerateLoop(loaded.model, settings, hf_compile=True)
+    return StaticCacheLoop(loaded.model, settings, device, spec.mode)
+
+
+def run_profiled_generation(
+    spec: RunSpec, out_dir: str | os.PathLike = "runs", progress: ProgressCallback | None = None
+) -> Path:
+    """Profile one generation (``spec.requests`` requests) and return the new run folder.
+
+    Raises CollectorError with a one-line message on any failure; nothing is left half-written.
+    """
+    notify = progress or (lambda stage, done, total: None)
+    _validate(spec)
+    try:
+        import torch
+
+        from .devices import parse_dtype, resolve_device
+        from .locking import device_lock
+    except ImportError as exc:
+        raise CollectorError(f"collectors need torch and transformers installed: {exc}") from exc
+    device = resolve_device(spec.device)
+    if spec.mode == "cuda-graph" and device.type != "cuda":
+        raise CollectorError("mode cuda-graph needs a CUDA GPU; on the CPU use mode eager or compile")
+    dtype = parse_dtype(spec.dtype, device)
+    runs_dir = Path(out_dir)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CollectorError(f"cannot create the runs folder {runs_dir}: {exc}") from exc
+    with device_lock(runs_dir, device, lambda message: notify(message, 0, 1)):
+        partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=runs_dir))
+        partial.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the run folder should not be
+        try:
+            return _profile_into(spec, device, dtype, runs_dir, partial, notify)
+        except CollectorError:
+            raise
+        except torch.OutOfMemoryError as exc:
+            raise CollectorError(
+                f"out of memory on {device}: try a smaller preset, batch, prompt or new-tokens"
+            ) from exc
+        except MemoryError as exc:
+            raise CollectorError("out of host memory: try a smaller preset or batch") from exc
+        except Exception as exc:  # the caller gets one line, never a traceback
+            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise CollectorError(f"run failed: {type(exc).__name__}: {first_line}") from exc
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+
+
+def _profile_into(spec: RunSpec, device: Any, dtype: Any, runs_dir: Path, partial: Path,
+                  notify: ProgressCallback) -> Path:
+    import torch
+
+    from .devices import device_name
+    from .model_loading import build_preset, load_pretrained
+    from .profiling import ProfilerOptions, ProfileWindow
+    from .prompts import prompt_ids
+    from .run_record import build_record, timings, write_json_atomically
+    from .step_tracker import StepTracker
+
+    notify("load model", 0, 1)
+    positions_bound = (len(spec.prompt.encode("utf-8")) if spec.prompt is not None else spec.prompt_tokens)
+    positions_bound += spec.new_tokens
+    if spec.model is not None:
+        loaded = load_pretrained(spec.model, device, dtype, spec.batch, positions_bound, spec.trust_remote_code)
+    else:
+        loaded = build_preset(spec.preset, device, dtype, spec.batch, positions_bound)
+    vocab = loaded.config.get_text_config().vocab_size if hasattr(loaded.config, "get_text_config") \
+        else loaded.config.vocab_size
+    input_ids = prompt_ids(spec.prompt, spec.prompt_tokens, spec.batch, vocab, loaded.tokenizer).to(device)
+    prompt_len = int(input_ids.shape[1])
+    notify("load model", 1, 1)
+
+    loop = _make_loop(loaded, spec, device, prompt_len)
+    total_warmup = spec.warmup + 1
+    notify("warm up", 0, total_warmup)
+    loop.prepare(input_ids)  # graph capture or compilation: one-off work kept out of the profile
+    notify("warm up", 1, total_warmup)
+    for i in range(spec.warmup):
+        warm_tracker = StepTracker(spec.batch, device)
+        warm_tracker.start_request(0)
+        loop.generate(input_ids, warm_tracker)
+        notify("warm up", i + 2, total_warmup)
+
+    options = ProfilerOptions(spec.record_shapes, spec.with_stack, spec.profile_memory)
+    window = ProfileWindow(device, options, spec.requests, spec.max_profiled_decode_steps)
+    tracker = StepTracker(spec.batch, device, after_forward=window.after_forward)
+    notify("profile", 0, spec.requests)
+    window.start()
+    try:
+        for request in range(spec.requests):
+            window.request_started(request)
+            tracker.start_request(request)
+            loop.generate(input_ids, tracker)
+            notify("profile", request + 1, spec.requests)
+    finally:
+        window.stop()
+    for request, times in enumerate(tracker.token_times_ms):
+        if len(times) != spec.new_tokens:
+            raise CollectorError(
+                f"request {request} produced {len(times)} tokens instead of {spec.new_tokens}"
+            )
+
+    notify("export", 0, 1)
+    window.export_gzip(str(partial / "trace.json.gz"))
+    profiled_decodes = min(spec.new_tokens - 1, spec.max_profiled_decode_steps)
+    model_info = {
+        "source": loaded.source,
+        "architecture": type(loaded.model).__name__,
+        "parameters": sum(p.numel() for p in loaded.model.parameters()),
+        "config": loaded.config.to_dict(),
+    }
+    record = build_record(
+        spec=dataclasses.asdict(spec),
+        device_type=device.type,
+        device_name=device_name(device),
+        model_info=model_info,
+        dtype=dtype,
+        prompt_len=prompt_len,
+        timing=timings(tracker.token_times_ms, profiled_decodes, window.capped),
+        expected_markers={"prefill": spec.requests, "decode": spec.requests * profiled_decodes},
+    )
+    write_json_atomically(partial / "run.json", record)
+    final = runs_dir / _run_id(spec, device.type)
+    os.replace(partial, final)
+    del loop, loaded
+    torch.cuda.empty_cache() if device.type == "cuda" else None
+    notify("export", 1, 1)
+    return final
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would print usage and a multi-line message
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _OneLineErrorParser(prog="python -m collectors.run", description="Run a profiled generation.")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--preset", default=None, help="architecture preset with random weights (default tiny-llama)")
+    source.add_argument("--model", default=None, help="local model folder, or a hub id (needs network)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", default=None, help="prompt text")
+    prompt.add_argument("--prompt-tokens", type=int, default=16, help="prompt length in tokens (deterministic ids)")
+    p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--mode", default="eager", choices=["eager", "cuda-graph", "compile"])
+    p.add_argument("--requests", type=int, default=1, help="requests profiled one after another in one trace")
+    p.add_argument("--warmup", type=int, default=1, help="unprofiled runs before the profiled one")
+    p.add_argument("--record-shapes", action="store_true")
+    p.add_argument("--with-stack", action="store_true")
+    p.add_argument("--profile-memory", action="store_true")
+    p.add_argument("--max-profiled-decode-steps", type=int, default=DEFAULT_MAX_PROFILED_DECODE_STEPS)
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--sample", action="store_true", help="sample (eager mode) instead of greedy decoding")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU), bf16, fp16 or fp32")
+    p.add_argument("--out", default="runs", help="runs folder (default ./runs)")
+    return p
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    return RunSpec(
+        preset=None if args.model else (args.preset or "tiny-llama"),
+        model=args.model,
+        device=args.device,
+        prompt=args.prompt,
+        prompt_tokens=args.prompt_tokens,
+        new_tokens=args.new_tokens,
+        batch=args.batch,
+        mode=args.mode,
+        requests=args.requests,
+        warmup=args.warmup,
+        record_shapes=args.record_shapes,
+        with_stack=args.with_stack,
+        profile_memory=args.profile_memory,
+        max_profiled_decode_steps=args.max_profiled_decode_steps,
+        trust_remote_code=args.trust_remote_code,
+        sample=args.sample,
+        temperature=args.temperature,
+        dtype=args.dtype,
+    )
+
+
+def _quiet_libraries() -> None:
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+def _print_progress(stage: str, done: int, total: int) -> None:
+    if stage in STAGES:
+        print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
+    else:
+        print(stage, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _quiet_libraries()
+    started = time.perf_counter()
+    try:
+        run_dir = run_profiled_generation(spec_from_args(args), args.out, _print_progress)
+    except CollectorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 2
+    print(f"done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    print(run_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""run.json: what was run, where, with which versions, and the harness's own timings.
+
+The schema ("stepscope.run/1") is documented in collectors/README.md; add keys, never rename them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import platform
+import statistics
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SCHEMA = "stepscope.run/1"
+
+
+def versions() -> dict[str, str | None]:
+    import transformers
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cuda": torch.version.cuda,
+    }
+
+
+def json_safe(value: Any) -> Any:
+    """Config dicts hold dtypes, tuples and other oddities; make them plain JSON."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    return str(value)
+
+
+def timings(token_times_ms: list[list[float]], profiled_decode_steps: int, capped: bool) -> dict[str, Any]:
+    """Flat lists over all requests in order, plus the same split per request."""
+    per_request = [
+        {"request": r, "ttft_ms": times[0] if times else None, "token_times_ms": times, "itl_ms": times[1:]}
+        for r, times in enumerate(token_times_ms)
+    ]
+    ttfts = [p["ttft_ms"] for p in per_request if p["ttft_ms"] is not None]
+    return {
+        "ttft_ms": statistics.median(ttfts) if ttfts else None,
+        "token_times_ms": [t for times in token_times_ms for t in times],
+        "itl_ms": [t for times in token_times_ms for t in times[1:]],
+        "profiled_decode_steps": profiled_decode_steps,
+        "profile_capped": capped,
+        "per_request": per_request,
+    }
+
+
+def build_record(
+    spec: dict[str, Any],
+    device_type: str,
+    device_name: str,
+    model_info: dict[str, Any],
+    dtype: torch.dtype,
+    prompt_len: int,
+    timing: dict[str, Any],
+    expected_markers: dict[str, int],
+) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "spec": json_safe(spec),
+        "versions": versions(),
+        "device": device_name,
+        "device_type": device_type,
+        "model": json_safe(model_info),
+        "dtype": str(dtype).removeprefix("torch."),
+        "prompt_len": prompt_len,
+        "timings": timing,
+        "markers": expected_markers,
+        "trace": "trace.json.gz",
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_json_atomically(path: Path, record: dict[str, Any]) -> None:
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    os.replace(partial, path)
