@@ -1,0 +1,70 @@
+"""Timeline -> steps, gaps, summary, findings. No Streamlit, Plotly or torch here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.activity import busy_union, derive_activity
+from analysis.findings import make_findings
+from analysis.gaps import find_gaps
+from analysis.model import Analysis, Finding, Segmentation
+from analysis.options import AnalysisOptions
+from analysis.step_finding import find_steps
+from analysis.steps import measure_steps
+from analysis.summary import inter_token_latency_ns, outlier_mask, summarize
+from parsers.timeline import Timeline
+
+__all__ = ["Analysis", "AnalysisOptions", "Finding", "Segmentation", "analyze"]
+
+
+def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
+    options = options or AnalysisOptions()
+    act = derive_activity(timeline)
+    devices = np.unique(act.work_device)
+    busy_by_device = {
+        int(d): busy_union(act.work_start[act.work_device == d], act.work_end[act.work_device == d]) for d in devices
+    }
+    busy_all = busy_union(act.work_start, act.work_end)
+    bounds, segmentation = find_steps(timeline, options.step_regex)
+    steps, work_step = measure_steps(bounds, act, busy_all)
+    itl = inter_token_latency_ns(steps)
+    outliers = outlier_mask(steps, itl, options.outlier_factor)
+    gaps = find_gaps(act, busy_by_device, steps, options.gap_threshold_ns)
+    summary = summarize(steps, act, busy_all, itl, outliers)
+    findings = make_findings(steps, gaps, summary, outliers, options)
+    steps = steps.assign(itl_ns=itl, outlier=outliers)
+    return Analysis(
+        steps=steps,
+        gaps=gaps,
+        summary=summary,
+        findings=tuple(findings),
+        segmentation=segmentation,
+        top_kernels=_top_kernels(act, steps, work_step),
+        busy_intervals=busy_by_device,
+        time_origin_ns=act.first_ts,
+        excluded_steps=tuple(int(i) for i in np.flatnonzero(outliers)),
+    )
+
+
+def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10) -> pd.DataFrame:
+    """The heaviest kernels of each phase, with their share of that phase's kernel time."""
+    kernel = act.work_is_kernel
+    phase = np.full(len(work_step), "outside steps", dtype=object)
+    placed = work_step >= 0
+    if len(steps):
+        phase[placed] = steps["kind"].to_numpy()[work_step[placed]]
+    frame = pd.DataFrame(
+        {
+            "phase": phase[kernel],
+            "name": np.asarray(act.work_name)[kernel],
+            "dur": (act.work_end - act.work_start)[kernel],
+        }
+    )
+    if frame.empty:
+        return pd.DataFrame(columns=["phase", "name", "count", "total_ns", "share_pct"])
+    grouped = frame.groupby(["phase", "name"], observed=True, sort=False)["dur"].agg(["count", "sum"]).reset_index()
+    grouped = grouped.rename(columns={"sum": "total_ns"})
+    grouped["share_pct"] = 100.0 * grouped["total_ns"] / grouped.groupby("phase")["total_ns"].transform("sum")
+    grouped = grouped.sort_values(["phase", "total_ns"], ascending=[True, False])
+    return grouped.groupby("phase", sort=False).head(top).reset_index(drop=True)

@@ -1,0 +1,80 @@
+"""Step annotations that inference engines write, parsed into step kind, tokens and batch.
+
+Formats seen in real traces (see ../shared/real_traces):
+  vLLM    execute_context_1(888_788544)_generation_0(0)
+          execute_32_context_0(sq0sk0...)_generation_32(sq32sk55086...)
+  SGLang  step[DECODE bs=32], step[EXTEND ...], step[MIXED ...]
+  torch   ProfilerStep#6
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from collectors.markers import parse_marker
+
+_VLLM = re.compile(
+    r"^execute_(?:(?P<total>\d+)_)?context_(?P<ctx>\d+)\((?P<ctx_detail>[^)]*)\)_generation_(?P<gen>\d+)\("
+)
+_VLLM_SQ = re.compile(r"sq(\d+)")
+_SGLANG = re.compile(r"^step\[(?P<mode>EXTEND|DECODE|MIXED|PREFILL|IDLE)\b(?P<rest>[^\]]*)\]")
+_SGLANG_BS = re.compile(r"\bbs=(\d+)")
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+class StepLabel(NamedTuple):
+    kind: str | None  # prefill | decode | mixed | empty; None when the name does not say
+    tokens: int | None  # new token positions in the step, over the whole batch
+    batch: int | None
+    request: int | None = None
+    index: int | None = None
+
+
+def stepscope_label(name: str) -> StepLabel | None:
+    marker = parse_marker(name)
+    if marker is None:
+        return None
+    return StepLabel(marker.kind, marker.tokens * marker.batch, marker.batch, marker.request, marker.index)
+
+
+def vllm_label(name: str) -> StepLabel | None:
+    m = _VLLM.match(name)
+    if m is None:
+        return None
+    ctx, gen = int(m["ctx"]), int(m["gen"])
+    kind = "mixed" if ctx and gen else "prefill" if ctx else "decode" if gen else "empty"
+    tokens = int(m["total"]) if m["total"] else None
+    if tokens is None and ctx == 0:
+        tokens = gen
+    elif tokens is None and ctx:
+        # the older form writes "(tokens_...)" after context_N: its first number is the prompt tokens
+        first = re.match(r"(\d+)", m["ctx_detail"])
+        tokens = int(first.group(1)) + gen if first else None
+    return StepLabel(kind, tokens, ctx + gen)
+
+
+def sglang_label(name: str) -> StepLabel | None:
+    m = _SGLANG.match(name)
+    if m is None:
+        return None
+    bs = _SGLANG_BS.search(m["rest"])
+    batch = int(bs.group(1)) if bs else None
+    kind = {"EXTEND": "prefill", "PREFILL": "prefill", "DECODE": "decode", "MIXED": "mixed", "IDLE": "empty"}[m["mode"]]
+    return StepLabel(kind, batch if kind == "decode" else None, batch)
+
+
+def profiler_step_label(name: str) -> StepLabel | None:
+    return StepLabel(None, None, None) if _PROFILER_STEP.match(name) else None
+
+
+def regex_label(pattern: re.Pattern[str], name: str) -> StepLabel | None:
+    m = pattern.search(name)
+    if m is None:
+        return None
+    groups = m.groupdict()
+    kind = (groups.get("kind") or "").lower() or None
+    if kind not in (None, "prefill", "decode", "mixed", "empty"):
+        kind = None
+    tokens = int(groups["tokens"]) if groups.get("tokens", "") and groups["tokens"].isdigit() else None
+    return StepLabel(kind, tokens, None)

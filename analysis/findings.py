@@ -1,0 +1,142 @@
+"""Findings that say what to change, each carrying the numbers it rests on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.model import Finding
+from analysis.options import AnalysisOptions
+
+
+def make_findings(
+    steps: pd.DataFrame, gaps: pd.DataFrame, summary: dict, outliers: np.ndarray, options: AnalysisOptions
+) -> list[Finding]:
+    out: list[Finding] = []
+    decode = steps[(steps["kind"] == "decode").to_numpy() & ~outliers] if len(steps) else steps
+    if len(decode):
+        out += _host_bound(decode, gaps, summary, options)
+        out += _sync_every_step(decode, summary)
+        out += _launch_overhead(decode, summary)
+    if outliers.any():
+        out.append(_outliers(steps, outliers, summary))
+    if len(steps):
+        out += _dominance(summary)
+    return out
+
+
+def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: dict, options: AnalysisOptions) -> list[Finding]:
+    span = (decode["end_ns"] - decode["start_ns"]).to_numpy().astype(float)
+    idle_share = float(np.median(decode["gpu_idle_ns"].to_numpy() / np.maximum(span, 1)))
+    if idle_share <= options.host_bound_idle_share:
+        return []
+    step_us, idle_us = float(np.median(span) / 1e3), float(decode["gpu_idle_ns"].median() / 1e3)
+    if not summary["on_gpu"]:
+        return [
+            Finding(
+                "host-overhead",
+                "warn",
+                f"No op runs for {idle_share:.0%} of each decode step",
+                f"Median decode step {step_us:.0f} us, of which {idle_us:.0f} us has no host op running: Python and "
+                "dispatch overhead between ops. torch.compile (inductor) fuses ops and removes most of it.",
+                {"idle_share": idle_share, "step_us": step_us, "idle_us": idle_us},
+            )
+        ]
+    in_decode = gaps[(gaps["cause"] == "launch") & gaps["step"].isin(decode.index)]
+    launch_idle = in_decode.groupby("step")["dur_ns"].sum().reindex(decode.index, fill_value=0)
+    save_us = float(launch_idle.median() / 1e3)
+    return [
+        Finding(
+            "host-bound-decode",
+            "critical" if idle_share > 0.5 else "warn",
+            f"Decode is host-bound: the GPU is idle {idle_share:.0%} of each decode step",
+            f"Median decode step {step_us:.0f} us with {idle_us:.0f} us of GPU idle time; {save_us:.0f} us of it is "
+            f"the GPU waiting for the next launch. Capturing the decode step as a CUDA graph (or torch.compile "
+            f"mode='reduce-overhead') could save about {save_us:.0f} us per token ({save_us / step_us:.0%} of ITL).",
+            {"idle_share": idle_share, "step_us": step_us, "idle_us": idle_us, "graph_saving_us": save_us},
+        )
+    ]
+
+
+def _sync_every_step(decode: pd.DataFrame, summary: dict) -> list[Finding]:
+    if not summary["on_gpu"]:
+        return []
+    with_sync = int(((decode["d2h_copies"] > 0) | (decode["syncs"] > 0)).sum())
+    if with_sync < max(1, 0.9 * len(decode)):
+        return []
+    return [
+        Finding(
+            "sync-every-step",
+            "warn",
+            "A device-to-host copy or synchronize in every decode step",
+            f"{with_sync} of {len(decode)} decode steps copy to the host or synchronize (median "
+            f"{summary['d2h_per_decode_step']:.0f} D2H copies, {summary['syncs_per_decode_step']:.0f} sync calls per "
+            "step): sampling or stop checks leave the GPU and the host waits each token. Keep sampling and stop "
+            "checks on the GPU and read tokens back asynchronously.",
+            {"steps_with_sync": with_sync, "decode_steps": len(decode)},
+        )
+    ]
+
+
+def _launch_overhead(decode: pd.DataFrame, summary: dict) -> list[Finding]:
+    launches = float(decode["launches"].median())
+    mean_call_us = summary.get("launch_call_mean_us")
+    if not launches or not mean_call_us:
+        return []
+    step_us = float((decode["end_ns"] - decode["start_ns"]).median() / 1e3)
+    cost_us = launches * mean_call_us
+    share = cost_us / step_us if step_us else 0.0
+    return [
+        Finding(
+            "launch-overhead",
+            "warn" if share > 0.2 else "info",
+            f"Launch calls take {share:.0%} of each decode step",
+            f"{launches:.0f} launches per decode step x {mean_call_us:.1f} us mean launch call = {cost_us:.0f} us of "
+            f"host time per {step_us:.0f} us step. "
+            + ("One graph launch per step would remove nearly all of it." if launches > 10 else ""),
+            {"launches": launches, "launch_call_us": mean_call_us, "cost_us": cost_us, "share": share},
+        )
+    ]
+
+
+def _outliers(steps: pd.DataFrame, outliers: np.ndarray, summary: dict) -> Finding:
+    rows = steps[outliers]
+    first = rows.iloc[0]
+    return Finding(
+        "itl-outliers",
+        "info",
+        f"{len(rows)} slow decode step(s) left out of the ITL figures",
+        f"Steps slower than the outlier limit (first: request {first['request']}, index {first['index']}, "
+        f"{(first['end_ns'] - first['start_ns']) / 1e3:.0f} us vs a median of "
+        f"{summary['decode_step_us'] or 0:.0f} us): "
+        "warm-up, compilation or a stall. They still appear in the step table and timeline.",
+        {"outliers": len(rows)},
+    )
+
+
+def _dominance(summary: dict) -> list[Finding]:
+    pre, dec = summary["prefill_ms_total"], summary["decode_ms_total"]
+    total = pre + dec
+    if total <= 0:
+        return []
+    if dec >= pre:
+        return [
+            Finding(
+                "decode-dominated",
+                "info",
+                f"Decode-dominated: decode is {dec / total:.0%} of generation time",
+                f"Prefill {pre:.1f} ms, decode {dec:.1f} ms. ITL drives the user's experience here: cut per-token "
+                "overhead (launches, syncs) and memory traffic per step.",
+                {"prefill_ms": pre, "decode_ms": dec},
+            )
+        ]
+    return [
+        Finding(
+            "prefill-dominated",
+            "info",
+            f"Prefill-dominated: prefill is {pre / total:.0%} of generation time",
+            f"Prefill {pre:.1f} ms, decode {dec:.1f} ms. TTFT drives the experience here: prefill is usually compute "
+            "bound, so look at GEMM efficiency, attention kernels and prompt caching.",
+            {"prefill_ms": pre, "decode_ms": dec},
+        )
+    ]

@@ -1,0 +1,86 @@
+"""GPU idle gaps: holes in the union of device work, where they lie and why they happened."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.activity import Activity
+from analysis.model import GAP_COLUMNS
+
+
+def find_gaps(
+    act: Activity, busy_by_device: dict[int, tuple[np.ndarray, np.ndarray]], steps: pd.DataFrame, threshold_ns: int
+) -> pd.DataFrame:
+    frames = []
+    for device, (bs, be) in busy_by_device.items():
+        if len(bs) < 2:
+            continue
+        g0, g1 = be[:-1], bs[1:]
+        keep = (g1 - g0) >= max(threshold_ns, 1)
+        g0, g1 = g0[keep], g1[keep]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "start_ns": g0,
+                    "end_ns": g1,
+                    "dur_ns": g1 - g0,
+                    "device": device,
+                    "cause": _causes(act, device, g0, g1),
+                }
+            )
+        )
+    if not frames:
+        return pd.DataFrame(
+            {c: pd.Series(dtype=object if c in ("placement", "cause") else "int64") for c in GAP_COLUMNS}
+        )
+    gaps = pd.concat(frames, ignore_index=True).sort_values("start_ns", kind="stable").reset_index(drop=True)
+    placement, step = _placement(gaps, steps)
+    gaps["placement"] = placement
+    gaps["step"] = step
+    return gaps[list(GAP_COLUMNS)]
+
+
+def _causes(act: Activity, device: int, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """sync: a synchronize call or a device-to-host copy was in flight when the GPU went idle;
+    launch: the next work's launch call began after the GPU went idle (the host was late);
+    other: anything else."""
+    if not act.on_gpu:
+        return np.full(len(g0), "other", dtype=object)
+    on_dev = act.work_device == device
+    starts, anchors = act.work_start[on_dev], act.work_anchor[on_dev]
+    ends, d2h = act.work_end[on_dev], act.work_is_d2h[on_dev]
+    order = np.argsort(starts, kind="stable")
+    starts, anchors = starts[order], anchors[order]
+    nxt = np.clip(np.searchsorted(starts, g1, side="left"), 0, len(starts) - 1)
+    late_launch = anchors[nxt] >= g0
+
+    in_sync = _overlaps(act.sync_start, act.sync_end, g0, g1)
+    d2h_ends = np.sort(ends[d2h])
+    # a D2H copy that finished right as the GPU went idle: the host was waiting for its result
+    j = np.searchsorted(d2h_ends, g0, side="right") - 1
+    after_d2h = (j >= 0) & (g0 - d2h_ends[np.maximum(j, 0)] <= 0) if len(d2h_ends) else np.zeros(len(g0), bool)
+    return np.where(in_sync | after_d2h, "sync", np.where(late_launch, "launch", "other")).astype(object)
+
+
+def _overlaps(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """Whether any [s, e) interval overlaps each gap's start [g0, g1)."""
+    if len(s) == 0:
+        return np.zeros(len(g0), dtype=bool)
+    order = np.argsort(s, kind="stable")
+    s, running_end = s[order], np.maximum.accumulate(e[order])
+    i = np.searchsorted(s, g1, side="left") - 1  # last call starting before the gap ends
+    return (i >= 0) & (running_end[np.maximum(i, 0)] > g0)
+
+
+def _placement(gaps: pd.DataFrame, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    n = len(gaps)
+    if steps.empty:
+        return np.full(n, "outside generation", dtype=object), np.full(n, -1, dtype=np.int64)
+    s, e = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
+    mid = (gaps["start_ns"].to_numpy() + gaps["end_ns"].to_numpy()) // 2
+    i = np.searchsorted(s, mid, side="right") - 1
+    inside = (i >= 0) & (mid < e[np.maximum(i, 0)])
+    between = ~inside & (mid > s[0]) & (mid < e.max())
+    placement = np.where(inside, "within step", np.where(between, "between steps", "outside generation"))
+    return placement.astype(object), np.where(inside, i, -1)

@@ -1,0 +1,57 @@
+"""What analysis hands to the CLI and the app: plain frames and small records, no behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+STEP_COLUMNS = (
+    "kind",  # prefill | decode | mixed | empty
+    "request",
+    "index",
+    "start_ns",
+    "end_ns",
+    "tokens",  # new token positions per sequence, <NA> when unknown
+    "batch",  # sequences in the step, <NA> when unknown
+    "kernels",
+    "launches",
+    "launch_host_ns",  # host time spent inside launch calls
+    "gpu_busy_ns",
+    "gpu_idle_ns",
+    "d2h_copies",
+    "syncs",
+    "label",  # the annotation or marker the step came from, "" when inferred
+)
+GAP_COLUMNS = ("start_ns", "end_ns", "dur_ns", "device", "placement", "step", "cause")
+GAP_PLACEMENTS = ("within step", "between steps", "outside generation")
+GAP_CAUSES = ("launch", "sync", "other")
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    method: str  # e.g. "stepscope-markers", "vllm-annotations", "embedding+lm_head", "none"
+    confidence: float
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: str  # info | warn | critical
+    title: str
+    detail: str
+    evidence: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    steps: pd.DataFrame  # STEP_COLUMNS, ordered by start
+    gaps: pd.DataFrame  # GAP_COLUMNS, ordered by start
+    summary: dict  # the CLI contract's summary object plus extra keys
+    findings: tuple[Finding, ...]
+    segmentation: Segmentation
+    top_kernels: pd.DataFrame  # phase, name, count, total_ns, share_pct
+    busy_intervals: dict[int, tuple] = field(default_factory=dict)  # device -> (starts_ns, ends_ns) arrays
+    time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
+    excluded_steps: tuple[int, ...] = ()  # step rows left out of ITL statistics (outliers), by row position

@@ -1,0 +1,68 @@
+"""The CLI's JSON contract (DESIGN.md), built from a Timeline and its Analysis."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from analysis.model import Analysis
+from parsers.timeline import Timeline
+
+SUMMARY_KEYS = (
+    "prefill_steps",
+    "decode_steps",
+    "ttft_ms",
+    "itl_ms",
+    "decode_tokens_per_s",
+    "gpu_busy_pct",
+    "kernels_per_decode_step",
+    "launches_per_decode_step",
+    "gpu_idle_per_decode_step_us",
+)
+
+
+def contract(timeline: Timeline, analysis: Analysis) -> dict:
+    """One JSON-ready object exactly as DESIGN.md's analyze --json promises."""
+    return {
+        "format": timeline.meta.source_format,
+        "device": timeline.device_name,
+        "events": len(timeline.events),
+        "segmentation": {
+            "method": analysis.segmentation.method,
+            "confidence": round(float(analysis.segmentation.confidence), 3),
+            "warnings": list(analysis.segmentation.warnings),
+        },
+        "requests": int(analysis.steps["request"].nunique()) if len(analysis.steps) else 0,
+        "steps": [_step(row) for row in analysis.steps.itertuples(index=False)],
+        "summary": {k: _clean(analysis.summary.get(k)) for k in SUMMARY_KEYS},
+        "findings": [
+            {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in analysis.findings
+        ],
+    }
+
+
+def _step(row) -> dict:
+    return {
+        "kind": row.kind,
+        "request": int(row.request),
+        "index": int(row.index),
+        "start_us": row.start_ns / 1000.0,
+        "end_us": row.end_ns / 1000.0,
+        "tokens": None if pd.isna(row.tokens) else int(row.tokens),
+        "kernels": int(row.kernels),
+        "launches": int(row.launches),
+        "gpu_busy_us": row.gpu_busy_ns / 1000.0,
+        "gpu_idle_us": row.gpu_idle_ns / 1000.0,
+    }
+
+
+def _clean(value):
+    """JSON has no NaN: unknown figures are null."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):
+        return _clean(value.item())
+    return value

@@ -1,0 +1,231 @@
+"""Find the forward passes (steps) in a trace, and say how they were found and how sure we are.
+
+Order of preference: explicit annotations (a user's regex, Stepscope's own
+markers, vLLM, SGLang, ProfilerStep), then the trace's own structure (the
+token-embedding lookup that starts every forward, CUDA/HIP graph replays),
+else nothing: training or single forwards are not generation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from analysis.annotations import (
+    StepLabel,
+    profiler_step_label,
+    regex_label,
+    sglang_label,
+    stepscope_label,
+    vllm_label,
+)
+from analysis.model import Segmentation
+from parsers.timeline import Timeline
+
+BOUNDARY_COLUMNS = ("start_ns", "host_end_ns", "kind", "request", "index", "tokens", "batch", "label")
+TRAINING_NAME = re.compile(r"Backward|autograd::engine|Optimizer\.step")
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
+
+
+def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.DataFrame, Segmentation]:
+    ev = timeline.events
+    annotations = ev[ev["kind"] == "annotation"]
+    ann_names = annotations["name"].astype(str)
+    warnings: list[str] = []
+
+    families: list[tuple[str, float, Callable[[str], StepLabel | None]]] = []
+    if step_regex:
+        try:
+            pattern = re.compile(step_regex)
+        except re.error as exc:
+            raise ValueError(f"step regex {step_regex!r} is invalid: {exc}") from None
+        families.append(("user-regex", 0.9, lambda name: regex_label(pattern, name)))
+    families += [
+        ("stepscope-markers", 1.0, stepscope_label),
+        ("vllm-annotations", 0.95, vllm_label),
+        ("sglang-annotations", 0.95, sglang_label),
+    ]
+    for method, confidence, parse in families:
+        found = _annotated_steps(annotations, ann_names, parse)
+        if found is not None:
+            if method == "user-regex" and found["kind"].isna().any():
+                found = _kinds_by_position(found)
+                warnings.append("the regex has no (?P<kind>...) group: first step taken as prefill, the rest decode")
+            return found, Segmentation(method, confidence, tuple(warnings))
+    if step_regex:
+        warnings.append(f"no annotation matches the step regex {step_regex!r}")
+
+    ops = ev[ev["kind"] == "cpu_op"]
+    training = int(ops["name"].astype(str).str.contains(TRAINING_NAME).sum()) if len(ops) else 0
+    if training:
+        warnings.append(f"training trace ({training} backward/optimizer ops): no generation steps")
+        return _empty(), Segmentation("none", 0.9, tuple(warnings))
+
+    embeddings = _token_embeddings(ops)
+    profiler_steps = _annotated_steps(annotations, ann_names, profiler_step_label)
+    if profiler_steps is not None and len(embeddings):
+        steps = _label_profiler_steps(profiler_steps, embeddings)
+        return steps, Segmentation("profiler-steps", 0.7, tuple(warnings))
+    if len(embeddings):
+        steps, shaped = _forwards_from_embeddings(embeddings)
+        if not shaped:
+            warnings.append("no input shapes recorded (record_shapes off): prefill/decode told apart by position")
+        if len(steps) < 2 and steps["kind"].eq("prefill").all():
+            warnings.append("a single forward pass: no decode steps")
+        return steps, Segmentation("embedding-lookup", 0.85 if shaped else 0.6, tuple(warnings))
+
+    graphs = ev[(ev["kind"].isin(("runtime", "driver"))) & ev["name"].isin(GRAPH_LAUNCHES)]
+    if len(graphs) >= 2:
+        steps = pd.DataFrame(
+            {
+                "start_ns": graphs["ts"].to_numpy(),
+                "host_end_ns": (graphs["ts"] + graphs["dur"]).to_numpy(),
+                "kind": "decode",
+                "request": 0,
+                "index": np.arange(len(graphs)),
+                "tokens": pd.array([None] * len(graphs), dtype="Int64"),
+                "batch": pd.array([None] * len(graphs), dtype="Int64"),
+                "label": graphs["name"].astype(str).to_numpy(),
+            }
+        )
+        warnings.append("steps inferred from graph replays: each replay taken as one decode step")
+        return steps, Segmentation("graph-replays", 0.4, tuple(warnings))
+    warnings.append("nothing in the trace looks like token generation")
+    return _empty(), Segmentation("none", 0.5, tuple(warnings))
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="Int64" if c in ("tokens", "batch") else None) for c in BOUNDARY_COLUMNS})
+
+
+def _annotated_steps(
+    annotations: pd.DataFrame, names: pd.Series, parse: Callable[[str], StepLabel | None]
+) -> pd.DataFrame | None:
+    distinct = names.unique()
+    labels = {n: parse(n) for n in distinct}
+    labels = {n: lab for n, lab in labels.items() if lab is not None}
+    if not labels:
+        return None
+    rows = annotations[names.isin(list(labels)).to_numpy()]
+    # Tensor-parallel traces repeat each step per rank: keep the process with the most steps.
+    main_pid = rows["pid"].value_counts().index[0]
+    rows = rows[rows["pid"] == main_pid].sort_values("ts", kind="stable")
+    parsed = [labels[str(n)] for n in rows["name"]]
+    requests = [lab.request if lab.request is not None else 0 for lab in parsed]
+    indexes = [lab.index for lab in parsed]
+    if any(i is None for i in indexes):
+        indexes = list(range(len(parsed)))
+    return pd.DataFrame(
+        {
+            "start_ns": rows["ts"].to_numpy(),
+            "host_end_ns": (rows["ts"] + rows["dur"]).to_numpy(),
+            "kind": pd.array([lab.kind for lab in parsed], dtype=object),
+            "request": np.array(requests, dtype=np.int64),
+            "index": np.array(indexes, dtype=np.int64),
+            "tokens": pd.array([lab.tokens for lab in parsed], dtype="Int64"),
+            "batch": pd.array([lab.batch for lab in parsed], dtype="Int64"),
+            "label": rows["name"].astype(str).to_numpy(),
+        }
+    )
+
+
+def _kinds_by_position(steps: pd.DataFrame) -> pd.DataFrame:
+    steps = steps.copy()
+    missing = steps["kind"].isna()
+    first = np.arange(len(steps)) == 0
+    steps.loc[missing, "kind"] = np.where(first[missing.to_numpy()], "prefill", "decode")
+    return steps
+
+
+def _token_embeddings(ops: pd.DataFrame) -> pd.DataFrame:
+    """aten::embedding host ops that look up tokens (the largest table when shapes are known)."""
+    emb = ops[ops["name"] == "aten::embedding"]
+    if emb.empty:
+        return emb
+    shapes = emb["input_dims"].astype(str).map(_parse_dims)
+    rows = shapes.map(lambda d: d[0][0] if d and len(d) > 1 and len(d[0]) == 2 else -1)
+    if (rows > 0).any():
+        emb = emb[(rows == rows.max()).to_numpy()]
+        shapes = shapes[(rows == rows.max()).to_numpy()]
+    # One lookup per forward: drop lookups nested in another on the same thread.
+    emb = emb.assign(_dims=shapes.to_numpy())
+    return emb.sort_values("ts", kind="stable")
+
+
+def _parse_dims(text: str):
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _token_shape(dims) -> tuple[int | None, int | None]:
+    """(batch, new positions per sequence) from an embedding's input dims, None when unknown."""
+    if not dims or len(dims) < 2 or not isinstance(dims[1], list) or not dims[1]:
+        return None, None
+    ids = dims[1]
+    if len(ids) == 1:
+        return 1, int(ids[0])
+    return int(ids[0]), int(np.prod(ids[1:]))
+
+
+def _forwards_from_embeddings(emb: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    starts = emb["ts"].to_numpy()
+    shapes = [_token_shape(d) for d in emb["_dims"]]
+    shaped = all(s[1] is not None for s in shapes)
+    n = len(starts)
+    new_request = np.zeros(n, dtype=bool)
+    new_request[0] = True
+    if shaped:
+        seq = np.array([s[1] for s in shapes])
+        new_request[1:] |= seq[1:] > 1  # a multi-token forward after the first opens a new request
+    elif n > 2:
+        intervals = np.diff(starts)
+        new_request[1:] |= intervals > 4 * np.median(intervals)
+    request = np.cumsum(new_request) - 1
+    index = np.arange(n) - np.maximum.accumulate(np.where(new_request, np.arange(n), 0))
+    kind = np.where(index == 0, "prefill", "decode")
+    batch = pd.array([s[0] for s in shapes], dtype="Int64")
+    tokens = pd.array([None if s[1] is None else s[0] * s[1] for s in shapes], dtype="Int64")
+    steps = pd.DataFrame(
+        {
+            "start_ns": starts,
+            "host_end_ns": (emb["ts"] + emb["dur"]).to_numpy(),
+            "kind": kind.astype(object),
+            "request": request.astype(np.int64),
+            "index": index.astype(np.int64),
+            "tokens": tokens,
+            "batch": batch,
+            "label": "",
+        }
+    )
+    return steps, shaped
+
+
+def _label_profiler_steps(steps: pd.DataFrame, emb: pd.DataFrame) -> pd.DataFrame:
+    """Give each ProfilerStep the kind and tokens of the first forward inside it."""
+    steps = steps.copy()
+    pos = np.searchsorted(emb["ts"].to_numpy(), steps["start_ns"].to_numpy(), side="left")
+    kinds, tokens, batch = [], [], []
+    for i, p in enumerate(pos):
+        inside = p < len(emb) and emb["ts"].iloc[p] < steps["host_end_ns"].iloc[i]
+        b, s = _token_shape(emb["_dims"].iloc[p]) if inside else (None, None)
+        if not inside:
+            kinds.append("empty")
+        elif s is None:
+            kinds.append("prefill" if i == 0 else "decode")
+        else:
+            kinds.append("prefill" if s > 1 else "decode")
+        tokens.append(None if s is None else b * s)
+        batch.append(b)
+    steps["kind"] = kinds
+    steps["tokens"] = pd.array(tokens, dtype="Int64")
+    steps["batch"] = pd.array(batch, dtype="Int64")
+    return steps

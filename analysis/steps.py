@@ -1,0 +1,97 @@
+"""Attribute device work to steps and measure each step.
+
+Work belongs to the step whose host range holds its launch call (correlation),
+so kernels replayed by one graph launch, or running long after their step's
+host work, still count for the step that issued them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.activity import Activity, covered_time
+from analysis.model import STEP_COLUMNS
+
+
+def measure_steps(bounds: pd.DataFrame, act: Activity, busy: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
+    """One row per step (STEP_COLUMNS) plus the attribution of each work item (-1 = outside steps)."""
+    if bounds.empty:
+        return _empty_steps(), np.full(len(act.work_start), -1, dtype=np.int64)
+    b = bounds.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    start = b["start_ns"].to_numpy()
+    limit = _attribution_limits(b, act)
+
+    work_step = _place(act.work_anchor, start, limit)
+    launch_step = _place(act.launch_start, start, limit)
+    n = len(b)
+    kernels = np.bincount(work_step[(work_step >= 0) & act.work_is_kernel], minlength=n)
+    d2h = np.bincount(work_step[(work_step >= 0) & act.work_is_d2h], minlength=n)
+    launches = np.bincount(launch_step[launch_step >= 0], minlength=n)
+    launch_host = np.bincount(launch_step[launch_step >= 0], weights=act.launch_dur[launch_step >= 0], minlength=n)
+    sync_step = _place(act.sync_start, start, limit)
+    syncs = np.bincount(sync_step[sync_step >= 0], minlength=n)
+
+    # A step ends when the last of its work (host range, device work) has finished.
+    work_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    attributed = work_step >= 0
+    np.maximum.at(work_end, work_step[attributed], act.work_end[attributed])
+    host_end = np.minimum(b["host_end_ns"].to_numpy(), limit)
+    end = np.maximum(work_end, host_end)
+    end = np.maximum(end, start)
+
+    busy_ns = covered_time(busy[0], busy[1], start, end)
+    steps = pd.DataFrame(
+        {
+            "kind": b["kind"].to_numpy(),
+            "request": b["request"].to_numpy(),
+            "index": b["index"].to_numpy(),
+            "start_ns": start,
+            "end_ns": end,
+            "tokens": b["tokens"].array,
+            "batch": b["batch"].array,
+            "kernels": kernels,
+            "launches": launches,
+            "launch_host_ns": launch_host.astype(np.int64),
+            "gpu_busy_ns": busy_ns,
+            "gpu_idle_ns": (end - start) - busy_ns,
+            "d2h_copies": d2h,
+            "syncs": syncs,
+            "label": b["label"].to_numpy(),
+        }
+    )
+    return steps[list(STEP_COLUMNS)], work_step
+
+
+def _attribution_limits(b: pd.DataFrame, act: Activity) -> np.ndarray:
+    """Host time up to which launches belong to each step.
+
+    Within a request a step owns everything until the next step starts (sampling
+    included). The last step of a request owns its host range plus the request's
+    typical tail after a forward (sampling), never past the next request.
+    """
+    start = b["start_ns"].to_numpy()
+    host_end = b["host_end_ns"].to_numpy()
+    n = len(b)
+    next_start = np.append(start[1:], np.iinfo(np.int64).max)
+    same_request = np.append(b["request"].to_numpy()[1:] == b["request"].to_numpy()[:-1], False)
+    limit = np.where(same_request, next_start, 0)
+    tails = next_start - host_end
+    for i in np.flatnonzero(~same_request):
+        req = b["request"].iloc[i]
+        req_tails = tails[(b["request"].to_numpy() == req) & same_request]
+        tail = int(np.median(req_tails)) if len(req_tails) else 0
+        limit[i] = min(max(host_end[i] + max(tail, 0), start[i] + 1), next_start[i] if i + 1 < n else act.last_ts + 1)
+    return limit
+
+
+def _place(times: np.ndarray, start: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Index of the step whose [start, limit) holds each time, -1 for none."""
+    idx = np.searchsorted(start, times, side="right") - 1
+    ok = idx >= 0
+    ok[ok] = times[ok] < limit[idx[ok]]
+    return np.where(ok, idx, -1)
+
+
+def _empty_steps() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "label") else "int64") for c in STEP_COLUMNS})

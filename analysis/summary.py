@@ -1,0 +1,92 @@
+"""Headline figures: TTFT, ITL, throughput, busy share and medians per decode step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.activity import Activity, covered_time
+
+
+def inter_token_latency_ns(steps: pd.DataFrame) -> np.ndarray:
+    """Per step: time from the previous step's token to this one's, same request; -1 where none."""
+    end = steps["end_ns"].to_numpy()
+    req = steps["request"].to_numpy()
+    itl = np.full(len(steps), -1, dtype=np.int64)
+    if len(steps) > 1:
+        same = req[1:] == req[:-1]
+        itl[1:] = np.where(same, end[1:] - end[:-1], -1)
+    return itl
+
+
+def outlier_mask(steps: pd.DataFrame, itl: np.ndarray, factor: float) -> np.ndarray:
+    """Decode steps whose ITL is more than `factor` times the median: warm-up, compile or stalls."""
+    decode = (steps["kind"].to_numpy() == "decode") & (itl > 0)
+    if decode.sum() < 3:
+        return np.zeros(len(steps), dtype=bool)
+    median = np.median(itl[decode])
+    return decode & (itl > factor * median)
+
+
+def summarize(
+    steps: pd.DataFrame, act: Activity, busy: tuple[np.ndarray, np.ndarray], itl: np.ndarray, outliers: np.ndarray
+) -> dict:
+    kind = steps["kind"].to_numpy() if len(steps) else np.array([], dtype=object)
+    decode = kind == "decode"
+    kept = decode & ~outliers
+    itl_kept = itl[kept & (itl > 0)] / 1e6
+    spans = (steps["end_ns"] - steps["start_ns"]).to_numpy() if len(steps) else np.array([])
+    batch = steps["batch"].astype("Float64").fillna(1).to_numpy(dtype=float) if len(steps) else np.array([])
+
+    if len(itl_kept):
+        itl_ms = {q: float(np.percentile(itl_kept, p)) for q, p in (("p50", 50), ("p90", 90), ("p99", 99))}
+        itl_ms["mean"] = float(itl_kept.mean())
+        tokens = batch[kept & (itl > 0)].sum()
+        tokens_per_s = float(tokens / (itl_kept.sum() / 1e3))
+        rate_from = "inter-token latency"
+    else:
+        itl_ms = None
+        tokens_per_s = float(batch[decode].sum() / (spans[decode].sum() / 1e9)) if decode.any() else None
+        rate_from = "decode step span" if decode.any() else None
+
+    ttft = {}
+    for req, grp in steps[steps["kind"] == "prefill"].groupby("request", sort=True):
+        first = grp.iloc[0]
+        ttft[int(req)] = (first["end_ns"] - first["start_ns"]) / 1e6
+
+    if len(steps):
+        lo, hi = int(steps["start_ns"].min()), int(steps["end_ns"].max())
+    elif len(act.work_start):
+        lo, hi = int(act.work_start.min()), int(act.work_end.max())
+    else:
+        lo = hi = 0
+    busy_ns = int(covered_time(busy[0], busy[1], np.array([lo]), np.array([hi]))[0]) if hi > lo else 0
+    d = steps[kept] if len(steps) else steps
+
+    def median(col: str, scale: float = 1.0) -> float | None:
+        return float(d[col].median() / scale) if len(d) else None
+
+    return {
+        "prefill_steps": int((kind == "prefill").sum()),
+        "decode_steps": int(decode.sum()),
+        "mixed_steps": int((kind == "mixed").sum()),
+        "ttft_ms": float(np.median(list(ttft.values()))) if ttft else None,
+        "ttft_ms_by_request": ttft,
+        "itl_ms": itl_ms,
+        "itl_outliers": int(outliers.sum()),
+        "decode_tokens_per_s": tokens_per_s,
+        "decode_rate_from": rate_from,
+        "gpu_busy_pct": 100.0 * busy_ns / (hi - lo) if hi > lo else None,
+        "busy_window_ns": (lo, hi),
+        "kernels_per_decode_step": median("kernels"),
+        "launches_per_decode_step": median("launches"),
+        "gpu_idle_per_decode_step_us": median("gpu_idle_ns", 1e3),
+        "decode_step_us": float(np.median(spans[kept]) / 1e3) if kept.any() else None,
+        "launch_call_mean_us": float(act.launch_dur.mean() / 1e3) if len(act.launch_dur) else None,
+        "d2h_per_decode_step": median("d2h_copies"),
+        "syncs_per_decode_step": median("syncs"),
+        "prefill_ms_total": float(spans[kind == "prefill"].sum() / 1e6),
+        "decode_ms_total": float(spans[decode].sum() / 1e6),
+        "batch": int(np.median(batch[decode])) if decode.any() and steps["batch"].notna().any() else None,
+        "on_gpu": act.on_gpu,
+    }

@@ -1,0 +1,72 @@
+"""Command line: `python -m app.cli analyze TRACE [--json]`.
+
+Bad input ends with exit status 2 and one line on stderr starting with "error:";
+a traceback would be a bug, so every expected failure is caught here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+EXIT_BAD_INPUT = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print("error: out of memory while reading the trace", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+class UserFacingError(Exception):
+    """Raised by command handlers for anything the user can fix."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m app.cli", description="Stepscope: where every token's time goes.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    analyze = sub.add_parser("analyze", help="cut a trace into prefill, decode steps and idle gaps")
+    analyze.add_argument("trace", help="torch.profiler / Kineto JSON trace (.json or .json.gz)")
+    analyze.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    analyze.add_argument("--gap-threshold-us", type=float, default=1.0, help="shortest idle interval reported")
+    analyze.add_argument("--step-regex", default=None, help="regex naming your own step annotations")
+    analyze.set_defaults(handler=_analyze)
+    return parser
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from analysis import AnalysisOptions, analyze
+    from analysis.report import contract
+    from parsers import TraceError, load_trace
+
+    try:
+        timeline = load_trace(args.trace)
+        options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
+        result = analyze(timeline, options)
+    except (TraceError, ValueError) as exc:
+        raise UserFacingError(str(exc)) from None
+    report = contract(timeline, result)
+    if args.json:
+        json.dump(report, sys.stdout, separators=(",", ":"))
+        sys.stdout.write("\n")
+    else:
+        from app.text_report import render_text
+
+        sys.stdout.write(render_text(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""Read Chrome-trace JSON as torch.profiler / Kineto write it into a Timeline.
+
+Speed and memory come from msgspec: the event list is first split into raw
+byte slices (no parsing of their content), then decoded in batches into typed
+structs from which columns are pulled with C-level iteration. Only one batch of
+structs is alive at a time, so peak memory is the file plus the columns.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from itertools import count
+from operator import attrgetter
+from typing import Union
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from parsers.errors import TraceError
+from parsers.timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
+
+BATCH_EVENTS = 65_536
+MAX_NAME_CHARS = 16384
+
+# Kineto categories (current and 2021 names) -> Timeline kinds.
+CATEGORY_KINDS = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "gpu_user_annotation": "gpu_annotation",
+    "cuda_runtime": "runtime",
+    "Runtime": "runtime",
+    "cuda_driver": "driver",
+    "Driver": "driver",
+    "cpu_op": "cpu_op",
+    "Operator": "cpu_op",
+    "user_annotation": "annotation",
+    "User annotation": "annotation",
+    "python_function": "python",
+    "Python": "python",
+    "cuda_sync": "sync",
+    "overhead": "other",
+    "Trace": "other",
+    "cpu_instant_event": "other",
+    "Memory": "other",
+    "fwdbwd": "other",
+}
+_LEGACY_CATEGORIES = frozenset({"Operator", "Kernel", "Runtime", "Memcpy", "Memset"})
+# Ops whose input shapes analysis reads (token counts, vocabulary-sized outputs).
+_NO_RAW = msgspec.Raw(b"")
+SHAPE_OPS = frozenset({"aten::embedding", "aten::linear", "aten::mm", "aten::addmm", "aten::matmul"})
+
+
+class _Args(msgspec.Struct, frozen=True, gc=False):
+    correlation: int = -1
+    external_id: int = msgspec.field(default=-1, name="External id")
+    external_id_legacy: int = msgspec.field(default=-1, name="external id")
+    device: int = -1
+    stream: int = -1
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+
+
+_NO_ARGS = _Args()
+
+
+class _Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    """A duration event: the only phase that becomes a Timeline row."""
+
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = math.nan
+    dur: float = math.nan
+    args: _Args = _NO_ARGS
+
+
+class _MetaArgs(msgspec.Struct, gc=False):
+    name: str | int | float | None = None
+
+
+class _Metadata(msgspec.Struct, tag_field="ph", tag="M", gc=False):
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    args: _MetaArgs | None = None
+
+
+def _skipped_phase(phase: str) -> type:
+    """A field-less struct per other Chrome phase: msgspec skips their bodies without building objects."""
+    return msgspec.defstruct(f"_Phase_{ord(phase)}", [], tag_field="ph", tag=phase, gc=False)
+
+
+# Every phase of the Chrome trace format; an unknown phase means the file is not a trace.
+_OTHER_PHASES = "BEiICbnestfPONDRc()Vv"
+_PHASE_LABELS = {
+    "i": "instant",
+    "I": "instant",
+    "s": "flow",
+    "f": "flow",
+    "t": "flow",
+    "B": "begin/end (not read)",
+    "E": "begin/end (not read)",
+    "C": "counter (not read)",
+}
+_SKIPPED_TYPES = {_skipped_phase(p): _PHASE_LABELS.get(p, f"phase {p} (not read)") for p in _OTHER_PHASES}
+_AnyEvent = Union[(_Complete, _Metadata, *_SKIPPED_TYPES)]
+
+
+class _DeviceProps(msgspec.Struct):
+    id: int = 0
+    name: str = ""
+    numSms: int | None = None  # noqa: N815 - Kineto's key
+    totalGlobalMem: int | None = None  # noqa: N815
+
+
+class _TraceDoc(msgspec.Struct):
+    traceEvents: list[_AnyEvent] | None = None  # noqa: N815
+    deviceProperties: list[_DeviceProps] | None = None  # noqa: N815
+    baseTimeNanoseconds: int | None = None  # noqa: N815
+    schemaVersion: int | str | None = None  # noqa: N815
+    traceName: str | None = None  # noqa: N815
+
+
+_ROOT_DECODER = msgspec.json.Decoder(_TraceDoc)
+_ARRAY_DECODER = msgspec.json.Decoder(list[_AnyEvent])
+_PATH_INDEX = re.compile(r"\$(?:\.traceEvents)?\[(\d+)\]")
+
+
+def looks_like_chrome_trace(head: bytes) -> bool:
+    """Cheap content sniff: a JSON object or array at the start."""
+    stripped = head.lstrip()
+    if stripped.startswith(b"\xef\xbb\xbf"):
+        stripped = stripped[3:].lstrip()
+    return stripped[:1] in (b"{", b"[")
+
+
+def read_chrome_trace(data: bytes | bytearray | memoryview) -> Timeline:
+    """Parse decompressed Chrome-trace JSON bytes into a Timeline."""
+    if not data or not bytes(data[:4096]).strip():
+        raise TraceError("the file is empty")
+    doc = _decode_root(data)
+    evs = doc.traceEvents
+    if evs is None:
+        raise TraceError("JSON has no traceEvents list: not a Chrome/Kineto trace")
+    doc.traceEvents = None
+    event_count = len(evs)
+    builder = _ColumnBuilder()
+    # Work from the end so each batch's structs are freed as soon as its columns exist.
+    while evs:
+        start = max(0, len(evs) - BATCH_EVENTS)
+        batch = evs[start:]
+        del evs[start:]
+        builder.add_batch(batch)
+    if builder.duration_events == 0:
+        if event_count == 0:
+            raise TraceError("the trace has no events")
+        raise TraceError(f"none of the {event_count} events is a complete (ph X) event: nothing to analyse")
+    events = builder.frame()
+    devices = {
+        p.id: DeviceInfo(ordinal=p.id, name=p.name.strip(), sm_count=p.numSms, memory_bytes=p.totalGlobalMem)
+        for p in (doc.deviceProperties or [])
+    }
+    meta = TraceMeta(
+        source_format="kineto-json",
+        event_count=event_count,
+        base_time_ns=doc.baseTimeNanoseconds,
+        devices=devices,
+        process_names=builder.process_names,
+        thread_names=builder.thread_names,
+        id_labels={v: k for k, v in builder.string_ids.items()},
+        unknown_categories=dict(builder.unknown_categories),
+        skipped=dict(builder.skipped),
+        warnings=tuple(builder.warnings()),
+        extra={"trace_name": doc.traceName, "schema_version": doc.schemaVersion},
+    )
+    return Timeline(events=events, meta=meta)
+
+
+def _decode_root(data: bytes | bytearray | memoryview) -> _TraceDoc:
+    head = bytes(data[:64]).lstrip()
+    if head.startswith(b"\xef\xbb\xbf"):
+        data = memoryview(data)[len(bytes(data[:64])) - len(head) + 3 :]
+        head = head[3:].lstrip()
+    try:
+        if head[:1] == b"[":
+            return _TraceDoc(traceEvents=_ARRAY_DECODER.decode(data))
+        if head[:1] == b"{":
+            return _ROOT_DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise TraceError(_locate(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(f"malformed or truncated JSON: {_one_line(exc)}") from None
+    raise TraceError("not JSON: the file does not start with '{' or '['")
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+class _ColumnBuilder:
+    """Accumulates one batch of decoded events at a time into compact columns.
+
+    Strings (names, categories) become integer codes through dicts shared by all
+    batches, so each distinct name is stored once however many events carry it.
+    """
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
+        self.parts["input_dims"] = []
+        self.kinds: dict[str, int] = {}
+        self.names: dict[str, int] = {}
+        self.dims: dict[str, int] = {"": 0}
+        self.string_ids: dict[str, int] = {}
+        self.process_names: dict[int, str] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.unknown_categories: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.categories: dict[str, str] = {}
+        self.duration_events = 0
+        self._ids = count()
+
+    def add_batch(self, evs: list) -> None:
+        phases = Counter(map(type, evs))
+        for cls, n in phases.items():
+            if cls in _SKIPPED_TYPES:
+                self.skipped[_SKIPPED_TYPES[cls]] += n
+        if phases.get(_Metadata):
+            self.skipped["metadata"] += phases[_Metadata]
+            self._read_metadata(list(filter(_Metadata.__instancecheck__, evs)))
+        if phases.get(_Complete, 0) != len(evs):
+            evs = list(filter(_Complete.__instancecheck__, evs))
+        if not evs:
+            return
+        try:
+            self._add_durations(evs)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise TraceError(f"an event holds a value out of range ({exc})") from None
+
+    def _add_durations(self, evs: list[_Complete]) -> None:
+        n = len(evs)
+        ts_us = np.fromiter(map(attrgetter("ts"), evs), dtype=np.float64, count=n)
+        dur_us = np.fromiter(map(attrgetter("dur"), evs), dtype=np.float64, count=n)
+        bad_ts = ~np.isfinite(ts_us)
+        bad_dur = ~np.isfinite(dur_us) | (dur_us < 0)
+        keep = ~(bad_ts | bad_dur)
+        if not keep.all():
+            self.skipped["missing or non-finite ts"] += int(bad_ts.sum())
+            self.skipped["missing, negative or non-finite dur"] += int((bad_dur & ~bad_ts).sum())
+            idx = np.flatnonzero(keep)
+            evs = list(map(evs.__getitem__, idx.tolist()))
+            ts_us, dur_us, n = ts_us[idx], dur_us[idx], len(idx)
+            if n == 0:
+                return
+        if np.abs(ts_us).max() > 9.0e15:
+            raise TraceError("timestamps past the year 2255 in microseconds: not a profiler clock")
+        whole = np.floor(ts_us)
+        parts = self.parts
+        parts["ts"].append(whole.astype(np.int64) * 1000 + np.rint((ts_us - whole) * 1000).astype(np.int64))
+        parts["dur"].append(np.rint(dur_us * 1000).astype(np.int64))
+
+        cat_codes, cat_labels = _codes(map(attrgetter("cat"), evs), n)
+        kinds = np.array([self._kind_code(c, int(np.count_nonzero(cat_codes == i))) for i, c in enumerate(cat_labels)])
+        kind_codes = kinds[cat_codes]
+        parts["kind"].append(kind_codes)
+        gpu_codes = [self.kinds[k] for k in GPU_KINDS if k in self.kinds]
+        gpu = np.isin(kind_codes, gpu_codes)
+
+        name_codes, name_labels = _codes(map(attrgetter("name"), evs), n)
+        name_map = np.fromiter(
+            (self.names.setdefault(_clip(s), len(self.names)) for s in name_labels), np.int64, len(name_labels)
+        )
+        parts["name"].append(name_map[name_codes])
+        parts["input_dims"].append(self._shape_codes(evs, name_labels, name_codes))
+
+        pid = self._id_column(map(attrgetter("pid"), evs), n)
+        tid = self._id_column(map(attrgetter("tid"), evs), n)
+        parts["pid"].append(pid)
+        parts["tid"].append(tid)
+
+        def arg(field: str, rows: list = evs) -> np.ndarray:
+            return np.fromiter(map(attrgetter(field), rows), dtype=np.int64, count=len(rows))
+
+        ext = arg("args.external_id")
+        if not _LEGACY_CATEGORIES.isdisjoint(cat_labels):  # 2021 traces spell it "external id"
+            ext = np.where(ext >= 0, ext, arg("args.external_id_legacy"))
+        device = np.full(n, -1, dtype=np.int64)
+        stream = np.full(n, -1, dtype=np.int64)
+        gpu_idx = np.flatnonzero(gpu)
+        if len(gpu_idx):
+            gpu_rows = list(map(evs.__getitem__, gpu_idx.tolist()))
+            dev, strm = arg("args.device", gpu_rows), arg("args.stream", gpu_rows)
+            # GPU rows without args fall back to Kineto's layout: pid = device, tid = stream.
+            device[gpu_idx] = np.where(dev >= 0, dev, np.maximum(pid[gpu_idx], 0))
+            stream[gpu_idx] = np.where(strm >= 0, strm, tid[gpu_idx])
+        parts["device"].append(device)
+        parts["stream"].append(stream)
+        parts["correlation"].append(arg("args.correlation"))
+        parts["external_id"].append(ext)
+        self.duration_events += n
+
+    def _kind_code(self, category: str, count: int) -> int:
+        kind = CATEGORY_KINDS.get(category)
+        if kind is None:
+            self.unknown_categories[category or "(no category)"] += count
+            kind = "other"
+        return self.kinds.setdefault(kind, len(self.kinds))
+
+    def _shape_codes(self, evs: list[_Complete], labels: list[str], codes: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(evs), dtype=np.int64)
+        wanted = [i for i, s in enumerate(labels) if s in SHAPE_OPS]
+        if not wanted:
+            return out
+        for i in np.flatnonzero(np.isin(codes, wanted)):
+            dims = evs[i].args.input_dims
+            if len(dims):
+                out[i] = self.dims.setdefault(bytes(dims).decode(errors="replace")[:2000], len(self.dims))
+        return out
+
+    def _id_column(self, values, n: int) -> np.ndarray:
+        codes, uniques = _codes(values, n)
+        mapped = np.fromiter((self._id_of(u) for u in uniques), dtype=np.int64, count=len(uniques))
+        return mapped[codes]
+
+    def _id_of(self, value: int | str) -> int:
+        if isinstance(value, int):
+            return value
+        text = value.strip()
+        if text.lstrip("-").isdigit() and len(text) < 19:
+            return int(text)
+        if text.startswith("stream ") and text[7:].isdigit() and len(text) < 26:  # legacy GPU tid "stream 7"
+            return int(text[7:])
+        # Named lanes ("Traces", "Spans") get ids far below any real pid/tid.
+        return self.string_ids.setdefault(value[:200], -(1 << 40) - len(self.string_ids))
+
+    def _read_metadata(self, evs: list[_Metadata]) -> None:
+        for e in evs:
+            label = e.args.name if e.args is not None else None
+            if not isinstance(label, str):
+                continue
+            if e.name == "process_name":
+                self.process_names[self._id_of(e.pid)] = label[:200]
+            elif e.name == "thread_name":
+                self.thread_names[(self._id_of(e.pid), self._id_of(e.tid))] = label[:200]
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.unknown_categories:
+            total = sum(self.unknown_categories.values())
+            out.append(f"{total} events in unknown categories kept as 'other': {dict(self.unknown_categories)}")
+        for reason in ("missing or non-finite ts", "missing, negative or non-finite dur"):
+            if self.skipped.get(reason):
+                out.append(f"{self.skipped[reason]} events skipped: {reason}")
+        clipped = sum(1 for s in self.names if len(s) > MAX_NAME_CHARS)
+        if clipped:
+            out.append(f"{clipped} names longer than {MAX_NAME_CHARS} characters were cut")
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items()}  # batches came last-first
+        order = np.argsort(cols["ts"], kind="stable")
+        data = {c: cols[c][order] for c in COLUMNS}
+        for col, table in (("kind", self.kinds), ("name", self.names), ("input_dims", self.dims)):
+            codes = cols[col][order]
+            data[col] = pd.Categorical.from_codes(codes.astype(_code_dtype(len(table))), categories=list(table))
+        return pd.DataFrame(data, copy=False)
+
+
+def _code_dtype(n: int) -> type:
+    return np.int8 if n < 127 else np.int16 if n < 32_000 else np.int32
+
+
+def _clip(name: str) -> str:
+    return name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS] + "…"
+
+
+def _codes(values, n: int) -> tuple[np.ndarray, list]:
+    """Dense integer codes and the distinct values, in first-seen order, without a Python loop per value."""
+    first_seen: dict = {}
+    positions = np.fromiter(map(first_seen.setdefault, values, count()), dtype=np.int64, count=n)
+    firsts = np.fromiter(first_seen.values(), dtype=np.int64, count=len(first_seen))
+    lookup = np.empty(n, dtype=np.int64)
+    lookup[firsts] = np.arange(len(firsts))
+    return lookup[positions], list(first_seen)
+
+
+def _locate(exc: msgspec.ValidationError) -> str:
+    """Turn msgspec's '$.traceEvents[12].ts' path into 'event 12: ... (at ts)'."""
+    text = _one_line(exc)
+    match = _PATH_INDEX.search(text)
+    if match:
+        index = int(match.group(1))
+        field = text[match.end() :].lstrip(".")
+        reason = text.split(" - at ")[0]
+        return f"event {index}: {reason}" + (f" (at {field})" if field else "")
+    return f"bad event: {text}"

@@ -1,0 +1,40 @@
+"""One entry point for every supported trace format; the reader is picked from the content."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace
+from parsers.errors import TraceError
+from parsers.limits import ReadLimits, decode_container, read_trace_bytes
+from parsers.timeline import Timeline
+
+
+def load_trace(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
+    """Read a trace file of any supported format (plain or gzip) into a Timeline."""
+    return parse_trace_bytes(read_trace_bytes(Path(path), limits), already_decompressed=True)
+
+
+def parse_trace_bytes(
+    data: bytes | bytearray, limits: ReadLimits | None = None, already_decompressed: bool = False
+) -> Timeline:
+    """Parse an in-memory trace (e.g. an upload). Raises TraceError with a one-line reason."""
+    if not already_decompressed:
+        data = decode_container(bytes(data), limits)
+    head = bytes(data[:4096])
+    if not head.strip():
+        raise TraceError("the file is empty")
+    if looks_like_chrome_trace(head):
+        return read_chrome_trace(data)
+    if b"\x00" in head[:512] or not _mostly_text(head):
+        raise TraceError("unrecognised binary file: not a Kineto/Chrome JSON trace")
+    raise TraceError("unrecognised text file: not a Kineto/Chrome JSON trace")
+
+
+def _mostly_text(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start > len(head) - 4  # a multi-byte character cut at the end of the sniff window
+    return True

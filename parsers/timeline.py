@@ -1,0 +1,83 @@
+"""The Timeline: the one shape every reader produces and analysis consumes.
+
+Events are a single columnar DataFrame so that analysis can stay vectorised
+over a million rows; metadata keeps everything else the file said, including
+what the reader could not map, so nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+# Kinds of duration events, in the order the UI lists them.
+KINDS = (
+    "kernel",
+    "memcpy",
+    "memset",
+    "gpu_annotation",
+    "runtime",
+    "driver",
+    "cpu_op",
+    "annotation",
+    "python",
+    "sync",
+    "other",
+)
+GPU_KINDS = ("kernel", "memcpy", "memset")
+HOST_LAUNCH_KINDS = ("runtime", "driver")
+
+COLUMNS = ("ts", "dur", "kind", "name", "pid", "tid", "device", "stream", "correlation", "external_id")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    ordinal: int
+    name: str
+    sm_count: int | None = None
+    memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    source_format: str
+    event_count: int  # every entry in the file's event list, whatever its phase
+    base_time_ns: int | None = None
+    devices: dict[int, DeviceInfo] = field(default_factory=dict)
+    process_names: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    id_labels: dict[int, str] = field(default_factory=dict)  # string pid/tid -> the int standing for it
+    unknown_categories: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)  # events not in the frame, by reason
+    warnings: tuple[str, ...] = ()
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Duration events (ts and dur in int64 ns on the trace's own clock) plus metadata.
+
+    The frame is sorted by ts. Treat it as read-only: analysis derives new frames.
+    """
+
+    events: pd.DataFrame
+    meta: TraceMeta
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def kind_counts(self) -> dict[str, int]:
+        counts = self.events["kind"].value_counts()
+        return {k: int(counts.get(k, 0)) for k in KINDS}
+
+    @property
+    def device_name(self) -> str | None:
+        """Name of the GPU that ran most activity, or None when the trace does not say."""
+        gpu = self.events.loc[self.events["device"] >= 0, "device"]
+        ordinals = list(gpu.value_counts().index) or sorted(self.meta.devices)
+        for ordinal in ordinals:
+            info = self.meta.devices.get(int(ordinal))
+            if info and info.name:
+                return info.name
+        return None
