@@ -114,9 +114,15 @@ def load_pretrained(
             raise CollectorError(f"{name} is not a model folder (no config.json in it)")
     else:
         path = name
-    common = dict(local_files_only=local, trust_remote_code=trust_remote_code)
+    common = dict(local_files_only=True, trust_remote_code=trust_remote_code)
     try:
-        config = AutoConfig.from_pretrained(path, **common)
+        try:
+            config = AutoConfig.from_pretrained(path, **common)
+        except OSError:
+            if local:
+                raise
+            common["local_files_only"] = False  # a hub id not in the local cache: only now go online
+            config = AutoConfig.from_pretrained(path, **common)
         check_memory(config, device, dtype, batch, positions)
         model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, **common)
     except CollectorError:

@@ -286,13 +286,21 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     logging.getLogger("transformers").setLevel(logging.ERROR)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
 
 
 def _print_progress(stage: str, done: int, total: int) -> None:
+    """Progress goes to stdout, so stderr carries nothing but a possible ``error:`` line."""
     if stage in STAGES:
-        print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
+        print(f"{stage}: {done}/{total}", flush=True)
     else:
-        print(stage, file=sys.stderr, flush=True)
+        print(stage, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 2
-    print(f"done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    print(f"done in {time.perf_counter() - started:.1f} s")
     print(run_dir)
     return 0
 

@@ -84,7 +84,7 @@ def build_record(
         "timings": timing,
         "markers": expected_markers,
         "trace": "trace.json.gz",
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
 
