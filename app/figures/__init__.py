@@ -1,0 +1,1 @@
+"""Plotly figures. They draw frames that analysis computed; they compute no metric."""

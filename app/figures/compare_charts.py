@@ -1,0 +1,85 @@
+"""Figures for two traces side by side: ITL and per-step counts overlaid, one decode step of each."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.cache import LoadedTrace
+from app.figures import palette
+from app.figures.timeline import LANE_WIDTH_PX, detail_lanes
+
+COLORS = (palette.TRACE_A, palette.TRACE_B)
+
+
+def _decode(loaded: LoadedTrace) -> pd.DataFrame:
+    steps = loaded.analysis.steps
+    return steps[steps["kind"] == "decode"].reset_index(drop=True)
+
+
+def itl_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
+    fig = go.Figure()
+    for loaded, color in zip((a, b), COLORS, strict=True):
+        decode = _decode(loaded)
+        itl = decode["itl_ns"].where(decode["itl_ns"] >= 0) / 1e6
+        fig.add_trace(go.Scatter(x=np.arange(1, len(decode) + 1), y=itl, mode="lines+markers", name=loaded.name,
+                                 line={"color": color}))
+    fig.update_layout(title={"text": "Inter-token latency per decode step", "font": {"size": 14}}, height=320,
+                      margin={"l": 10, "r": 10, "t": 40, "b": 30}, legend={"orientation": "h", "y": -0.2})
+    fig.update_yaxes(title="ms", rangemode="tozero")
+    fig.update_xaxes(title="decode step")
+    return fig
+
+
+def per_step_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
+    """Kernels, launches and GPU idle per decode step, one small chart each."""
+    columns = (("kernels", "kernels", 1), ("launches", "launches", 1), ("gpu_idle_ns", "GPU idle (ms)", 1e6))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[title for _, title, _ in columns])
+    for loaded, color in zip((a, b), COLORS, strict=True):
+        decode = _decode(loaded)
+        x = np.arange(1, len(decode) + 1)
+        for col, (column, _, scale) in enumerate(columns, start=1):
+            fig.add_trace(go.Scatter(x=x, y=decode[column] / scale, mode="lines+markers", name=loaded.name,
+                                     line={"color": color}, showlegend=col == 1, legendgroup=loaded.name), 1, col)
+    fig.update_layout(height=300, margin={"l": 10, "r": 10, "t": 40, "b": 30}, legend={"orientation": "h", "y": -0.25})
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def representative_decode_step(loaded: LoadedTrace) -> pd.Series | None:
+    """The decode step whose span is the median one: typical, not the fastest or the slowest."""
+    decode = _decode(loaded)
+    if decode.empty:
+        return None
+    span = decode["end_ns"] - decode["start_ns"]
+    return decode.iloc[int((span - span.median()).abs().to_numpy().argmin())]
+
+
+def one_step_each(a: LoadedTrace, b: LoadedTrace) -> go.Figure | None:
+    """One typical decode step of each trace, both from their own step start, on one shared time axis (us)."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=[a.name, b.name])
+    drawn = 0
+    for row, loaded in enumerate((a, b), start=1):
+        step = representative_decode_step(loaded)
+        if step is None:
+            continue
+        lanes = detail_lanes(loaded.timeline, loaded.analysis, int(step["start_ns"]), int(step["end_ns"]),
+                             origin=int(step["start_ns"]))
+        for trace in lanes.traces:
+            if trace.x is not None:
+                trace.x = np.asarray(trace.x, dtype=float) * 1e3  # ms -> us
+            trace.showlegend = False
+            fig.add_trace(trace, row, 1)
+        n = len(lanes.lanes)
+        fig.update_yaxes(tickvals=list(range(n)), ticktext=lanes.lanes, range=[n - 0.4, -0.8], fixedrange=True,
+                         row=row, col=1)
+        drawn += 1
+    if not drawn:
+        return None
+    fig.update_layout(height=520, margin={"l": 10, "r": 10, "t": 40, "b": 30}, hovermode="closest")
+    fig.update_xaxes(title="us from the step's start", row=2, col=1)
+    fig.update_traces(line={"width": LANE_WIDTH_PX - 4}, selector={"type": "scattergl"})
+    return fig

@@ -1,0 +1,15 @@
+"""Colours shared by every figure, so a phase looks the same everywhere."""
+
+PREFILL = "#7b4fbf"
+DECODE_EVEN = "#2f7ebc"
+DECODE_ODD = "#8cc3e8"
+OTHER_STEP = "#9e9e9e"
+GAP = "#e8590c"  # warning colour: idle GPU
+KERNEL = "#2b8a3e"
+COPY = "#c2255c"
+HOST = "#5f3dc4"
+BUSY = "#2b8a3e"
+IDLE = "#e8590c"
+GAP_CAUSE = {"launch": "#e8590c", "sync": "#c92a2a", "other": "#f59f00"}
+TRACE_A = "#1c7ed6"
+TRACE_B = "#e8590c"

@@ -1,0 +1,73 @@
+"""Per-step bar charts and the gap histogram, drawn straight from the steps and gaps frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.figures import palette
+
+CHART_HEIGHT = 300
+GAP_LENGTH_BINS_US = (0, 10, 100, 1_000, 10_000, 100_000, np.inf)
+GAP_LENGTH_LABELS = ("<10 us", "10-100 us", "0.1-1 ms", "1-10 ms", "10-100 ms", ">100 ms")
+
+
+def _layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, height=CHART_HEIGHT,
+                      margin={"l": 10, "r": 10, "t": 40, "b": 30}, legend={"orientation": "h", "y": -0.2},
+                      barmode="group")
+    fig.update_yaxes(title=y_title)
+    fig.update_xaxes(title="step")
+    return fig
+
+
+def _kind_colors(steps: pd.DataFrame) -> list[str]:
+    colors = {"prefill": palette.PREFILL, "decode": palette.DECODE_EVEN}
+    return [colors.get(k, palette.OTHER_STEP) for k in steps["kind"]]
+
+
+def step_time_chart(steps: pd.DataFrame) -> go.Figure:
+    """Each step's span in ms, coloured by kind; outliers (left out of ITL statistics) outlined."""
+    span_ms = (steps["end_ns"] - steps["start_ns"]) / 1e6
+    outline = np.where(steps["outlier"], 2.5, 0) if "outlier" in steps else 0
+    fig = go.Figure(go.Bar(
+        x=np.arange(len(steps)), y=span_ms, marker={"color": _kind_colors(steps), "line": {"width": outline,
+                                                                                          "color": "#c92a2a"}},
+        hovertext=steps["kind"], name="step time",
+    ))
+    return _layout(fig, "Step time (prefill purple, decode blue, outliers outlined red)", "ms")
+
+
+def kernels_launches_chart(steps: pd.DataFrame) -> go.Figure:
+    x = np.arange(len(steps))
+    fig = go.Figure([
+        go.Bar(x=x, y=steps["kernels"], name="kernels", marker_color=palette.KERNEL),
+        go.Bar(x=x, y=steps["launches"], name="launches", marker_color=palette.HOST),
+    ])
+    return _layout(fig, "Kernels and launches per step", "count")
+
+
+def busy_idle_chart(steps: pd.DataFrame) -> go.Figure:
+    x = np.arange(len(steps))
+    fig = go.Figure([
+        go.Bar(x=x, y=steps["gpu_busy_ns"] / 1e6, name="busy", marker_color=palette.BUSY),
+        go.Bar(x=x, y=steps["gpu_idle_ns"] / 1e6, name="idle", marker_color=palette.IDLE),
+    ])
+    fig = _layout(fig, "Busy vs idle per step", "ms")
+    fig.update_layout(barmode="stack")
+    return fig
+
+
+def gap_histogram(gaps: pd.DataFrame) -> go.Figure:
+    """Gap counts by length bucket, one bar colour per likely cause."""
+    buckets = pd.cut(gaps["dur_ns"] / 1e3, GAP_LENGTH_BINS_US, labels=GAP_LENGTH_LABELS, right=False)
+    counts = pd.crosstab(buckets, gaps["cause"]).reindex(GAP_LENGTH_LABELS, fill_value=0)
+    fig = go.Figure([
+        go.Bar(x=list(counts.index), y=counts[cause], name=str(cause), marker_color=palette.GAP_CAUSE.get(cause))
+        for cause in counts.columns
+    ])
+    fig = _layout(fig, "Idle gaps by length and likely cause", "gaps")
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title="gap length")
+    return fig

@@ -1,0 +1,240 @@
+"""The interactive timeline: a phase lane, GPU lanes per stream, a host lane.
+
+Two views keep a 1M-event trace quick: an overview of the whole run at step
+level (one segment per step and per gap), and kernel-level detail for a chosen
+time window, capped at a budget of events. Segments are WebGL lines with None
+separators (one trace per lane and colour), the cheapest shape Plotly draws;
+each segment carries three hover points (start, middle, end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from analysis.model import Analysis
+from app.figures import palette
+from app.safe_text import for_plotly
+from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+
+DETAIL_EVENT_BUDGET = 20_000  # segments drawn in the detail view
+OVERVIEW_SEGMENT_BUDGET = 20_000  # per lane in the overview
+GAP_LABELS = 25  # the longest gaps get their length written on the phase lane
+LANE_WIDTH_PX = 16
+PHASE_LANE = "phase"
+
+
+@dataclass
+class LaneSet:
+    """Traces plus the lane names in top-to-bottom order (y = position in this list)."""
+
+    traces: list
+    lanes: list[str]
+    note: str = ""
+
+    def lane(self, name: str) -> int:
+        if name not in self.lanes:
+            self.lanes.append(name)
+        return self.lanes.index(name)
+
+
+def _ms(ns: np.ndarray, origin_ns: int) -> np.ndarray:
+    return (np.asarray(ns, dtype=np.int64) - origin_ns) / 1e6
+
+
+def _segments(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, width: int = LANE_WIDTH_PX):
+    """One WebGL trace drawing every [start, end] as a thick horizontal line."""
+    n = len(starts_ms)
+    x = np.empty(n * 4)
+    x[0::4] = starts_ms
+    x[1::4] = (np.asarray(starts_ms) + np.asarray(ends_ms)) / 2
+    x[2::4] = ends_ms
+    x[3::4] = np.nan
+    yy = np.full(n * 4, float(y))
+    yy[3::4] = np.nan
+    text = np.repeat(np.asarray(hover, dtype=object), 4)
+    return go.Scattergl(
+        x=x, y=yy, mode="lines", line={"color": color, "width": width}, name=name, hovertext=text,
+        hoverinfo="text", connectgaps=False, showlegend=True,
+    )
+
+
+def _step_label(steps: pd.DataFrame) -> np.ndarray:
+    label = steps["kind"].astype(str) + " " + steps["request"].astype(str) + "." + steps["index"].astype(str)
+    return label.to_numpy()
+
+
+def _step_of(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    """Row of the step each timestamp falls in, -1 outside steps."""
+    if steps.empty:
+        return np.full(len(ts), -1)
+    starts = steps["start_ns"].to_numpy()
+    ends = steps["end_ns"].to_numpy()
+    row = np.searchsorted(starts, ts, side="right") - 1
+    inside = (row >= 0) & (ts < ends[np.clip(row, 0, None)])
+    return np.where(inside, row, -1)
+
+
+def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple[int, int] | None) -> None:
+    steps, gaps = analysis.steps, analysis.gaps
+    if window is not None:
+        lo, hi = window
+        steps = steps[(steps["end_ns"] > lo) & (steps["start_ns"] < hi)]
+        gaps = gaps[(gaps["end_ns"] > lo) & (gaps["start_ns"] < hi)]
+    y = lanes.lane(PHASE_LANE)
+    if len(steps):
+        labels = _step_label(steps)
+        span_ms = (steps["end_ns"] - steps["start_ns"]).to_numpy() / 1e6
+        hover = [f"{lab}<br>{d:.3f} ms<br>{k} kernels, {n} launches" for lab, d, k, n in
+                 zip(labels, span_ms, steps["kernels"], steps["launches"], strict=True)]
+        hover = np.asarray(hover, dtype=object)
+        kind = steps["kind"].to_numpy()
+        decode_rank = np.cumsum(kind == "decode")
+        groups = {
+            "prefill": (kind == "prefill", palette.PREFILL),
+            "decode (even)": ((kind == "decode") & (decode_rank % 2 == 0), palette.DECODE_EVEN),
+            "decode (odd)": ((kind == "decode") & (decode_rank % 2 == 1), palette.DECODE_ODD),
+            "mixed / empty": (~np.isin(kind, ["prefill", "decode"]), palette.OTHER_STEP),
+        }
+        for name, (mask, color) in groups.items():
+            if mask.any():
+                part = steps[mask]
+                lanes.traces.append(_segments(_ms(part["start_ns"], origin), _ms(part["end_ns"], origin), y,
+                                              hover[mask].tolist(), color, name, LANE_WIDTH_PX + 8))
+    if len(gaps):
+        if len(gaps) > OVERVIEW_SEGMENT_BUDGET:
+            gaps = gaps.nlargest(OVERVIEW_SEGMENT_BUDGET, "dur_ns").sort_values("start_ns")
+            lanes.note += f"Longest {OVERVIEW_SEGMENT_BUDGET:,} of {len(analysis.gaps):,} gaps drawn. "
+        dur_us = gaps["dur_ns"].to_numpy() / 1e3
+        hover = [f"GPU idle {d:,.1f} us<br>{c}, {p}<br>step {s}" for d, c, p, s in
+                 zip(dur_us, gaps["cause"], gaps["placement"], gaps["step"], strict=True)]
+        lanes.traces.append(_segments(_ms(gaps["start_ns"], origin), _ms(gaps["end_ns"], origin), y, hover,
+                                      palette.GAP, "GPU idle gap", LANE_WIDTH_PX + 8))
+        longest = gaps.nlargest(GAP_LABELS, "dur_ns")
+        mid = (_ms(longest["start_ns"], origin) + _ms(longest["end_ns"], origin)) / 2
+        lanes.traces.append(go.Scatter(
+            x=mid, y=np.full(len(longest), y - 0.45), mode="text", showlegend=False, hoverinfo="skip",
+            text=[_duration_label(v) for v in longest["dur_ns"]], textfont={"color": palette.GAP, "size": 10},
+        ))
+
+
+def _duration_label(ns: float) -> str:
+    return f"{ns / 1e6:.1f} ms" if ns >= 1e6 else f"{ns / 1e3:.0f} us"
+
+
+def _thin(starts: np.ndarray, ends: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """Join intervals closer than a pixel-ish threshold until at most `budget` remain (overview only)."""
+    if len(starts) <= budget:
+        return starts, ends
+    span = max(int(ends.max() - starts.min()), 1)
+    threshold = span / budget
+    keep_break = (starts[1:] - ends[:-1]) > threshold
+    first = np.concatenate([[0], np.flatnonzero(keep_break) + 1])
+    last = np.concatenate([np.flatnonzero(keep_break), [len(starts) - 1]])
+    return starts[first], np.maximum.accumulate(ends)[last]
+
+
+def overview_lanes(analysis: Analysis) -> LaneSet:
+    """Step-level lanes for the whole run: phases and gaps, then each device's busy time."""
+    lanes = LaneSet([], [])
+    origin = analysis.time_origin_ns
+    _phase_traces(lanes, analysis, origin, None)
+    for device, (starts, ends) in sorted(analysis.busy_intervals.items()):
+        if len(starts) == 0:
+            continue
+        starts, ends = _thin(np.asarray(starts), np.asarray(ends), OVERVIEW_SEGMENT_BUDGET)
+        name = f"GPU {device} busy" if device >= 0 else "host ops busy (CPU trace)"
+        hover = [f"{name}<br>{(e - s) / 1e3:,.1f} us" for s, e in zip(starts, ends, strict=True)]
+        lanes.traces.append(_segments(_ms(starts, origin), _ms(ends, origin), lanes.lane(name), hover,
+                                      palette.BUSY, name))
+    return lanes
+
+
+def _window_events(timeline: Timeline, lo: int, hi: int) -> pd.DataFrame:
+    ev = timeline.events
+    ts = ev["ts"].to_numpy()
+    first, last = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, hi, side="left")
+    return ev.iloc[first:last]
+
+
+def detail_lanes(timeline: Timeline, analysis: Analysis, lo: int, hi: int, origin: int | None = None,
+                 budget: int = DETAIL_EVENT_BUDGET) -> LaneSet:
+    """Kernel-level lanes for events starting in [lo, hi): GPU streams, then host launch calls.
+
+    A CPU-only trace has no GPU lanes; its host ops get one lane per thread instead.
+    Beyond the budget the longest events are kept and the note says so.
+    """
+    origin = analysis.time_origin_ns if origin is None else origin
+    lanes = LaneSet([], [])
+    _phase_traces(lanes, analysis, origin, (lo, hi))
+    ev = _window_events(timeline, lo, hi)
+    kind = ev["kind"]
+    gpu = ev[kind.isin(GPU_KINDS)]
+    host = ev[kind.isin(HOST_LAUNCH_KINDS)]
+    if gpu.empty:
+        host = ev[kind == "cpu_op"]
+    total = len(gpu) + len(host)
+    if total > budget:
+        share = budget / total
+        gpu = gpu.nlargest(int(len(gpu) * share), "dur").sort_values("ts")
+        host = host.nlargest(int(len(host) * share), "dur").sort_values("ts")
+        lanes.note += f"Longest {len(gpu) + len(host):,} of {total:,} events in this range drawn; narrow it for all. "
+    steps = analysis.steps
+    step_labels = _step_label(steps) if len(steps) else np.array([], dtype=object)
+    for (device, stream), part in gpu.groupby(["device", "stream"], sort=True):
+        y = lanes.lane(f"GPU {device} stream {stream}")
+        for label, color, mask in (("kernels", palette.KERNEL, part["kind"] == "kernel"),
+                                   ("copies / sets", palette.COPY, part["kind"] != "kernel")):
+            sub = part[mask]
+            if len(sub):
+                lanes.traces.append(_event_trace(sub, steps, step_labels, origin, y, color, f"{label} s{stream}"))
+    if gpu.empty:
+        for tid, part in host.groupby("tid", sort=True):
+            lanes.traces.append(_event_trace(part, steps, step_labels, origin, lanes.lane(f"host ops (thread {tid})"),
+                                             palette.HOST, f"host ops t{tid}"))
+    elif len(host):
+        lanes.traces.append(_event_trace(host, steps, step_labels, origin, lanes.lane("host launch calls"),
+                                         palette.HOST, "host launch calls"))
+    return lanes
+
+
+def _event_trace(events: pd.DataFrame, steps: pd.DataFrame, step_labels: np.ndarray, origin: int, y: int,
+                 color: str, name: str):
+    ts = events["ts"].to_numpy()
+    dur = events["dur"].to_numpy()
+    names = events["name"].astype(str).map(for_plotly).to_numpy()
+    row = _step_of(ts, steps)
+    step_text = np.where(row >= 0, step_labels[np.clip(row, 0, None)] if len(step_labels) else "", "outside steps")
+    hover = [f"{n}<br>{d / 1e3:,.2f} us<br>{s}" for n, d, s in zip(names, dur, step_text, strict=True)]
+    return _segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, color, name, LANE_WIDTH_PX - 4)
+
+
+def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title: str = "ms from trace start"):
+    fig = go.Figure(lanes.traces)
+    n = max(len(lanes.lanes), 1)
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        height=height or 140 + 46 * n,
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        hovermode="closest",
+        dragmode="zoom",
+        legend={"orientation": "h", "y": -0.25 if n < 4 else -0.12},
+        uirevision=title,
+    )
+    fig.update_yaxes(tickvals=list(range(n)), ticktext=lanes.lanes, autorange="reversed", range=[n - 0.4, -0.8],
+                     fixedrange=True, showgrid=False)
+    fig.update_xaxes(title=x_title, showgrid=True, zeroline=False)
+    return fig
+
+
+def overview_figure(analysis: Analysis):
+    lanes = overview_lanes(analysis)
+    return lanes_figure(lanes, "Whole run: steps, idle gaps and busy time"), lanes.note
+
+
+def detail_figure(timeline: Timeline, analysis: Analysis, lo: int, hi: int, budget: int = DETAIL_EVENT_BUDGET):
+    lanes = detail_lanes(timeline, analysis, lo, hi, budget=budget)
+    return lanes_figure(lanes, "Kernel detail for the chosen range"), lanes.note

@@ -1,0 +1,17 @@
+"""Turn a TraceSource into a LoadedTrace, whatever its origin."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+
+from app.cache import LoadedTrace, load_path
+from app.trace_sources import TraceSource
+from app.uploads import load_upload
+
+
+def load_source(source: TraceSource, state: MutableMapping) -> LoadedTrace:
+    """Raises TraceError (one line) when the trace cannot be read."""
+    if source.origin == "upload":
+        return load_upload(state, source.key.split(":", 1)[1])
+    loaded = load_path(source.path)
+    return LoadedTrace(source.label, loaded.sha256, loaded.timeline, loaded.analysis, loaded.report)

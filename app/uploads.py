@@ -1,0 +1,56 @@
+"""Uploads kept in session state so a trace survives switching pages.
+
+The handler is a plain function (no widgets) so tests can drive it directly:
+AppTest cannot drop a file on st.file_uploader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+
+from app.cache import LoadedTrace, load_bytes, sha256_of_bytes
+from parsers import TraceError
+from parsers.limits import MiB, ReadLimits
+
+UPLOADS_KEY = "uploads"  # session state: {sha256: (file name, bytes)}
+ACCEPTED_TYPES = ["json", "gz"]
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    key: str | None  # the trace source key when the upload parsed
+    error: str | None  # the one-line reason when it did not
+
+
+def size_limit_text() -> str:
+    limits = ReadLimits.from_env()
+    return (
+        f"Kineto / Chrome JSON traces (.json or .json.gz), up to {limits.max_file_bytes // MiB:,} MB per file "
+        f"and {limits.max_decompressed_bytes // MiB:,} MB unzipped (STEPSCOPE_MAX_FILE_MB / "
+        "STEPSCOPE_MAX_DECOMPRESSED_MB raise it)."
+    )
+
+
+def register_upload(state: MutableMapping, name: str, data: bytes) -> UploadResult:
+    """Parse an upload once; remember it when it is a readable trace, else say why not."""
+    sha = sha256_of_bytes(data)
+    uploads = state.setdefault(UPLOADS_KEY, {})
+    if sha not in uploads:
+        try:
+            load_bytes(name, data)
+        except TraceError as exc:
+            return UploadResult(None, f"{name}: {exc}")
+        except MemoryError:
+            return UploadResult(None, f"{name}: out of memory while reading the trace")
+        uploads[sha] = (name, data)
+    return UploadResult(f"upload:{sha}", None)
+
+
+def upload_names(state: MutableMapping) -> dict[str, str]:
+    return {sha: name for sha, (name, _) in state.get(UPLOADS_KEY, {}).items()}
+
+
+def load_upload(state: MutableMapping, sha: str) -> LoadedTrace:
+    name, data = state[UPLOADS_KEY][sha]
+    return load_bytes(name, data)
