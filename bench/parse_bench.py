@@ -256,15 +256,18 @@ def _run_child(cwd: str, log_stem: str, cmd: list[str]) -> None:
         seconds = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)  # already reaped; keeps Popen from waiting again
     # ru_maxrss is in KiB on Linux; it covers the child and any children it waited for.
-    print(
-        json.dumps(
-            {"s": round(seconds, 3), "peak_mb": round(usage.ru_maxrss / 1024, 1), "rc": proc.returncode}
-        )
-    )
+    # cpu_s (user + system) is kept too: on a busy machine it moves far less than the wall time.
+    result = {
+        "s": round(seconds, 3),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "peak_mb": round(usage.ru_maxrss / 1024, 1),
+        "rc": proc.returncode,
+    }
+    print(json.dumps(result))
 
 
 def measure_repeated(cmd: list[str], cwd: Path, log_stem: Path, repeat: int) -> dict[str, Any]:
-    """Measure ``repeat`` times; report the median time and peak (both runs are fresh processes)."""
+    """Measure ``repeat`` times; report the medians (every run is a fresh process)."""
     runs = [measure(cmd, cwd, log_stem) for _ in range(repeat)]
     ok = [r for r in runs if r["rc"] == 0]
     if not ok:
@@ -272,8 +275,9 @@ def measure_repeated(cmd: list[str], cwd: Path, log_stem: Path, repeat: int) -> 
     return {
         "s": round(statistics.median(r["s"] for r in ok), 3),
         "peak_mb": round(statistics.median(r["peak_mb"] for r in ok), 1),
+        "cpu_s": round(statistics.median(r["cpu_s"] for r in ok), 3),
         "rc": 0,
-        "runs": [(r["s"], r["peak_mb"]) for r in runs],
+        "runs": [{k: r[k] for k in ("s", "cpu_s", "peak_mb")} for r in runs],
     }
 
 
@@ -323,7 +327,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print()
     for i, line in enumerate(lines):
         print(
-            "  ".join(cell.rjust(w) if c else cell.ljust(w) for c, (cell, w) in enumerate(zip(line, widths)))
+            "  ".join(
+                cell.rjust(w) if c else cell.ljust(w)
+                for c, (cell, w) in enumerate(zip(line, widths, strict=True))
+            )
         )
         if i == 0:
             print("  ".join("-" * w for w in widths))
@@ -389,10 +396,17 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
 
     print_table(rows)
+    load = os.getloadavg()[0]
+    if load > 0.5 * (os.cpu_count() or 1):
+        print(
+            f"note: load average {load:.1f} on {os.cpu_count()} CPUs: other work ran, wall times are noisy "
+            "(cpu_s in the JSON is steadier)"
+        )
     report = {
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": platform.platform(),
         "cpus": os.cpu_count(),
+        "load_average_1min": round(os.getloadavg()[0], 2),
         "stepscope_cmd": args.stepscope_cmd,
         "hta": None if hta_python is None else HTA_REQUIREMENTS,
         "repeat": args.repeat,
