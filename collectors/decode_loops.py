@@ -71,7 +71,8 @@ class HFGenerateLoop:
             pad = eos[0] if isinstance(eos, list) else (eos if eos is not None else 0)
         kwargs: dict[str, Any] = dict(
             max_new_tokens=s.new_tokens,
-            min_new_tokens=s.new_tokens,  # EOS is suppressed until the last token: every run is the same length
+            # EOS is suppressed until the last token, so every run has the same length
+            min_new_tokens=s.new_tokens,
             do_sample=s.do_sample,
             pad_token_id=pad,
             eos_token_id=eos,
@@ -138,8 +139,14 @@ def make_static_cache(model: Any, batch: int, max_len: int, device: torch.device
     from transformers import StaticCache
 
     accepted = inspect.signature(StaticCache.__init__).parameters
-    offered = dict(config=model.config, max_cache_len=max_len, max_batch_size=batch, batch_size=batch,
-                   device=device, dtype=dtype)
+    offered = dict(
+        config=model.config,
+        max_cache_len=max_len,
+        max_batch_size=batch,
+        batch_size=batch,
+        device=device,
+        dtype=dtype,
+    )
     has_var_kw = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
     kwargs = {k: v for k, v in offered.items() if k in accepted}
     if not has_var_kw:
@@ -175,13 +182,20 @@ class StaticCacheLoop:
         self.graph: Any = None
         self.compiled_forward: Any = None
 
-    def _forward(self, forward: Any, input_ids: torch.Tensor, positions: torch.Tensor,
-                 mask: torch.Tensor) -> torch.Tensor:
+    def _forward(
+        self, forward: Any, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
         kwargs = dict(self.extra)
         if self.pass_cache_position:
             kwargs["cache_position"] = positions[0]
-        out = forward(input_ids=input_ids, position_ids=positions, attention_mask=mask,
-                      past_key_values=self.cache, use_cache=True, **kwargs)
+        out = forward(
+            input_ids=input_ids,
+            position_ids=positions,
+            attention_mask=mask,
+            past_key_values=self.cache,
+            use_cache=True,
+            **kwargs,
+        )
         return out.logits[:, -1, :]
 
     def _decode_step(self, forward: Any) -> None:

@@ -25,12 +25,19 @@ def resolve_device(requested: str) -> torch.device:
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on GPUs (what inference deployments run), fp32 on CPUs (bf16 matmuls are slow or emulated there)."""
+    """bf16 on GPUs (what deployments run), fp32 on CPUs (bf16 matmuls are slow or emulated there)."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
-DTYPES = {"auto": None, "fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
-          "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+DTYPES = {
+    "auto": None,
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+}
 
 
 def parse_dtype(name: str, device: torch.device) -> torch.dtype:

@@ -84,7 +84,9 @@ def check_memory(config: Any, device: torch.device, dtype: torch.dtype, batch: i
     return need
 
 
-def build_preset(name: str, device: torch.device, dtype: torch.dtype, batch: int, positions: int) -> LoadedModel:
+def build_preset(
+    name: str, device: torch.device, dtype: torch.dtype, batch: int, positions: int
+) -> LoadedModel:
     from transformers import AutoModelForCausalLM
 
     config = preset_config(name)
@@ -144,7 +146,9 @@ def _explain_load_failure(name: str, local: bool, exc: Exception) -> str:
     if "trust_remote_code" in text or "custom code" in text:
         return f"model {name} needs its own Python code; pass --trust-remote-code if you trust it"
     if not local:
-        return f"could not get model {name} from the Hugging Face hub (offline, or no such model?): {text[:200]}"
+        return (
+            f"could not get model {name} from the Hugging Face hub (offline, or no such model?): {text[:200]}"
+        )
     return f"could not load the model in {name}: {type(exc).__name__}: {text[:300]}"
 
 

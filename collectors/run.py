@@ -142,8 +142,9 @@ def run_profiled_generation(
                 torch.cuda.empty_cache()
 
 
-def _profile_into(spec: RunSpec, device: Any, dtype: Any, runs_dir: Path, partial: Path,
-                  notify: ProgressCallback) -> Path:
+def _profile_into(
+    spec: RunSpec, device: Any, dtype: Any, runs_dir: Path, partial: Path, notify: ProgressCallback
+) -> Path:
     import torch
 
     from .devices import device_name
@@ -154,14 +155,19 @@ def _profile_into(spec: RunSpec, device: Any, dtype: Any, runs_dir: Path, partia
     from .step_tracker import StepTracker
 
     notify("load model", 0, 1)
-    positions_bound = (len(spec.prompt.encode("utf-8")) if spec.prompt is not None else spec.prompt_tokens)
+    positions_bound = len(spec.prompt.encode("utf-8")) if spec.prompt is not None else spec.prompt_tokens
     positions_bound += spec.new_tokens
     if spec.model is not None:
-        loaded = load_pretrained(spec.model, device, dtype, spec.batch, positions_bound, spec.trust_remote_code)
+        loaded = load_pretrained(
+            spec.model, device, dtype, spec.batch, positions_bound, spec.trust_remote_code
+        )
     else:
         loaded = build_preset(spec.preset, device, dtype, spec.batch, positions_bound)
-    vocab = loaded.config.get_text_config().vocab_size if hasattr(loaded.config, "get_text_config") \
+    vocab = (
+        loaded.config.get_text_config().vocab_size
+        if hasattr(loaded.config, "get_text_config")
         else loaded.config.vocab_size
+    )
     input_ids = prompt_ids(spec.prompt, spec.prompt_tokens, spec.batch, vocab, loaded.tokenizer).to(device)
     prompt_len = int(input_ids.shape[1])
     notify("load model", 1, 1)
@@ -233,12 +239,16 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineErrorParser(prog="python -m collectors.run", description="Run a profiled generation.")
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--preset", default=None, help="architecture preset with random weights (default tiny-llama)")
+    source.add_argument(
+        "--preset", default=None, help="architecture preset with random weights (default tiny-llama)"
+    )
     source.add_argument("--model", default=None, help="local model folder, or a hub id (needs network)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", default=None, help="prompt text")
-    prompt.add_argument("--prompt-tokens", type=int, default=16, help="prompt length in tokens (deterministic ids)")
+    prompt.add_argument(
+        "--prompt-tokens", type=int, default=16, help="prompt length in tokens (deterministic ids)"
+    )
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--mode", default="eager", choices=["eager", "cuda-graph", "compile"])

@@ -52,7 +52,10 @@ def test_default_preset_eager_end_to_end(tmp_path):
     markers = trace_markers(run_dir)
     # 4 new tokens take 4 forwards: the prefill gives the first token, 3 decodes the rest.
     assert [(m.kind, m.index, m.tokens) for m in markers] == [
-        ("prefill", 0, 8), ("decode", 1, 1), ("decode", 2, 1), ("decode", 3, 1)
+        ("prefill", 0, 8),
+        ("decode", 1, 1),
+        ("decode", 2, 1),
+        ("decode", 3, 1),
     ]
     assert all(m.request == 0 and m.batch == 1 for m in markers)
 
@@ -73,8 +76,15 @@ def test_default_preset_eager_end_to_end(tmp_path):
 
 
 def test_several_requests_with_decode_step_cap(tmp_path):
-    spec = RunSpec(preset="tiny-qwen2", device="cpu", prompt_tokens=5, new_tokens=6, requests=2,
-                   max_profiled_decode_steps=2, warmup=0)
+    spec = RunSpec(
+        preset="tiny-qwen2",
+        device="cpu",
+        prompt_tokens=5,
+        new_tokens=6,
+        requests=2,
+        max_profiled_decode_steps=2,
+        warmup=0,
+    )
     run_dir = run_profiled_generation(spec, tmp_path)
     markers = trace_markers(run_dir)
     assert [(m.request, m.index) for m in markers] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
@@ -96,7 +106,11 @@ def test_compile_mode_on_cpu(tmp_path):
     """torch.compile with inductor's C++ backend: the slowest test (~25 s on 2 cores), kept tiny."""
     spec = RunSpec(preset="tiny-qwen2", device="cpu", mode="compile", prompt_tokens=4, new_tokens=3, warmup=0)
     run_dir = run_profiled_generation(spec, tmp_path)
-    assert [(m.kind, m.index) for m in trace_markers(run_dir)] == [("prefill", 0), ("decode", 1), ("decode", 2)]
+    assert [(m.kind, m.index) for m in trace_markers(run_dir)] == [
+        ("prefill", 0),
+        ("decode", 1),
+        ("decode", 2),
+    ]
     record = json.loads((run_dir / "run.json").read_text())
     assert record["spec"]["mode"] == "compile"
     assert len(record["timings"]["token_times_ms"]) == 3
@@ -149,9 +163,9 @@ def test_local_model_folder_and_remote_code_permission(tmp_path):
 
     custom = tmp_path / "custom"
     custom.mkdir()
-    (custom / "config.json").write_text(json.dumps(
-        {"model_type": "stepscope_custom", "auto_map": {"AutoConfig": "configuration_x.XConfig"}}
-    ))
+    (custom / "config.json").write_text(
+        json.dumps({"model_type": "stepscope_custom", "auto_map": {"AutoConfig": "configuration_x.XConfig"}})
+    )
     with pytest.raises(CollectorError, match="trust-remote-code"):
         run_profiled_generation(RunSpec(model=str(custom), device="cpu"), out)
     assert run_folders(out) == [run_dir]
@@ -193,7 +207,10 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path):
     for args in (["--preset", "no-such-preset", "--device", "cpu"], ["--batch", "x"]):
         proc = subprocess.run(
             [sys.executable, "-m", "collectors.run", *args, "--out", str(tmp_path)],
-            cwd=REPO, capture_output=True, text=True, timeout=120,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert proc.returncode == 2
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
