@@ -32,6 +32,8 @@ class Activity:
     # host launch calls (runtime/driver calls that put work on a device), sorted by start
     launch_start: np.ndarray
     launch_dur: np.ndarray
+    launch_is_graph: np.ndarray  # a graph replay: one call, many kernels
+    launch_is_kernel: np.ndarray  # a plain kernel launch (copies may block, graphs cost more)
     # host synchronisation calls, sorted by start
     sync_start: np.ndarray
     sync_end: np.ndarray
@@ -92,6 +94,8 @@ def derive_activity(timeline: Timeline) -> Activity:
         **work,
         launch_start=launches["ts"].to_numpy(),
         launch_dur=launches["dur"].to_numpy(),
+        launch_is_graph=launches["name"].astype(str).str.contains("GraphLaunch").to_numpy(),
+        launch_is_kernel=launches["name"].astype(str).str.contains("LaunchKernel|LaunchCooperativeKernel").to_numpy(),
         sync_start=syncs["ts"].to_numpy(),
         sync_end=(syncs["ts"] + syncs["dur"]).to_numpy(),
         host_ops=cpu_ops,

@@ -42,18 +42,34 @@ def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: dict, options
                 {"idle_share": idle_share, "step_us": step_us, "idle_us": idle_us},
             )
         ]
-    in_decode = gaps[(gaps["cause"] == "launch") & gaps["step"].isin(decode.index)]
-    launch_idle = in_decode.groupby("step")["dur_ns"].sum().reindex(decode.index, fill_value=0)
-    save_us = float(launch_idle.median() / 1e3)
+    in_decode = gaps[gaps["step"].isin(decode.index)]
+    by_cause = in_decode.pivot_table(index="step", columns="cause", values="dur_ns", aggfunc="sum", fill_value=0)
+    by_cause = by_cause.reindex(index=decode.index, columns=["launch", "sync", "other"], fill_value=0)
+    launch_us, sync_us, other_us = (float(by_cause[c].median() / 1e3) for c in ("launch", "sync", "other"))
+    graphs = float(decode["graph_launches"].median())
+    if launch_us >= max(sync_us, other_us) and graphs:
+        advice = (
+            f"The step already replays {graphs:.0f} graph(s): the idle time is the host reaching or issuing the "
+            "launches (a slow first replay, host contention, or eager work between graph pieces)."
+        )
+    elif launch_us >= max(sync_us, other_us):
+        advice = (
+            f"Capturing the decode step as a CUDA graph (or torch.compile mode='reduce-overhead') could save about "
+            f"{launch_us:.0f} us per token ({launch_us / step_us:.0%} of the step)."
+        )
+    elif sync_us >= other_us:
+        advice = "Most of it is spent waiting on synchronisation: keep sampling and stop checks on the GPU."
+    else:
+        advice = "Most of it has no launch or sync behind it: look at the host work between kernels."
     return [
         Finding(
             "host-bound-decode",
             "critical" if idle_share > 0.5 else "warn",
             f"Decode is host-bound: the GPU is idle {idle_share:.0%} of each decode step",
-            f"Median decode step {step_us:.0f} us with {idle_us:.0f} us of GPU idle time; {save_us:.0f} us of it is "
-            f"the GPU waiting for the next launch. Capturing the decode step as a CUDA graph (or torch.compile "
-            f"mode='reduce-overhead') could save about {save_us:.0f} us per token ({save_us / step_us:.0%} of ITL).",
-            {"idle_share": idle_share, "step_us": step_us, "idle_us": idle_us, "graph_saving_us": save_us},
+            f"Median decode step {step_us:.0f} us with {idle_us:.0f} us of GPU idle time: {launch_us:.0f} us waiting "
+            f"for the next launch, {sync_us:.0f} us on syncs, {other_us:.0f} us other (medians). {advice}",
+            {"idle_share": idle_share, "step_us": step_us, "idle_us": idle_us, "graph_saving_us": launch_us,
+             "sync_idle_us": sync_us, "other_idle_us": other_us},
         )
     ]
 
@@ -93,7 +109,11 @@ def _launch_overhead(decode: pd.DataFrame, summary: dict) -> list[Finding]:
             f"Launch calls take {share:.0%} of each decode step",
             f"{launches:.0f} launches per decode step x {mean_call_us:.1f} us mean launch call = {cost_us:.0f} us of "
             f"host time per {step_us:.0f} us step. "
-            + ("One graph launch per step would remove nearly all of it." if launches > 10 else ""),
+            + (
+                "One graph launch per step would remove nearly all of it."
+                if launches > 10 and not decode["graph_launches"].median()
+                else ""
+            ),
             {"launches": launches, "launch_call_us": mean_call_us, "cost_us": cost_us, "share": share},
         )
     ]

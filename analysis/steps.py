@@ -13,9 +13,14 @@ import pandas as pd
 from analysis.activity import Activity, covered_time
 from analysis.model import STEP_COLUMNS
 
+EXTRA_COLUMNS = ("token_ns", "graph_launches")
 
-def measure_steps(bounds: pd.DataFrame, act: Activity, busy: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
-    """One row per step (STEP_COLUMNS) plus the attribution of each work item (-1 = outside steps)."""
+
+def measure_steps(
+    bounds: pd.DataFrame, act: Activity, busy: tuple[np.ndarray, np.ndarray]
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """One row per step (STEP_COLUMNS + token_ns, when its output was ready) and, per work item,
+    the row of the step it belongs to (-1 = outside steps)."""
     if bounds.empty:
         return _empty_steps(), np.full(len(act.work_start), -1, dtype=np.int64)
     b = bounds.sort_values("start_ns", kind="stable").reset_index(drop=True)
@@ -28,19 +33,27 @@ def measure_steps(bounds: pd.DataFrame, act: Activity, busy: tuple[np.ndarray, n
     kernels = np.bincount(work_step[(work_step >= 0) & act.work_is_kernel], minlength=n)
     d2h = np.bincount(work_step[(work_step >= 0) & act.work_is_d2h], minlength=n)
     launches = np.bincount(launch_step[launch_step >= 0], minlength=n)
+    graph_launches = np.bincount(launch_step[(launch_step >= 0) & act.launch_is_graph], minlength=n)
     launch_host = np.bincount(launch_step[launch_step >= 0], weights=act.launch_dur[launch_step >= 0], minlength=n)
     sync_step = _place(act.sync_start, start, limit)
     syncs = np.bincount(sync_step[sync_step >= 0], minlength=n)
 
-    # A step ends when the last of its work (host range, device work) has finished.
+    # The step's token is ready when the last of its work (host range, device work) has finished.
     work_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     attributed = work_step >= 0
     np.maximum.at(work_end, work_step[attributed], act.work_end[attributed])
     host_end = np.minimum(b["host_end_ns"].to_numpy(), limit)
-    end = np.maximum(work_end, host_end)
-    end = np.maximum(end, start)
+    token = np.maximum(np.maximum(work_end, host_end), start)
+    # Steps of one request tile the time line (start to next start, as ITL is read off a
+    # timeline); a request's last step ends with its token.
+    same_request = np.append(b["request"].to_numpy()[1:] == b["request"].to_numpy()[:-1], False)
+    end = np.where(same_request, np.append(start[1:], 0), token)
 
-    busy_ns = covered_time(busy[0], busy[1], start, end)
+    # Before the trace's first device work the GPU's state is unknown (busy with work the profiler
+    # did not capture, or idle): that time is counted as neither busy nor idle.
+    first_work = int(busy[0][0]) if len(busy[0]) else int(end.max())
+    seen_from = np.minimum(np.maximum(start, first_work), end)
+    busy_ns = covered_time(busy[0], busy[1], seen_from, end)
     steps = pd.DataFrame(
         {
             "kind": b["kind"].to_numpy(),
@@ -54,13 +67,15 @@ def measure_steps(bounds: pd.DataFrame, act: Activity, busy: tuple[np.ndarray, n
             "launches": launches,
             "launch_host_ns": launch_host.astype(np.int64),
             "gpu_busy_ns": busy_ns,
-            "gpu_idle_ns": (end - start) - busy_ns,
+            "gpu_idle_ns": (end - seen_from) - busy_ns,
             "d2h_copies": d2h,
             "syncs": syncs,
             "label": b["label"].to_numpy(),
+            "token_ns": token,
+            "graph_launches": graph_launches,
         }
     )
-    return steps[list(STEP_COLUMNS)], work_step
+    return steps[[*STEP_COLUMNS, *EXTRA_COLUMNS]], work_step
 
 
 def _attribution_limits(b: pd.DataFrame, act: Activity) -> np.ndarray:
@@ -94,4 +109,5 @@ def _place(times: np.ndarray, start: np.ndarray, limit: np.ndarray) -> np.ndarra
 
 
 def _empty_steps() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "label") else "int64") for c in STEP_COLUMNS})
+    columns = [*STEP_COLUMNS, *EXTRA_COLUMNS]
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "label") else "int64") for c in columns})

@@ -10,7 +10,7 @@ from analysis.activity import Activity, covered_time
 
 def inter_token_latency_ns(steps: pd.DataFrame) -> np.ndarray:
     """Per step: time from the previous step's token to this one's, same request; -1 where none."""
-    end = steps["end_ns"].to_numpy()
+    end = steps["token_ns"].to_numpy()
     req = steps["request"].to_numpy()
     itl = np.full(len(steps), -1, dtype=np.int64)
     if len(steps) > 1:
@@ -52,14 +52,11 @@ def summarize(
     ttft = {}
     for req, grp in steps[steps["kind"] == "prefill"].groupby("request", sort=True):
         first = grp.iloc[0]
-        ttft[int(req)] = (first["end_ns"] - first["start_ns"]) / 1e6
+        ttft[int(req)] = (first["token_ns"] - first["start_ns"]) / 1e6
 
-    if len(steps):
-        lo, hi = int(steps["start_ns"].min()), int(steps["end_ns"].max())
-    elif len(act.work_start):
-        lo, hi = int(act.work_start.min()), int(act.work_end.max())
-    else:
-        lo = hi = 0
+    lo, hi = (int(act.work_start.min()), int(act.work_end.max())) if len(act.work_start) else (0, 0)
+    if len(steps):  # within generation, and never before the first device work (unknown state)
+        lo, hi = max(lo, int(steps["start_ns"].min())), int(steps["end_ns"].max())
     busy_ns = int(covered_time(busy[0], busy[1], np.array([lo]), np.array([hi]))[0]) if hi > lo else 0
     d = steps[kept] if len(steps) else steps
 
@@ -82,7 +79,7 @@ def summarize(
         "launches_per_decode_step": median("launches"),
         "gpu_idle_per_decode_step_us": median("gpu_idle_ns", 1e3),
         "decode_step_us": float(np.median(spans[kept]) / 1e3) if kept.any() else None,
-        "launch_call_mean_us": float(act.launch_dur.mean() / 1e3) if len(act.launch_dur) else None,
+        "launch_call_mean_us": _mean_launch_us(act),
         "d2h_per_decode_step": median("d2h_copies"),
         "syncs_per_decode_step": median("syncs"),
         "prefill_ms_total": float(spans[kind == "prefill"].sum() / 1e6),
@@ -90,3 +87,11 @@ def summarize(
         "batch": int(np.median(batch[decode])) if decode.any() and steps["batch"].notna().any() else None,
         "on_gpu": act.on_gpu,
     }
+
+
+def _mean_launch_us(act: Activity) -> float | None:
+    """Mean host time of one kernel launch call: copies may block on the GPU and graph launches
+    cost differently, so they are left out when plain kernel launches exist."""
+    plain = act.launch_dur[act.launch_is_kernel]
+    durations = plain if len(plain) else act.launch_dur
+    return float(durations.mean() / 1e3) if len(durations) else None

@@ -396,7 +396,7 @@ def _locate(exc: msgspec.ValidationError) -> str:
     match = _PATH_INDEX.search(text)
     if match:
         index = int(match.group(1))
-        field = text[match.end() :].lstrip(".")
+        field = text[match.end() :].lstrip(".").strip("`")
         reason = text.split(" - at ")[0]
         return f"event {index}: {reason}" + (f" (at {field})" if field else "")
     return f"bad event: {text}"

@@ -1,0 +1,83 @@
+"""The analyze command keeps DESIGN.md's contract: JSON shape, exit status 2 and one error line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, real_trace
+from tests.synthetic_traces import synthetic_generation, write
+
+STEP_KEYS = {"kind", "request", "index", "start_us", "end_us", "tokens", "kernels", "launches", "gpu_busy_us",
+             "gpu_idle_us"}
+SUMMARY_KEYS = {"prefill_steps", "decode_steps", "ttft_ms", "itl_ms", "decode_tokens_per_s", "gpu_busy_pct",
+                "kernels_per_decode_step", "launches_per_decode_step", "gpu_idle_per_decode_step_us"}
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_json_contract_on_a_synthetic_generation(tmp_path):
+    path = write(tmp_path / "synthetic_generation.json", synthetic_generation(decode_steps=5))
+    result = run_cli("analyze", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report) == {"format", "device", "events", "segmentation", "requests", "steps", "summary", "findings"}
+    assert report["format"] == "kineto-json" and report["device"] == "Synthetic GPU"
+    assert set(report["segmentation"]) == {"method", "confidence", "warnings"}
+    assert report["steps"] and all(set(s) == STEP_KEYS for s in report["steps"])
+    assert set(report["summary"]) == SUMMARY_KEYS
+    assert set(report["summary"]["itl_ms"]) == {"p50", "p90", "p99", "mean"}
+    assert all(set(f) == {"id", "severity", "title", "detail"} for f in report["findings"])
+    assert [s["kind"] for s in report["steps"]] == ["prefill"] + ["decode"] * 5
+
+
+def test_start_us_is_on_the_input_clock(tmp_path):
+    events = synthetic_generation(decode_steps=2)
+    path = write(tmp_path / "synthetic.json", events)
+    report = json.loads(run_cli("analyze", str(path), "--json").stdout)
+    first_embedding = min(e["ts"] for e in events if e["name"] == "aten::embedding")
+    assert report["steps"][0]["start_us"] == pytest.approx(first_embedding)
+
+
+def test_a_trace_without_generation_is_a_success():
+    result = run_cli("analyze", str(real_trace("param_linear_rtx2080ti.json.gz")), "--json")
+    assert result.returncode == 0
+    report = json.loads(result.stdout)
+    assert report["segmentation"]["method"] == "none" and report["steps"] == []
+    assert report["summary"]["gpu_busy_pct"] is not None
+
+
+def test_readable_output(tmp_path):
+    path = write(tmp_path / "synthetic.json", synthetic_generation(decode_steps=3))
+    result = run_cli("analyze", str(path))
+    assert result.returncode == 0
+    assert "ITL p50" in result.stdout and "embedding-lookup" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\x00\x01\x02garbage", b'{"traceEvents": [', b'{"not": "a trace"}', b"\x1f\x8b\x08\x00truncated"],
+    ids=["empty", "binary", "truncated", "not-a-trace", "bad-gzip"],
+)
+def test_bad_input_exits_2_with_one_error_line(tmp_path, content):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    result = run_cli("analyze", str(path), "--json")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:")
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_missing_file_and_bad_regex(tmp_path):
+    result = run_cli("analyze", str(tmp_path / "missing.json"))
+    assert result.returncode == 2 and result.stderr.startswith("error:")
+    path = write(tmp_path / "synthetic.json", synthetic_generation(decode_steps=2))
+    result = run_cli("analyze", str(path), "--step-regex", "(unclosed")
+    assert result.returncode == 2 and "regex" in result.stderr
