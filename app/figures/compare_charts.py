@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from app.cache import LoadedTrace
 from app.figures import palette
-from app.figures.timeline import LANE_WIDTH_PX, detail_lanes
+from app.figures.timeline import detail_lanes
 
 COLORS = (palette.TRACE_A, palette.TRACE_B)
 
@@ -74,12 +74,11 @@ def one_step_each(a: LoadedTrace, b: LoadedTrace) -> go.Figure | None:
             trace.showlegend = False
             fig.add_trace(trace, row, 1)
         n = len(lanes.lanes)
-        fig.update_yaxes(tickvals=list(range(n)), ticktext=lanes.lanes, range=[n - 0.4, -0.8], fixedrange=True,
-                         row=row, col=1)
+        fig.update_yaxes(tickvals=[-i for i in range(n)], ticktext=lanes.lanes, range=[-(n - 0.4), 0.8],
+                         fixedrange=True, row=row, col=1)
         drawn += 1
     if not drawn:
         return None
     fig.update_layout(height=520, margin={"l": 10, "r": 10, "t": 40, "b": 30}, hovermode="closest")
     fig.update_xaxes(title="us from the step's start", row=2, col=1)
-    fig.update_traces(line={"width": LANE_WIDTH_PX - 4}, selector={"type": "scattergl"})
     return fig

@@ -22,14 +22,18 @@ from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 DETAIL_EVENT_BUDGET = 20_000  # segments drawn in the detail view
 OVERVIEW_SEGMENT_BUDGET = 20_000  # per lane in the overview
-GAP_LABELS = 25  # the longest gaps get their length written on the phase lane
+GAP_LABELS = 12  # the longest gaps get their length written on the phase lane
 LANE_WIDTH_PX = 16
 PHASE_LANE = "phase"
 
 
 @dataclass
 class LaneSet:
-    """Traces plus the lane names in top-to-bottom order (y = position in this list)."""
+    """Traces plus the lane names in top-to-bottom order; lane i sits at y = -i.
+
+    Negative positions with an ordinary axis put the first lane on top; a reversed
+    axis range misplaces WebGL traces in Plotly, so it is avoided.
+    """
 
     traces: list
     lanes: list[str]
@@ -38,7 +42,7 @@ class LaneSet:
     def lane(self, name: str) -> int:
         if name not in self.lanes:
             self.lanes.append(name)
-        return self.lanes.index(name)
+        return -self.lanes.index(name)
 
 
 def _ms(ns: np.ndarray, origin_ns: int) -> np.ndarray:
@@ -112,11 +116,11 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
         hover = [f"GPU idle {d:,.1f} us<br>{c}, {p}<br>step {s}" for d, c, p, s in
                  zip(dur_us, gaps["cause"], gaps["placement"], gaps["step"], strict=True)]
         lanes.traces.append(_segments(_ms(gaps["start_ns"], origin), _ms(gaps["end_ns"], origin), y, hover,
-                                      palette.GAP, "GPU idle gap", LANE_WIDTH_PX + 8))
+                                      palette.GAP, "GPU idle gap", LANE_WIDTH_PX - 6))
         longest = gaps.nlargest(GAP_LABELS, "dur_ns")
         mid = (_ms(longest["start_ns"], origin) + _ms(longest["end_ns"], origin)) / 2
         lanes.traces.append(go.Scatter(
-            x=mid, y=np.full(len(longest), y - 0.45), mode="text", showlegend=False, hoverinfo="skip",
+            x=mid, y=np.full(len(longest), y + 0.45), mode="text", showlegend=False, hoverinfo="skip",
             text=[_duration_label(v) for v in longest["dur_ns"]], textfont={"color": palette.GAP, "size": 10},
         ))
 
@@ -221,10 +225,10 @@ def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title:
         margin={"l": 10, "r": 10, "t": 40, "b": 40},
         hovermode="closest",
         dragmode="zoom",
-        legend={"orientation": "h", "y": -0.25 if n < 4 else -0.12},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
         uirevision=title,
     )
-    fig.update_yaxes(tickvals=list(range(n)), ticktext=lanes.lanes, autorange="reversed", range=[n - 0.4, -0.8],
+    fig.update_yaxes(tickvals=[-i for i in range(n)], ticktext=lanes.lanes, range=[-(n - 0.4), 0.8],
                      fixedrange=True, showgrid=False)
     fig.update_xaxes(title=x_title, showgrid=True, zeroline=False)
     return fig

@@ -1,0 +1,88 @@
+"""Compare: two traces side by side, by default a CUDA-graph off/on pair (or eager vs compile on the CPU)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
+
+import streamlit as st
+
+from analysis.compare import compare
+from app import components
+from app.figures import compare_charts
+from app.navigation import COMPARE_KEYS
+from app.safe_text import for_markdown
+from app.source_loading import load_source
+from app.trace_sources import TraceSource, all_sources, default_pair
+from app.uploads import upload_names
+from parsers import TraceError
+
+
+def _pick_pair() -> tuple[TraceSource, TraceSource] | None:
+    sources = all_sources(upload_names(st.session_state))
+    if len(sources) < 2:
+        st.info("Compare needs two traces: upload them on Analyze, or make a pair on the Run page.")
+        return None
+    by_key = {s.key: s for s in sources}
+    keys = list(by_key)
+    chosen = st.session_state.get(COMPARE_KEYS)
+    if not chosen or chosen[0] not in by_key or chosen[1] not in by_key:
+        pair = default_pair(sources)
+        chosen = (pair[0].key, pair[1].key)
+    left, right = st.columns(2)
+    label = lambda k: f"{by_key[k].label}  ({by_key[k].origin})"  # noqa: E731
+    a = left.selectbox("Baseline (A)", keys, index=keys.index(chosen[0]), format_func=label)
+    b = right.selectbox("Changed (B)", keys, index=keys.index(chosen[1]), format_func=label)
+    st.session_state[COMPARE_KEYS] = (a, b)
+    return by_key[a], by_key[b]
+
+
+def _short_label(source: TraceSource) -> str:
+    """What the sentence calls a trace: its mode when run.json says it, else its name."""
+    mode = source.mode
+    return f"{source.label} [{mode}]" if mode and mode not in source.label else source.label
+
+
+def render() -> None:
+    st.title("Compare")
+    pair = _pick_pair()
+    if pair is None:
+        return
+    loaded = []
+    for source in pair:
+        try:
+            loaded.append(load_source(source, st.session_state))
+        except TraceError as exc:
+            st.error(f"Could not read {for_markdown(source.label)}: {for_markdown(exc)}")
+            return
+    a, b = loaded
+    result = compare(a.analysis, b.analysis, _short_label(pair[0]), _short_label(pair[1]))
+    st.success(for_markdown(result.sentence))
+
+    columns = st.columns(2)
+    for column, item, tag in zip(columns, loaded, ("A", "B"), strict=True):
+        with column:
+            st.markdown(f"**{tag}: {for_markdown(item.name)}**")
+            components.header(item)
+    metrics = result.metrics.drop(columns="metric").rename(
+        columns={"a": f"A: {a.name}", "b": f"B: {b.name}", "delta": "B - A", "ratio": "B / A"})
+    st.dataframe(metrics, width="stretch", hide_index=True,
+                 column_config={"B / A": st.column_config.NumberColumn(format="%.2fx")})
+
+    st.plotly_chart(compare_charts.itl_overlay(a, b), width="stretch")
+    st.plotly_chart(compare_charts.per_step_overlay(a, b), width="stretch")
+    st.subheader("One typical decode step of each, same time scale")
+    figure = compare_charts.one_step_each(a, b)
+    if figure is None:
+        st.write("Neither trace has a decode step to draw.")
+    else:
+        st.plotly_chart(figure, width="stretch", key="compare_steps")
+    with st.expander("Downloads"):
+        for item, tag in zip(loaded, ("a", "b"), strict=True):
+            st.markdown(f"**{for_markdown(item.name)}**")
+            components.downloads(item, f"compare_{tag}")
+
+
+render()

@@ -1,0 +1,147 @@
+"""Real-browser test: start `streamlit run`, open it in Debian's Chromium through Playwright.
+
+Checks the Analyze page shows the summary numbers and the Plotly timeline, that a
+kernel named like an XSS probe shows as text and fires nothing, and Compare
+renders; saves screenshots to docs/screenshots/. Never lets Playwright download
+a browser: it uses /usr/bin/chromium (apt-get install chromium).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.test_app_fixtures import FIXTURE_SAMPLES, XSS_KERNEL, write_synthetic_trace
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]
+SCREENSHOTS = REPO / "docs" / "screenshots"
+PAGE_TIMEOUT_MS = 60_000
+
+
+def _require_browser() -> None:
+    if CHROMIUM.exists():
+        return
+    if os.environ.get("CI"):
+        pytest.fail("CI is set but /usr/bin/chromium is missing: .ci/run must `apt-get install -y chromium`")
+    pytest.skip("/usr/bin/chromium is missing (apt-get install -y chromium); CI installs it and runs this test")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    _require_browser()
+    pytest.importorskip("playwright.sync_api")
+    samples = tmp_path_factory.mktemp("samples")
+    for folder in FIXTURE_SAMPLES.iterdir():
+        shutil.copytree(folder, samples / folder.name)
+    write_synthetic_trace(samples, "synthetic")
+    port = _free_port()
+    env = dict(os.environ, STEPSCOPE_SAMPLES_DIR=str(samples), STEPSCOPE_RUNS_DIR=str(samples / "runs"))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        server.kill()
+        pytest.fail(f"streamlit did not start: {server.stdout.read().decode(errors='replace')[-2000:]}")
+    yield url
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+def _open(browser, url: str):
+    page = browser.new_page(viewport={"width": 1500, "height": 2200})
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(url, timeout=PAGE_TIMEOUT_MS)
+    return page, dialogs
+
+
+def _wait_for_analysis(page) -> None:
+    page.wait_for_selector("[data-testid='stMetric']", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_selector(".js-plotly-plot", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 2", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_timeout(1500)  # let WebGL traces paint before the screenshot
+
+
+def test_analyze_page_shows_summary_and_timeline(browser, app_url):
+    page, dialogs = _open(browser, app_url)
+    _wait_for_analysis(page)
+    metrics = page.locator("[data-testid='stMetric']")
+    text = " ".join(metrics.all_inner_texts())
+    for label in ("TTFT", "ITL p50", "ITL p90", "Decode tokens/s", "GPU busy"):
+        assert label in text
+    assert "ms" in text and any(ch.isdigit() for ch in text)
+    assert page.locator(".js-plotly-plot .scatterlayer, .js-plotly-plot canvas").count() > 0
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "analyze.png"), full_page=True)
+    assert "cpu_tiny-llama_eager" in page.locator("[data-testid='stSelectbox'] input").first.input_value()
+    assert not dialogs
+    page.close()
+
+
+def test_trace_text_is_escaped(browser, app_url):
+    page, dialogs = _open(browser, app_url)
+    _wait_for_analysis(page)
+    page.locator("[data-testid='stSelectbox']").first.click()
+    page.get_by_role("option", name="synthetic").click()
+    page.wait_for_function(
+        "document.body.innerText.includes('Synthetic GPU')", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_function(
+        f"document.body.innerText.includes({XSS_KERNEL!r})", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_timeout(1500)
+    assert page.locator("img[src='x']").count() == 0
+    assert not dialogs
+    page.close()
+
+
+def test_compare_page_renders(browser, app_url):
+    page, dialogs = _open(browser, f"{app_url}/compare")
+    page.wait_for_selector("[data-testid='stAlertContentSuccess'], [data-testid='stAlert']", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 3", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_timeout(1500)
+    assert "faster" in page.inner_text("body") or "slower" in page.inner_text("body")
+    page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)
+    assert not dialogs
+    page.close()
