@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.names import name_matches
 from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 SYNC_NAME_PARTS = ("Synchronize", "synchronize")
@@ -53,15 +54,14 @@ def derive_activity(timeline: Timeline) -> Activity:
     first_ts = int(ev["ts"].iloc[0]) if len(ev) else 0
     last_ts = int(ends.max()) if len(ev) else 0
 
-    call_names = host_calls["name"].astype(str)
     gpu_corr = gpu["correlation"].to_numpy()
     corr_known = gpu_corr[gpu_corr >= 0]
     is_launch = (
         host_calls["correlation"].isin(corr_known).to_numpy()
-        | call_names.str.contains("|".join(LAUNCH_NAME_PARTS), regex=True).to_numpy()
+        | name_matches(host_calls["name"], "|".join(LAUNCH_NAME_PARTS))
     )
     launches = host_calls[is_launch]
-    is_sync_call = call_names.str.contains("|".join(SYNC_NAME_PARTS), regex=True).to_numpy()
+    is_sync_call = name_matches(host_calls["name"], "|".join(SYNC_NAME_PARTS))
     syncs = pd.concat([host_calls[is_sync_call], ev[kind == "sync"]]).sort_values("ts", kind="stable")
 
     if len(gpu):
@@ -73,7 +73,7 @@ def derive_activity(timeline: Timeline) -> Activity:
             work_end=gpu["ts"].to_numpy() + gpu["dur"].to_numpy(),
             work_device=gpu["device"].to_numpy(),
             work_is_kernel=(gpu["kind"] == "kernel").to_numpy(),
-            work_is_d2h=((gpu["kind"] == "memcpy") & names.astype(str).str.contains("DtoH|D2H", regex=True)).to_numpy(),
+            work_is_d2h=(gpu["kind"] == "memcpy").to_numpy() & name_matches(names, "DtoH|D2H"),
             work_name=names.array,
             work_anchor=np.where(anchor >= 0, anchor, gpu["ts"].to_numpy()),
         )
@@ -94,8 +94,8 @@ def derive_activity(timeline: Timeline) -> Activity:
         **work,
         launch_start=launches["ts"].to_numpy(),
         launch_dur=launches["dur"].to_numpy(),
-        launch_is_graph=launches["name"].astype(str).str.contains("GraphLaunch").to_numpy(),
-        launch_is_kernel=launches["name"].astype(str).str.contains("LaunchKernel|LaunchCooperativeKernel").to_numpy(),
+        launch_is_graph=name_matches(launches["name"], "GraphLaunch"),
+        launch_is_kernel=name_matches(launches["name"], "LaunchKernel|LaunchCooperativeKernel"),
         sync_start=syncs["ts"].to_numpy(),
         sync_end=(syncs["ts"] + syncs["dur"]).to_numpy(),
         host_ops=cpu_ops,

@@ -24,6 +24,7 @@ from analysis.annotations import (
     vllm_label,
 )
 from analysis.model import Segmentation
+from analysis.names import name_matches
 from parsers.timeline import Timeline
 
 BOUNDARY_COLUMNS = ("start_ns", "host_end_ns", "kind", "request", "index", "tokens", "batch", "label")
@@ -60,7 +61,7 @@ def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.Da
         warnings.append(f"no annotation matches the step regex {step_regex!r}")
 
     ops = ev[ev["kind"] == "cpu_op"]
-    training = int(ops["name"].astype(str).str.contains(TRAINING_NAME).sum()) if len(ops) else 0
+    training = int(name_matches(ops["name"], TRAINING_NAME).sum()) if len(ops) else 0
     if training:
         warnings.append(f"training trace ({training} backward/optimizer ops): no generation steps")
         return _empty(), Segmentation("none", 0.9, tuple(warnings))
