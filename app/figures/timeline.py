@@ -4,7 +4,8 @@ Two views keep a 1M-event trace quick: an overview of the whole run at step
 level (one segment per step and per gap), and kernel-level detail for a chosen
 time window, capped at a budget of events. Segments are WebGL lines with None
 separators (one trace per lane and colour), the cheapest shape Plotly draws;
-each segment carries three hover points (start, middle, end).
+each segment is hoverable at its middle point (labels on every point
+would quadruple the figure's size).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from app.safe_text import for_plotly
 from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 DETAIL_EVENT_BUDGET = 20_000  # segments drawn in the detail view
-OVERVIEW_SEGMENT_BUDGET = 20_000  # per lane in the overview
+OVERVIEW_SEGMENT_BUDGET = 10_000  # per lane in the overview
 GAP_LABELS = 12  # the longest gaps get their length written on the phase lane
 LANE_WIDTH_PX = 16
+HOVER_NAME_CHARS = 160  # templated kernel names run to kilobytes; the hover shows their start
 PHASE_LANE = "phase"
 
 
@@ -59,7 +61,8 @@ def _segments(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: st
     x[3::4] = np.nan
     yy = np.full(n * 4, float(y))
     yy[3::4] = np.nan
-    text = np.repeat(np.asarray(hover, dtype=object), 4)
+    text = np.full(n * 4, "", dtype=object)
+    text[1::4] = hover  # one label per segment, on its middle point: keeps the figure small for the browser
     return go.Scattergl(
         x=x, y=yy, mode="lines", line={"color": color, "width": width}, name=name, hovertext=text,
         hoverinfo="text", connectgaps=False, showlegend=True,
@@ -209,7 +212,7 @@ def _event_trace(events: pd.DataFrame, steps: pd.DataFrame, step_labels: np.ndar
                  color: str, name: str):
     ts = events["ts"].to_numpy()
     dur = events["dur"].to_numpy()
-    names = events["name"].astype(str).map(for_plotly).to_numpy()
+    names = events["name"].astype(str).str.slice(0, HOVER_NAME_CHARS).map(for_plotly).to_numpy()
     row = _step_of(ts, steps)
     step_text = np.where(row >= 0, step_labels[np.clip(row, 0, None)] if len(step_labels) else "", "outside steps")
     hover = [f"{n}<br>{d / 1e3:,.2f} us<br>{s}" for n, d, s in zip(names, dur, step_text, strict=True)]
@@ -221,16 +224,17 @@ def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title:
     n = max(len(lanes.lanes), 1)
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
-        height=height or 140 + 46 * n,
-        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        height=height or 170 + 46 * n,
+        margin={"l": 10, "r": 10, "t": 40, "b": 70},
         hovermode="closest",
         dragmode="zoom",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.08 - 0.3 / n, "xanchor": "left", "x": 0.0},
         uirevision=title,
     )
     fig.update_yaxes(tickvals=[-i for i in range(n)], ticktext=lanes.lanes, range=[-(n - 0.4), 0.8],
                      fixedrange=True, showgrid=False)
-    fig.update_xaxes(title=x_title, showgrid=True, zeroline=False)
+    fig.update_xaxes(showgrid=True, zeroline=False)
+    fig.update_layout(title={"text": f"{title} ({x_title})"})
     return fig
 
 

@@ -1,0 +1,83 @@
+"""analysis/compare.py (deltas, ratios, the sentence) and the app's default trace choices."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from analysis.compare import COMPARED_METRICS, METRIC_COLUMNS, compare, summary_value
+from analysis.model import Analysis, Segmentation
+from app.trace_sources import TraceSource, default_pair, default_source
+
+
+def _analysis(**summary) -> Analysis:
+    return Analysis(steps=pd.DataFrame(), gaps=pd.DataFrame(), summary=summary, findings=(),
+                    segmentation=Segmentation("stepscope-markers", 1.0), top_kernels=pd.DataFrame())
+
+
+EAGER = _analysis(ttft_ms=40.0, itl_ms={"p50": 9.8, "p90": 11.0, "p99": 12.0, "mean": 10.0}, decode_steps=31,
+                  decode_tokens_per_s=102.0, kernels_per_decode_step=352.0, launches_per_decode_step=352.0,
+                  gpu_busy_pct=40.0, gpu_idle_per_decode_step_us=3900.0)
+GRAPH = _analysis(ttft_ms=39.0, itl_ms={"p50": 6.1, "p90": 6.5, "p99": 7.0, "mean": 6.2}, decode_steps=31,
+                  decode_tokens_per_s=164.0, kernels_per_decode_step=352.0, launches_per_decode_step=1.0,
+                  gpu_busy_pct=90.0, gpu_idle_per_decode_step_us=200.0)
+
+
+def test_metrics_frame_has_deltas_and_ratios():
+    result = compare(EAGER, GRAPH, "eager", "cuda-graph")
+    assert list(result.metrics.columns) == list(METRIC_COLUMNS)
+    assert len(result.metrics) == len(COMPARED_METRICS)
+    itl = result.metrics.set_index("metric").loc["itl_p50_ms"]
+    assert itl["a"] == 9.8 and itl["b"] == 6.1
+    assert math.isclose(itl["delta"], -3.7)
+    assert math.isclose(itl["ratio"], 6.1 / 9.8)
+
+
+def test_sentence_names_cuda_graphs_and_what_moved():
+    sentence = compare(EAGER, GRAPH, "tiny eager", "tiny cuda-graph").sentence
+    assert sentence == (
+        "CUDA graphs cut ITL p50 from 9.8 ms to 6.1 ms (1.6x faster); launches per decode step from 352 to 1; "
+        "GPU idle per decode step from 3.9 ms to 200.0 us."
+    )
+
+
+def test_sentence_for_compile_and_for_a_slowdown():
+    assert compare(EAGER, GRAPH, "eager", "compile").sentence.startswith("torch.compile cut ITL p50")
+    backwards = compare(GRAPH, EAGER, "run 2", "run 1").sentence
+    assert backwards.startswith("run 1 (vs run 2) raised ITL p50 from 6.1 ms to 9.8 ms (1.6x slower)")
+
+
+def test_missing_figures_are_nan_and_the_sentence_falls_back():
+    prefill_only = _analysis(ttft_ms=50.0, itl_ms=None, decode_steps=0)
+    other = _analysis(ttft_ms=25.0, itl_ms=None, decode_steps=0)
+    result = compare(prefill_only, other, "a", "b")
+    row = result.metrics.set_index("metric").loc["itl_p50_ms"]
+    assert math.isnan(row["a"]) and math.isnan(row["ratio"])
+    assert result.sentence.startswith("b (vs a) cut TTFT from 50.0 ms to 25.0 ms (2.0x faster)")
+    empty = compare(_analysis(), _analysis(), "a", "b")
+    assert empty.sentence.startswith("No decode steps or prefill in both traces")
+
+
+def test_zero_baseline_has_no_ratio():
+    zero = _analysis(launches_per_decode_step=0.0)
+    assert math.isnan(compare(zero, GRAPH).metrics.set_index("metric").loc["launches_per_decode_step", "ratio"])
+    assert math.isnan(summary_value({"gpu_busy_pct": None}, "gpu_busy_pct"))
+
+
+def _source(name: str, origin: str = "sample", mode: str | None = None) -> TraceSource:
+    info = {"spec": {"mode": mode}} if mode else {}
+    return TraceSource(f"{origin}:{name}", name, origin, None, info)
+
+
+def test_default_choices_prefer_eager_and_a_graph_pair():
+    sources = [_source("a_compile"), _source("b_eager"), _source("c_cuda-graph"), _source("r1", "run", "eager")]
+    assert default_source(sources).label == "b_eager"
+    pair = default_pair(sources)
+    assert (pair[0].label, pair[1].label) == ("b_eager", "c_cuda-graph")
+    no_graph = [s for s in sources if "cuda-graph" not in s.label]
+    pair = default_pair(no_graph)
+    assert (pair[0].label, pair[1].label) == ("b_eager", "a_compile")
+    assert default_pair([_source("x"), _source("y")])[1].label == "y"
+    assert default_pair([_source("x")]) is None
+    assert default_source([]) is None
