@@ -1,0 +1,46 @@
+"""Roofline: the floor bytes moved and FLOPs done set under every phase, and a trace read against it.
+
+    shape = shape_from_config(config_dict, dtype="bfloat16")     # model_config
+    cost = prefill_cost(shape, prompt_tokens=7)                   # accounting
+    e = estimate(cost, gpu_by_name("H100"))                       # hardware, gpus
+    report = roofline_for_trace(path, analysis, timeline.device_name)   # sources, compare
+
+No torch, Streamlit or Plotly here.
+"""
+
+from analysis.roofline.accounting import LayerCost, PhaseCost, decode_cost, kv_bytes_per_token, prefill_cost
+from analysis.roofline.compare import PHASE_COLUMNS, RooflineReport, roofline_report, with_roofline
+from analysis.roofline.cpu_calibration import calibrate_cpu
+from analysis.roofline.gpus import GPUS, TYPICAL_FRACTIONS, gpu_by_name, match_gpu
+from analysis.roofline.hardware import Estimate, Hardware, compute_bound_prompt_tokens, estimate, phase_estimates
+from analysis.roofline.model_config import ModelShape, read_config_file, shape_from_config
+from analysis.roofline.sources import find_run_record, hardware_for, roofline_for_trace, shape_from_run_record
+
+__all__ = [
+    "GPUS",
+    "PHASE_COLUMNS",
+    "TYPICAL_FRACTIONS",
+    "Estimate",
+    "Hardware",
+    "LayerCost",
+    "ModelShape",
+    "PhaseCost",
+    "RooflineReport",
+    "calibrate_cpu",
+    "compute_bound_prompt_tokens",
+    "decode_cost",
+    "estimate",
+    "find_run_record",
+    "gpu_by_name",
+    "hardware_for",
+    "kv_bytes_per_token",
+    "match_gpu",
+    "phase_estimates",
+    "prefill_cost",
+    "read_config_file",
+    "roofline_for_trace",
+    "roofline_report",
+    "shape_from_config",
+    "shape_from_run_record",
+    "with_roofline",
+]

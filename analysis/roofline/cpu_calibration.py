@@ -1,0 +1,58 @@
+"""The CPU's own roofline, measured on the spot: no table knows the machine a CPU run used.
+
+Bandwidth: the best of a few copies of a 64 MiB float32 array (well beyond the caches), counting
+the read and the write. Throughput: the best of a few float32 1024 x 1024 matmuls (what a
+CPU run computes in; numpy's BLAS uses all cores as torch does). About half a second in all;
+measured once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+from analysis.roofline.hardware import Hardware
+
+_COPY_BYTES = 64 << 20
+_MATMUL_N = 1024
+
+
+@functools.cache
+def calibrate_cpu(name: str = "CPU") -> Hardware:
+    """Measured memory bandwidth and float32 matmul throughput of this machine, cached."""
+    return Hardware(
+        name=name,
+        memory_bytes_per_s=measure_memory_bandwidth(),
+        flops_per_s=measure_matmul_throughput(),
+        kind="cpu",
+        memory_name="DRAM",
+        source="measured here: numpy copy of 64 MiB and float32 1024^3 matmul, best of runs",
+    )
+
+
+def measure_memory_bandwidth(repeats: int = 5) -> float:
+    """Bytes per second one copy moves (read + write) at its best."""
+    src = np.ones(_COPY_BYTES // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # touch the pages
+    best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(repeats))
+    return 2 * src.nbytes / best
+
+
+def measure_matmul_throughput(repeats: int = 3) -> float:
+    """FLOP per second of a float32 square matmul at its best."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((_MATMUL_N, _MATMUL_N), dtype=np.float32)
+    b = rng.standard_normal((_MATMUL_N, _MATMUL_N), dtype=np.float32)
+    out = np.empty_like(a)
+    np.matmul(a, b, out=out)  # warm up the BLAS threads
+    best = min(_timed(lambda: np.matmul(a, b, out=out)) for _ in range(repeats))
+    return 2 * _MATMUL_N**3 / best
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return max(time.perf_counter() - start, 1e-9)

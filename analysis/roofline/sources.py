@@ -1,0 +1,87 @@
+"""Where the roofline's inputs come from for a trace: the run.json the collectors write beside
+it (model config, dtype, prompt length, device) and the device name in the trace itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from analysis.model import Analysis
+from analysis.roofline.compare import RooflineReport, roofline_report
+from analysis.roofline.cpu_calibration import calibrate_cpu
+from analysis.roofline.gpus import match_gpu
+from analysis.roofline.hardware import Hardware
+from analysis.roofline.model_config import ModelShape, shape_from_config
+
+
+def find_run_record(trace_path: str | Path) -> dict[str, Any] | None:
+    """The run.json in the trace's folder (or in the folder given), None if absent or unreadable."""
+    path = Path(trace_path)
+    candidate = path / "run.json" if path.is_dir() else path.with_name("run.json")
+    try:
+        record = json.loads(candidate.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("model"), dict):
+        return None
+    return record
+
+
+def shape_from_run_record(record: dict[str, Any]) -> ModelShape:
+    """The model a run profiled, in the dtype it ran in."""
+    model = record.get("model") or {}
+    config = model.get("config")
+    if not isinstance(config, dict):
+        raise ValueError("run.json has no model config")
+    name = str(model.get("source") or model.get("architecture") or "model").removeprefix("preset:")
+    return shape_from_config(config, dtype=record.get("dtype"), name=name)
+
+
+def hardware_for(
+    device_name: str | None,
+    memory_bytes: int | None = None,
+    device_type: str | None = None,
+    memory_fraction: float = 1.0,
+    flops_fraction: float = 1.0,
+) -> Hardware | None:
+    """The table's row for a GPU name, or this machine's calibrated CPU for a CPU run (assuming
+    the trace was made here, as the app's own runs are); None when the GPU is not in the table."""
+    if device_type == "cpu":
+        hardware = calibrate_cpu(device_name or "CPU")
+    else:
+        hardware = match_gpu(device_name, memory_bytes)
+    return hardware.scaled(memory_fraction, flops_fraction) if hardware else None
+
+
+def roofline_for_trace(
+    trace_path: str | Path,
+    analysis: Analysis,
+    device_name: str | None = None,
+    memory_bytes: int | None = None,
+    memory_fraction: float = 1.0,
+    flops_fraction: float = 1.0,
+    hardware: Hardware | None = None,
+) -> RooflineReport | None:
+    """Expected vs measured for a trace with a run.json beside it; None without one, or when the
+    device is unknown and no `hardware` is given. `device_name`/`memory_bytes`: the trace's
+    (Timeline.device_name and its DeviceInfo.memory_bytes), preferred to run.json's."""
+    record = find_run_record(trace_path)
+    if record is None:
+        return None
+    shape = shape_from_run_record(record)
+    if hardware is None:
+        device_type = record.get("device_type")
+        name = record.get("device") if device_type == "cpu" else (device_name or record.get("device"))
+        hardware = hardware_for(name, memory_bytes, device_type, memory_fraction, flops_fraction)
+    if hardware is None:
+        return None
+    spec = record.get("spec") or {}
+    prompt = record.get("prompt_len")
+    return roofline_report(
+        analysis,
+        shape,
+        hardware,
+        prompt_tokens=int(prompt) if prompt else None,
+        batch=int(spec["batch"]) if spec.get("batch") else None,
+    )
