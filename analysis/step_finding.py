@@ -73,6 +73,7 @@ def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.Da
         return steps, Segmentation("profiler-steps", 0.7, tuple(warnings))
     if len(embeddings):
         steps, shaped = _forwards_from_embeddings(embeddings)
+        steps = _end_forwards_at_lm_head(steps, embeddings, ops)
         if not shaped:
             warnings.append("no input shapes recorded (record_shapes off): prefill/decode told apart by position")
         if len(steps) < 2 and steps["kind"].eq("prefill").all():
@@ -230,3 +231,41 @@ def _label_profiler_steps(steps: pd.DataFrame, emb: pd.DataFrame) -> pd.DataFram
     steps["tokens"] = pd.array(tokens, dtype="Int64")
     steps["batch"] = pd.array(batch, dtype="Int64")
     return steps
+
+
+LM_HEAD_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm")
+
+
+def _end_forwards_at_lm_head(steps: pd.DataFrame, emb: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """A forward's host work ends with the lm_head: the matmul whose weight has the vocabulary's rows.
+
+    Knowing it lets the last forward of a request end where its work does instead of at a guess.
+    """
+    vocab = {d[0][0] for d in emb["_dims"] if d and len(d) > 1 and isinstance(d[0], list) and len(d[0]) == 2}
+    if len(vocab) != 1:
+        return steps
+    vocab_rows = vocab.pop()
+    mm = ops[ops["name"].isin(LM_HEAD_OPS)]
+    if mm.empty:
+        return steps
+    dims = mm["input_dims"]
+    categories = dims.cat.categories
+    hit = np.fromiter((_has_vocab_weight(_parse_dims(str(c)), vocab_rows) for c in categories), bool, len(categories))
+    heads = mm[np.append(hit, False)[dims.cat.codes.to_numpy()]]
+    if heads.empty:
+        return steps
+    head_ends = (heads["ts"] + heads["dur"]).to_numpy()
+    head_starts = heads["ts"].to_numpy()
+    starts = steps["start_ns"].to_numpy()
+    next_start = np.append(starts[1:], np.iinfo(np.int64).max)
+    # the last lm_head starting inside each forward's range
+    last = np.searchsorted(head_starts, next_start, side="left") - 1
+    inside = (last >= 0) & (head_starts[np.maximum(last, 0)] >= starts)
+    host_end = np.where(inside, head_ends[np.maximum(last, 0)], steps["host_end_ns"].to_numpy())
+    return steps.assign(host_end_ns=np.maximum(host_end, steps["host_end_ns"].to_numpy()))
+
+
+def _has_vocab_weight(dims, vocab_rows: int) -> bool:
+    if not dims:
+        return False
+    return any(isinstance(d, list) and len(d) == 2 and vocab_rows in d for d in dims[1:])
