@@ -215,3 +215,71 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path):
         assert proc.returncode == 2
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+
+
+def test_static_cache_loop_decodes_like_hf_generate():
+    """The decode step the cuda-graph mode captures, run eagerly on the CPU, gives HF's greedy tokens."""
+    import torch
+
+    from collectors.decode_loops import DecodeSettings, StaticCacheLoop
+    from collectors.model_loading import build_preset
+    from collectors.prompts import prompt_ids
+
+    cpu = torch.device("cpu")
+    model = build_preset("tiny-llama", cpu, torch.float32, 2, 32).model
+    ids = prompt_ids("static shapes", 0, 2, 32000, None)
+    new_tokens = 6
+    expected = model.generate(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=False,
+        pad_token_id=0,
+    )[:, ids.shape[1] :]
+    loop = StaticCacheLoop(model, DecodeSettings(new_tokens, 2, ids.shape[1]), cpu, "compile")
+    tokens = []
+    with torch.inference_mode():
+        loop._prefill(ids)
+        tokens.append(loop.token.clone())
+        for _ in range(new_tokens - 1):
+            loop._decode_step(model)
+            tokens.append(loop.token.clone())
+    assert torch.equal(torch.cat(tokens, dim=1), expected)
+
+
+def test_hf_compiled_call_is_marked_from_outside():
+    """HF's GPU compile path, forced onto the CPU with dynamo's eager backend (cheap)."""
+    import torch
+
+    from collectors.decode_loops import DecodeSettings, HFGenerateLoop
+    from collectors.model_loading import build_preset
+    from collectors.prompts import prompt_ids
+    from collectors.step_tracker import StepTracker
+
+    cpu = torch.device("cpu")
+    model = build_preset("tiny-qwen2", cpu, torch.float32, 1, 16).model
+    ids = prompt_ids(None, 4, 1, 8192, None)
+    loop = HFGenerateLoop(model, DecodeSettings(4, 1, 4), hf_compile=True)
+    compile_config = loop.generation_config.compile_config
+    if not hasattr(compile_config, "_compile_all_devices"):
+        pytest.skip("this transformers cannot compile generate() on a CPU")
+    compile_config._compile_all_devices = True
+    compile_config.backend = "eager"
+    warm_tracker = StepTracker(1, cpu)
+    warm_tracker.start_request(0)
+    loop.generate(ids, warm_tracker)  # compiles
+    with torch.profiler.profile() as prof:
+        tracker = StepTracker(1, cpu)
+        tracker.start_request(0)
+        loop.generate(ids, tracker)
+    names = [e.name for e in prof.events()]
+    markers = [m for m in map(parse_marker, names) if m is not None]
+    assert [(m.kind, m.index) for m in markers] == [
+        ("prefill", 0),
+        ("decode", 1),
+        ("decode", 2),
+        ("decode", 3),
+    ]
+    assert hasattr(model, "_compiled_call")  # the decodes really went through HF's compiled call
+    assert len(tracker.token_times_ms[0]) == 4
