@@ -21,11 +21,11 @@ __all__ = ["Analysis", "AnalysisOptions", "Finding", "Segmentation", "analyze"]
 def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
     options = options or AnalysisOptions()
     act = derive_activity(timeline)
-    devices = np.unique(act.work_device)
+    devices = np.unique(act.busy_device)
     busy_by_device = {
-        int(d): busy_union(act.work_start[act.work_device == d], act.work_end[act.work_device == d]) for d in devices
+        int(d): busy_union(act.busy_start[act.busy_device == d], act.busy_end[act.busy_device == d]) for d in devices
     }
-    busy_all = busy_union(act.work_start, act.work_end)
+    busy_all = busy_union(act.busy_start, act.busy_end)
     bounds, segmentation = find_steps(timeline, options.step_regex)
     steps, work_step = measure_steps(bounds, act, busy_all)
     itl = inter_token_latency_ns(steps)

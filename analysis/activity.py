@@ -30,6 +30,10 @@ class Activity:
     work_is_d2h: np.ndarray
     work_name: pd.Categorical
     work_anchor: np.ndarray  # host time that placed this work in a step: its launch call, else its own start
+    # what counts as "busy": device work on a GPU; on a CPU-only trace any host op running
+    busy_start: np.ndarray
+    busy_end: np.ndarray
+    busy_device: np.ndarray
     # host launch calls (runtime/driver calls that put work on a device), sorted by start
     launch_start: np.ndarray
     launch_dur: np.ndarray
@@ -77,6 +81,7 @@ def derive_activity(timeline: Timeline) -> Activity:
             work_name=names.array,
             work_anchor=np.where(anchor >= 0, anchor, gpu["ts"].to_numpy()),
         )
+        work.update(busy_start=work["work_start"], busy_end=work["work_end"], busy_device=work["work_device"])
     else:
         leaves = _leaf_ops(cpu_ops)
         starts = leaves["ts"].to_numpy()
@@ -89,6 +94,9 @@ def derive_activity(timeline: Timeline) -> Activity:
             work_is_d2h=np.zeros(len(leaves), dtype=bool),
             work_name=leaves["name"].array,
             work_anchor=starts,
+            busy_start=cpu_ops["ts"].to_numpy(),
+            busy_end=(cpu_ops["ts"] + cpu_ops["dur"]).to_numpy(),
+            busy_device=np.full(len(cpu_ops), -1, dtype=np.int64),
         )
     return Activity(
         **work,

@@ -54,7 +54,7 @@ def summarize(
         first = grp.iloc[0]
         ttft[int(req)] = (first["token_ns"] - first["start_ns"]) / 1e6
 
-    lo, hi = (int(act.work_start.min()), int(act.work_end.max())) if len(act.work_start) else (0, 0)
+    lo, hi = (int(act.busy_start.min()), int(act.busy_end.max())) if len(act.busy_start) else (0, 0)
     if len(steps):  # within generation, and never before the first device work (unknown state)
         lo, hi = max(lo, int(steps["start_ns"].min())), int(steps["end_ns"].max())
     busy_ns = int(covered_time(busy[0], busy[1], np.array([lo]), np.array([hi]))[0]) if hi > lo else 0

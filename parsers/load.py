@@ -8,12 +8,14 @@ from pathlib import Path
 from parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace
 from parsers.errors import TraceError
 from parsers.limits import ReadLimits, decode_container, read_trace_bytes
+from parsers.run_sidecar import attach_run_json
 from parsers.timeline import Timeline
 
 
 def load_trace(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
-    """Read a trace file of any supported format (plain or gzip) into a Timeline."""
-    return parse_trace_bytes(read_trace_bytes(Path(path), limits), already_decompressed=True)
+    """Read a trace file of any supported format (plain or gzip) into a Timeline, with its run.json if any."""
+    timeline = parse_trace_bytes(read_trace_bytes(Path(path), limits), already_decompressed=True)
+    return attach_run_json(timeline, Path(path))
 
 
 def parse_trace_bytes(

@@ -73,11 +73,13 @@ class Timeline:
 
     @property
     def device_name(self) -> str | None:
-        """Name of the GPU that ran most activity, or None when the trace does not say."""
+        """Name of the GPU that ran most activity, else the device in a collector's run.json, else None."""
         gpu = self.events.loc[self.events["device"] >= 0, "device"]
         ordinals = list(gpu.value_counts().index) or sorted(self.meta.devices)
         for ordinal in ordinals:
             info = self.meta.devices.get(int(ordinal))
             if info and info.name:
                 return info.name
-        return None
+        run = self.meta.extra.get("run")
+        device = run.get("device") if isinstance(run, dict) else None
+        return device[:200] if isinstance(device, str) and device else None
