@@ -279,8 +279,8 @@ class _ColumnBuilder:
         parts["name"].append(name_map[name_codes])
         parts["input_dims"].append(self._shape_codes(evs, name_labels, name_codes))
 
-        pid = self._id_column(map(attrgetter("pid"), evs), n)
-        tid = self._id_column(map(attrgetter("tid"), evs), n)
+        pid = self._id_column(evs, "pid")
+        tid = self._id_column(evs, "tid")
         parts["pid"].append(pid)
         parts["tid"].append(tid)
 
@@ -323,8 +323,13 @@ class _ColumnBuilder:
                 out[i] = self.dims.setdefault(bytes(dims).decode(errors="replace")[:2000], len(self.dims))
         return out
 
-    def _id_column(self, values, n: int) -> np.ndarray:
-        codes, uniques = _codes(values, n)
+    def _id_column(self, evs: list[_Complete], field: str) -> np.ndarray:
+        values = list(map(attrgetter(field), evs))
+        try:  # the common case: every id is an int
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except (TypeError, ValueError):
+            pass
+        codes, uniques = _codes(values, len(values))
         mapped = np.fromiter((self._id_of(u) for u in uniques), dtype=np.int64, count=len(uniques))
         return mapped[codes]
 
