@@ -1,0 +1,167 @@
+"""`python -m app.cli roofline`: the floor bytes and FLOPs set under prefill and one decode step.
+
+    python -m app.cli roofline --model PRESET|PATH --gpu NAME --prompt-tokens N --new-tokens M
+        --batch B [--hbm-gbps X --tflops Y] [--dtype bf16] [--json]
+
+--model: a collectors preset name, a model folder (its config.json), a config.json or a run.json.
+--gpu: a row of analysis.roofline.gpus (fuzzy: "h100", "NVIDIA A100-SXM4-80GB") or "cpu" (measured
+here). --hbm-gbps / --tflops override the row's figures (and stand in for --gpu when both given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.cli import UserFacingError
+
+_PRESET_MODEL_TYPES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Phi3Config": "phi3"}
+
+
+def add_roofline_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the subcommand on app.cli's subparsers."""
+    p = subparsers.add_parser("roofline", help="expected bytes, FLOPs and time per phase for a model on a device")
+    p.add_argument("--model", required=True, help="preset name, model folder, config.json or run.json")
+    p.add_argument("--gpu", default=None, help='GPU name from the table (e.g. "H100 SXM", "a100-80gb") or "cpu"')
+    p.add_argument("--prompt-tokens", type=int, default=16, help="prompt length per sequence (default 16)")
+    p.add_argument("--new-tokens", type=int, default=32, help="tokens generated per sequence (default 32)")
+    p.add_argument("--batch", type=int, default=1, help="sequences per forward (default 1)")
+    p.add_argument("--hbm-gbps", type=float, default=None, help="memory bandwidth in GB/s (overrides the table)")
+    p.add_argument("--tflops", type=float, default=None, help="dense throughput in TFLOP/s (overrides the table)")
+    p.add_argument("--dtype", default=None, help="bf16 (default; fp32 with --gpu cpu), fp16, fp32, fp8")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=run_roofline)
+    return p
+
+
+def run_roofline(args: argparse.Namespace) -> int:
+    from analysis.roofline import compute_bound_prompt_tokens, decode_cost, estimate, kv_bytes_per_token
+    from analysis.roofline.hardware import phase_estimates
+
+    for name in ("prompt_tokens", "new_tokens", "batch"):
+        if getattr(args, name) < 1:
+            raise UserFacingError(f"--{name.replace('_', '-')} must be at least 1")
+    hardware = _hardware(args)
+    dtype = args.dtype or ("float32" if hardware.kind == "cpu" else "bfloat16")
+    shape = _shape(args.model, dtype)
+    try:
+        phases = phase_estimates(shape, hardware, args.prompt_tokens, args.batch)
+        crossover = compute_bound_prompt_tokens(shape, hardware, args.batch)
+        last = estimate(decode_cost(shape, args.prompt_tokens + args.new_tokens - 2, args.batch), hardware)
+    except ValueError as exc:
+        raise UserFacingError(str(exc)) from None
+    report = {
+        "phases": {
+            name: {
+                "bytes": int(e.cost.bytes),
+                "flops": int(e.cost.flops),
+                "expected_ms": float(e.expected_ms),
+                "bound": e.bound,
+            }
+            for name, e in phases.items()
+        },
+        "kv_bytes_per_token": int(kv_bytes_per_token(shape)),
+        "crossover_prompt_tokens": crossover,
+    }
+    if args.json:
+        json.dump(report, sys.stdout, separators=(",", ":"))
+        sys.stdout.write("\n")
+        return 0
+    sys.stdout.write(_text(args, shape, hardware, phases, last, report))
+    return 0
+
+
+def _hardware(args: argparse.Namespace):
+    from analysis.roofline import Hardware, calibrate_cpu, gpu_by_name
+
+    for flag, value in (("--hbm-gbps", args.hbm_gbps), ("--tflops", args.tflops)):
+        if value is not None and not value > 0:
+            raise UserFacingError(f"{flag} must be positive")
+    if args.gpu is None:
+        if args.hbm_gbps is None or args.tflops is None:
+            raise UserFacingError("give --gpu NAME, or both --hbm-gbps and --tflops")
+        return Hardware("custom", args.hbm_gbps * 1e9, args.tflops * 1e12, source="given on the command line")
+    if args.gpu.strip().lower() == "cpu":
+        base = calibrate_cpu()
+    else:
+        try:
+            base = gpu_by_name(args.gpu)
+        except ValueError as exc:
+            raise UserFacingError(str(exc)) from None
+    if args.hbm_gbps is None and args.tflops is None:
+        return base
+    return Hardware(
+        base.name,
+        args.hbm_gbps * 1e9 if args.hbm_gbps is not None else base.memory_bytes_per_s,
+        args.tflops * 1e12 if args.tflops is not None else base.flops_per_s,
+        kind=base.kind,
+        memory_name=base.memory_name,
+        source=f"{base.source}, figures given on the command line override it",
+    )
+
+
+def _shape(model: str, dtype: str):
+    """A preset by name, else a path to a model folder, config.json or run.json."""
+    from analysis.roofline import read_config_file, shape_from_config
+    from collectors.presets import PRESETS  # torch-free at import
+
+    try:
+        preset = PRESETS.get(model)
+        if preset is not None:
+            config = {"model_type": _PRESET_MODEL_TYPES.get(preset.config_class, ""), **preset.config_kwargs}
+            return shape_from_config(config, dtype=dtype, name=preset.name)
+        if not Path(model).exists():
+            known = ", ".join(sorted(PRESETS))
+            raise UserFacingError(f"--model {model!r} is neither a preset ({known}) nor an existing path")
+        return shape_from_config(read_config_file(model), dtype=dtype, name=Path(model).name)
+    except ValueError as exc:
+        raise UserFacingError(str(exc)) from None
+
+
+def _text(args, shape, hardware, phases, last, report) -> str:
+    from analysis.roofline.compare import format_bytes
+
+    lines = [
+        f"{shape.name}: {shape.parameters / 1e9:.3g}B parameters, {shape.dtype_bytes} bytes per element, "
+        f"batch {args.batch}, prompt {args.prompt_tokens}, {args.new_tokens} new tokens",
+        f"{hardware.name}: {hardware.memory_bytes_per_s / 1e9:.0f} GB/s, {hardware.flops_per_s / 1e12:.4g} TFLOP/s"
+        f" ({hardware.source})",
+        "",
+        f"{'phase':<22}{'bytes':>12}{'FLOPs':>12}{'memory ms':>11}{'compute ms':>12}{'expected ms':>13}  bound",
+    ]
+    rows = [("prefill", phases["prefill"]), ("decode (first step)", phases["decode"])]
+    if args.new_tokens > 2:
+        rows.append(("decode (last step)", last))
+    for label, e in rows:
+        lines.append(
+            f"{label:<22}{format_bytes(e.cost.bytes):>12}{e.cost.flops / 1e9:>9.4g} G"
+            f"{e.memory_ms:>11.4g}{e.compute_ms:>12.4g}{e.expected_ms:>13.4g}  {e.bound}"
+        )
+    decode_steps = args.new_tokens - 1
+    total = phases["prefill"].expected_ms + decode_steps * (phases["decode"].expected_ms + last.expected_ms) / 2
+    crossover = report["crossover_prompt_tokens"]
+    lines += [
+        "",
+        f"KV cache: {report['kv_bytes_per_token'] / 1024:.4g} KiB per token per sequence",
+        f"Prefill turns compute bound at {crossover} prompt tokens" if crossover else "Prefill never compute bound",
+        f"Whole generation at the roofline: {total:.4g} ms (1 prefill + {decode_steps} decode steps)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (`python -m app.cli_roofline --model ...`), same as `app.cli roofline`."""
+    parser = argparse.ArgumentParser(prog="python -m app.cli_roofline")
+    add_roofline_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["roofline", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.handler(args)
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
