@@ -18,7 +18,6 @@ because Perfetto slices on one track must nest.
 
 from __future__ import annotations
 
-import heapq
 import io
 import os
 import tempfile
@@ -150,7 +149,7 @@ def _timeline_slices(timeline: Timeline, tracks: _Tracks) -> dict[str, np.ndarra
     ev = timeline.events
     n = len(ev)
     kind = ev["kind"].astype(str).to_numpy() if n else np.zeros(0, dtype=object)
-    on_gpu = np.isin(kind, GPU_KINDS + ("gpu_annotation",))
+    on_gpu = np.isin(kind, (*GPU_KINDS, "gpu_annotation"))
     launch = np.isin(kind, HOST_LAUNCH_KINDS)
     pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
     device, stream = ev["device"].to_numpy(), ev["stream"].to_numpy()
@@ -341,7 +340,7 @@ def _derived_slices(start, end, track, names, iid, category_iid, notes) -> dict:
         "input_dims": np.full(n, "", dtype=object),
         "flow_out": np.zeros(n, dtype=np.int64),
         "flow_in": np.zeros(n, dtype=np.int64),
-        "annotations": np.array(notes + [None], dtype=object)[:n],
+        "annotations": np.array([*notes, None], dtype=object)[:n],
     }
 
 
@@ -412,7 +411,8 @@ def _write_events(builder, parts: list[dict], counters: list[tuple[int, int, flo
             if cols["correlation"][i] >= 0:
                 event.correlation_id = int(cols["correlation"][i])
             if cols["external_id"][i] >= 0:
-                event.debug_annotations.add(name_iid=names[EXTERNAL_ID_ANNOTATION], int_value=int(cols["external_id"][i]))
+                external_id = int(cols["external_id"][i])
+                event.debug_annotations.add(name_iid=names[EXTERNAL_ID_ANNOTATION], int_value=external_id)
             if cols["input_dims"][i]:
                 event.debug_annotations.add(name_iid=names[INPUT_DIMS_ANNOTATION], string_value=cols["input_dims"][i])
             if cols["flow_out"][i]:

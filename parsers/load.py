@@ -8,8 +8,12 @@ from pathlib import Path
 from parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace
 from parsers.errors import TraceError
 from parsers.limits import ReadLimits, decode_container, read_trace_bytes
+from parsers.nsys_reader import looks_like_sqlite, read_nsys_sqlite
+from parsers.perfetto_reader import looks_like_perfetto, read_perfetto
 from parsers.run_sidecar import attach_run_json
 from parsers.timeline import Timeline
+
+_FORMATS = "not a Kineto/Chrome JSON trace, Perfetto protobuf trace or Nsight Systems SQLite export"
 
 
 def load_trace(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
@@ -29,9 +33,13 @@ def parse_trace_bytes(
         raise TraceError("the file is empty")
     if looks_like_chrome_trace(head):
         return read_chrome_trace(data)
+    if looks_like_sqlite(head):
+        return read_nsys_sqlite(data)
+    if looks_like_perfetto(data):
+        return read_perfetto(data)
     if b"\x00" in head[:512] or not _mostly_text(head):
-        raise TraceError("unrecognised binary file: not a Kineto/Chrome JSON trace")
-    raise TraceError("unrecognised text file: not a Kineto/Chrome JSON trace")
+        raise TraceError(f"unrecognised binary file: {_FORMATS}")
+    raise TraceError(f"unrecognised text file: {_FORMATS}")
 
 
 def _mostly_text(head: bytes) -> bool:

@@ -55,6 +55,7 @@ _EXTERNAL_ANNOTATIONS = frozenset({EXTERNAL_ID_ANNOTATION, "External id", "exter
 _SEQ_CLEARED = 1
 _SEQ_NEEDS_STATE = 2
 _TYPE_BEGIN, _TYPE_END, _TYPE_INSTANT, _TYPE_COUNTER = 1, 2, 3, 4
+_NO_STATE = "track events before their sequence's state was set"
 _NO_TRACK = 0  # events with neither a track_uuid nor a sequence default
 
 
@@ -107,7 +108,6 @@ def _varint(buf: bytes | memoryview, pos: int) -> tuple[int | None, int]:
 def read_perfetto(data: bytes | bytearray | memoryview) -> Timeline:
     """Parse a Perfetto protobuf trace into a Timeline. Raises TraceError with a one-line reason."""
     from google.protobuf.message import DecodeError
-
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 
     raw = bytes(data)
@@ -191,7 +191,7 @@ class _SliceCollector:
         if which == "track_event":
             self.track_events += 1
             if state is None and packet.sequence_flags & _SEQ_NEEDS_STATE:
-                self.skipped["track events before their sequence's state was set"] += 1
+                self.skipped[_NO_STATE] += 1
                 return
             self._add_event(packet, state or _SequenceState())
         elif which == "track_descriptor":
@@ -388,7 +388,7 @@ def _build_timeline(slices: pd.DataFrame, tracks: dict[int, _Track], track_event
     track_codes, used = pd.factorize(slices["track"].to_numpy())
     lanes, devices = _resolve_lanes(tracks, [int(u) for u in used])
     lane_list = [lanes[int(u)] for u in used]
-    derived = np.array([lane.derived for lane in lane_list], dtype=bool)[track_codes] if len(used) else np.zeros(0, bool)
+    derived = np.array([lane.derived for lane in lane_list], dtype=bool)[track_codes]
     if derived.any():
         skipped["Stepscope phases, gaps and counters (derived, not read back)"] += int(derived.sum())
         slices, track_codes = slices[~derived], track_codes[~derived]
@@ -407,7 +407,7 @@ def _build_timeline(slices: pd.DataFrame, tracks: dict[int, _Track], track_event
             f"{n_foreign} slices on {len(foreign)} tracks without Stepscope naming: kinds guessed from names "
             "(GPU/stream tracks -> kernel, cuda*/hip* calls -> runtime, '::' names -> cpu_op, the rest annotation)"
         )
-    for reason in ("slice ends without a begin", "slices never ended", "track events before their sequence's state was set"):
+    for reason in ("slice ends without a begin", "slices never ended", _NO_STATE):
         if skipped.get(reason):
             warnings.append(f"{skipped[reason]} track events skipped: {reason}")
     order = np.argsort(slices["ts"].to_numpy(), kind="stable")
@@ -424,7 +424,9 @@ def _build_timeline(slices: pd.DataFrame, tracks: dict[int, _Track], track_event
     events["input_dims"] = pd.Categorical(slices["input_dims"].to_numpy(dtype=object)[order])
     process_names = {t.pid: t.process_name for t in tracks.values() if t.pid is not None and t.process_name}
     thread_names = {
-        (t.pid, t.tid): t.thread_name for t in tracks.values() if t.tid is not None and t.pid is not None and t.thread_name
+        (t.pid, t.tid): t.thread_name
+        for t in tracks.values()
+        if t.tid is not None and t.pid is not None and t.thread_name
     }
     id_labels = {
         lane.tid: _ancestors(tracks, int(u))[0].name if int(u) in tracks else "(no track)"
