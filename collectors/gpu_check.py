@@ -67,6 +67,7 @@ def _stepscope_summary(trace: Path) -> dict[str, Any] | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
+    os.environ.setdefault("STEPSCOPE_DEBUG", "1")  # a failure on the GPU machine must say where it happened
     out = Path(args.out)
     failures = 0
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:

@@ -17,6 +17,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,24 +123,36 @@ def run_profiled_generation(
     with device_lock(runs_dir, device, lambda message: notify(message, 0, 1)):
         partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=runs_dir))
         partial.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the run folder should not be
+        failure = ""
         try:
             return _profile_into(spec, device, dtype, runs_dir, partial, notify)
-        except CollectorError:
-            raise
-        except torch.OutOfMemoryError as exc:
-            raise CollectorError(
-                f"out of memory on {device}: try a smaller preset, batch, prompt or new-tokens"
-            ) from exc
-        except MemoryError as exc:
-            raise CollectorError("out of host memory: try a smaller preset or batch") from exc
+        except CollectorError as exc:
+            failure = exc.message
+            _debug_traceback()
+        except torch.OutOfMemoryError:
+            failure = f"out of memory on {device}: try a smaller preset, batch, prompt or new-tokens"
+            _debug_traceback()
+        except MemoryError:
+            failure = "out of host memory: try a smaller preset or batch"
+            _debug_traceback()
         except Exception as exc:  # the caller gets one line, never a traceback
             first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-            raise CollectorError(f"run failed: {type(exc).__name__}: {first_line}") from exc
+            failure = f"run failed: {type(exc).__name__}: {first_line}"
+            _debug_traceback()
         finally:
             shutil.rmtree(partial, ignore_errors=True)
-            gc.collect()
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+        # Raised outside the except blocks on purpose: a chained exception would keep the failed run's
+        # frames, and with them the model and its GPU memory, alive for as long as the caller keeps it.
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        raise CollectorError(failure)
+
+
+def _debug_traceback() -> None:
+    """STEPSCOPE_DEBUG=1 prints the full traceback of a failed run to stderr (for blind GPU checks)."""
+    if os.environ.get("STEPSCOPE_DEBUG"):
+        traceback.print_exc()
 
 
 def _profile_into(
