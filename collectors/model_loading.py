@@ -147,7 +147,8 @@ def _explain_load_failure(name: str, local: bool, exc: Exception) -> str:
         return f"model {name} needs its own Python code; pass --trust-remote-code if you trust it"
     if not local:
         return (
-            f"could not get model {name} from the Hugging Face hub (offline, or no such model?): {text[:200]}"
+            f"no model folder {name} here, and the Hugging Face hub has no such model or cannot be reached"
+            f" (offline?): {text[:200]}"
         )
     return f"could not load the model in {name}: {type(exc).__name__}: {text[:300]}"
 
