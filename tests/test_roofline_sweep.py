@@ -1,0 +1,60 @@
+"""The prefill sweep on the CPU: tiny preset, three lengths, written atomically as sweep.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from collectors.errors import CollectorError
+from collectors.sweep import SweepSpec, measured_crossing, prompt_lengths, run_prefill_sweep
+from tests.conftest import ROOT
+
+
+def test_prompt_lengths_are_log_spaced_distinct_and_end_at_max():
+    assert prompt_lengths(16, 1024, 7) == [16, 32, 64, 128, 256, 512, 1024]
+    assert prompt_lengths(8, 8, 3) == [8]
+    assert prompt_lengths(1, 3, 8) == [1, 2, 3]
+
+
+def test_measured_crossing_interpolates_between_points():
+    points = [{"prompt_tokens": n, "measured_ms": ms} for n, ms in ((16, 1.0), (32, 2.0), (64, 6.0))]
+    assert measured_crossing(points, 4.0) == pytest.approx(48.0)
+    assert measured_crossing(points, 0.5) is None  # already above at the shortest prompt
+    assert measured_crossing(points, 9.0) is None
+
+
+def test_sweep_on_the_tiny_preset_on_cpu(tmp_path):
+    stages = []
+    spec = SweepSpec(preset="tiny-llama", device="cpu", min_tokens=8, max_tokens=32, points=3, repeats=1)
+    result = run_prefill_sweep(spec, out_dir=tmp_path, progress=lambda s, d, t: stages.append(s))
+    assert {"load model", "sweep", "decode step", "write"} <= set(stages)
+    written = json.loads(Path(result["path"]).read_text())
+    assert written["schema"] == "stepscope.sweep/1" and written["device_type"] == "cpu"
+    assert [p["prompt_tokens"] for p in written["points"]] == [8, 16, 32]
+    for p in written["points"]:
+        assert p["measured_ms"] > 0 and p["expected_ms"] > 0 and p["bound"] in ("memory", "compute")
+    assert written["points"][0]["flops"] < written["points"][-1]["flops"]
+    assert written["decode_step"]["measured_ms"] > 0 and written["hardware"]["memory_gbps"] > 0
+    assert set(written["marks"]) == {
+        "compute_bound_prompt_tokens",
+        "prefill_equals_decode_tokens",
+        "prefill_equals_decode_expected_tokens",
+    }
+    assert written["marks"]["compute_bound_prompt_tokens"] >= 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partial")]
+
+
+def test_sweep_rejects_bad_ranges_with_one_line():
+    with pytest.raises(CollectorError, match="min-tokens"):
+        run_prefill_sweep(SweepSpec(min_tokens=64, max_tokens=16), out_dir=None)
+    out = subprocess.run(
+        [sys.executable, "-m", "collectors.sweep", "--points", "0"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 2 and out.stderr.startswith("error:") and out.stderr.count("\n") == 1
