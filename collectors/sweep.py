@@ -13,8 +13,10 @@ From Python (the app's Run page):
                                progress=lambda stage, done, total: ...)
     result["path"]  # runs/<id>/sweep.json (absent when out_dir is None)
 
-Each length gets one warm-up forward and `repeats` timed ones (median kept), each timed from a
-synchronised device to a synchronised device, with a fresh KV cache. One decode step (after a
+Each length gets one warm-up forward and `repeats` timed ones, each timed from a synchronised
+device to a synchronised device, with a fresh KV cache; the fastest is kept (the run least
+disturbed by other work on the machine; all are in "runs_ms"). Only the last position's logits
+are computed (logits_to_keep=1), as a serving engine does. One decode step (after a
 prefill of the shortest length) is timed the same way. Expected times use the roofline of
 analysis.roofline: the calibrated CPU, or the GPU table's row for the device's name; --hbm-gbps
 and --tflops override either. Without a table row and without figures, "expected" is null.
@@ -58,7 +60,6 @@ import os
 import re
 import secrets
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -176,7 +177,6 @@ def _sweep(spec: SweepSpec, device: Any, dtype: Any, notify: ProgressCallback) -
     dtype_name = str(dtype).removeprefix("torch.")
     shape = shape_from_config(config_dict, dtype=dtype_name, name=loaded.source)
     name = device_name(device)
-    hardware = _hardware(spec, device, name)
     vocab = int(config.vocab_size)
 
     def ids(n: int) -> torch.Tensor:
@@ -194,20 +194,25 @@ def _sweep(spec: SweepSpec, device: Any, dtype: Any, notify: ProgressCallback) -
         return (time.perf_counter() - start) * 1e3
 
     lengths = prompt_lengths(spec.min_tokens, spec.max_tokens, spec.points)
-    points = []
+    timings = []
     with torch.inference_mode():
+        for _ in range(2):  # first forwards of a process pay for allocator and kernel set-up
+            model(input_ids=ids(lengths[0]), use_cache=True, logits_to_keep=1)
         for i, n in enumerate(lengths):
             notify("sweep", i, len(lengths))
             x = ids(n)
             forward = lambda x=x: model(input_ids=x, use_cache=True, logits_to_keep=1)  # noqa: E731
             forward()  # warm-up
-            runs = [timed(forward) for _ in range(spec.repeats)]
-            points.append(_point(n, runs, prefill_cost(shape, n, spec.batch), hardware, estimate))
+            timings.append((n, [timed(forward) for _ in range(spec.repeats)]))
         notify("sweep", len(lengths), len(lengths))
         notify("decode step", 0, 1)
         decode = _decode_step(model, ids(lengths[0]), spec.repeats, timed, device)
         notify("decode step", 1, 1)
-    decode_context = lengths[0] + 1 + spec.repeats // 2  # cache length at the median timed step
+    # Calibrating the CPU only now: numpy's BLAS threads keep spinning a while after a matmul and
+    # would slow the timed forwards down.
+    hardware = _hardware(spec, device, name)
+    points = [_point(n, runs, prefill_cost(shape, n, spec.batch), hardware, estimate) for n, runs in timings]
+    decode_context = lengths[0] + 1  # cache length at the first timed step (the others add one each)
     d = _point(decode_context, decode, decode_cost(shape, decode_context, spec.batch), hardware, estimate)
     decode_step = {"context": decode_context, **{k: v for k, v in d.items() if k != "prompt_tokens"}}
     return {
@@ -283,7 +288,7 @@ def _point(n: int, runs: list[float], cost: Any, hardware: Any, estimate: Callab
     e = estimate(cost, hardware) if hardware is not None else None
     return {
         "prompt_tokens": n,
-        "measured_ms": statistics.median(runs),
+        "measured_ms": min(runs),
         "runs_ms": runs,
         "expected_ms": e.expected_ms if e else None,
         "memory_ms": e.memory_ms if e else None,
