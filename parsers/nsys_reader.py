@@ -155,9 +155,8 @@ def _runtime(conn) -> pd.DataFrame:
         f"r.correlationId AS correlation FROM {RUNTIME_TABLE} AS r LEFT JOIN StringIds AS s ON s.id = r.nameId"
     )
     frame = _host_ids(pd.read_sql_query(sql, conn))
-    names = frame["name"].astype("category")
-    stripped = names.cat.rename_categories([_VERSION_SUFFIX.sub("", str(c)) for c in names.cat.categories])
-    frame["name"] = stripped.astype(str)
+    distinct = frame["name"].astype(str).unique()
+    frame["name"] = frame["name"].astype(str).map({n: _VERSION_SUFFIX.sub("", n) for n in distinct})
     is_driver = frame["name"].map(lambda n: bool(_DRIVER_NAME.match(n)) and not n.startswith("cuda"))
     frame["kind"] = np.where(is_driver, "driver", "runtime")
     return frame
@@ -237,7 +236,7 @@ def _timeline(
     }
     events = pd.DataFrame({c: data[c] for c in COLUMNS}, copy=False)
     graph_nodes = pd.to_numeric(raw["graph_node_id"], errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
-    graph_nodes[graph_nodes == 0] = -1  # nsys writes 0 for work outside graphs
+    graph_nodes = np.where(graph_nodes == 0, -1, graph_nodes)  # 0 or NULL: work outside any graph
     events["graph_node_id"] = graph_nodes
     events["input_dims"] = pd.Categorical(np.full(len(raw), "", dtype=object))
     warnings = []
