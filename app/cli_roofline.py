@@ -45,7 +45,10 @@ def run_roofline(args: argparse.Namespace) -> int:
             raise UserFacingError(f"--{name.replace('_', '-')} must be at least 1")
     hardware = _hardware(args)
     dtype = args.dtype or ("float32" if hardware.kind == "cpu" else "bfloat16")
-    shape = _shape(args.model, dtype)
+    try:
+        shape = model_shape(args.model, dtype)
+    except ValueError as exc:
+        raise UserFacingError(str(exc)) from None
     try:
         phases = phase_estimates(shape, hardware, args.prompt_tokens, args.batch)
         crossover = compute_bound_prompt_tokens(shape, hardware, args.batch)
@@ -102,22 +105,20 @@ def _hardware(args: argparse.Namespace):
     )
 
 
-def _shape(model: str, dtype: str):
-    """A preset by name, else a path to a model folder, config.json or run.json."""
+def model_shape(model: str, dtype: str = "bfloat16"):
+    """A ModelShape for a preset name, else a model folder, config.json or run.json; ValueError
+    with a one-line message otherwise. (The app's Analyze page can use it for traces without run.json.)"""
     from analysis.roofline import read_config_file, shape_from_config
     from collectors.presets import PRESETS  # torch-free at import
 
-    try:
-        preset = PRESETS.get(model)
-        if preset is not None:
-            config = {"model_type": _PRESET_MODEL_TYPES.get(preset.config_class, ""), **preset.config_kwargs}
-            return shape_from_config(config, dtype=dtype, name=preset.name)
-        if not Path(model).exists():
-            known = ", ".join(sorted(PRESETS))
-            raise UserFacingError(f"--model {model!r} is neither a preset ({known}) nor an existing path")
-        return shape_from_config(read_config_file(model), dtype=dtype, name=Path(model).name)
-    except ValueError as exc:
-        raise UserFacingError(str(exc)) from None
+    preset = PRESETS.get(model)
+    if preset is not None:
+        config = {"model_type": _PRESET_MODEL_TYPES.get(preset.config_class, ""), **preset.config_kwargs}
+        return shape_from_config(config, dtype=dtype, name=preset.name)
+    if not Path(model).exists():
+        known = ", ".join(sorted(PRESETS))
+        raise ValueError(f"model {model!r} is neither a preset ({known}) nor an existing path")
+    return shape_from_config(read_config_file(model), dtype=dtype, name=Path(model).name)
 
 
 def _text(args, shape, hardware, phases, last, report) -> str:

@@ -58,3 +58,25 @@ def test_sweep_rejects_bad_ranges_with_one_line():
         [sys.executable, "-m", "collectors.sweep", "--points", "0"], cwd=ROOT, capture_output=True, text=True
     )
     assert out.returncode == 2 and out.stderr.startswith("error:") and out.stderr.count("\n") == 1
+
+
+def test_analyze_reads_the_run_json_beside_a_real_cpu_run(tmp_path):
+    from analysis import analyze
+    from analysis.roofline import roofline_for_trace, timeline_device, with_roofline
+    from collectors.run import RunSpec, run_profiled_generation
+    from parsers import load_trace
+
+    run_dir = run_profiled_generation(
+        RunSpec(preset="tiny-llama", device="cpu", prompt_tokens=16, new_tokens=6, warmup=0), out_dir=tmp_path
+    )
+    trace = run_dir / "trace.json.gz"
+    timeline = load_trace(trace)
+    analysis = analyze(timeline)
+    report = roofline_for_trace(trace, analysis, *timeline_device(timeline))
+    assert report is not None and report.hardware.kind == "cpu"
+    rows = report.phases.set_index("phase")
+    assert rows.loc["prefill", "tokens"] == 16 and rows.loc["decode", "context"] == 16 + 2  # steps 1..4 -> 16..19
+    assert (rows["efficiency_pct"] > 0).all() and (rows["measured_ms"] > 0).all()
+    merged = with_roofline(analysis, report)
+    assert {f.id for f in merged.findings} >= {"roofline-prefill", "roofline-decode"}
+    assert merged.summary["decode_roofline_pct"] > 0

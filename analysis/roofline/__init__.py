@@ -3,7 +3,8 @@
     shape = shape_from_config(config_dict, dtype="bfloat16")     # model_config
     cost = prefill_cost(shape, prompt_tokens=7)                   # accounting
     e = estimate(cost, gpu_by_name("H100"))                       # hardware, gpus
-    report = roofline_for_trace(path, analysis, timeline.device_name)   # sources, compare
+    report = roofline_for_trace(path, analysis, *timeline_device(timeline))   # sources, compare
+    analysis = with_roofline(analysis, report)                    # summary keys + findings added
 
 No torch, Streamlit or Plotly here.
 """
@@ -14,7 +15,13 @@ from analysis.roofline.cpu_calibration import calibrate_cpu
 from analysis.roofline.gpus import GPUS, TYPICAL_FRACTIONS, gpu_by_name, match_gpu
 from analysis.roofline.hardware import Estimate, Hardware, compute_bound_prompt_tokens, estimate, phase_estimates
 from analysis.roofline.model_config import ModelShape, read_config_file, shape_from_config
-from analysis.roofline.sources import find_run_record, hardware_for, roofline_for_trace, shape_from_run_record
+from analysis.roofline.sources import (
+    find_run_record,
+    hardware_for,
+    roofline_for_trace,
+    shape_from_run_record,
+    timeline_device,
+)
 
 __all__ = [
     "GPUS",
@@ -42,5 +49,6 @@ __all__ = [
     "roofline_report",
     "shape_from_config",
     "shape_from_run_record",
+    "timeline_device",
     "with_roofline",
 ]

@@ -13,6 +13,7 @@ from analysis.roofline.cpu_calibration import calibrate_cpu
 from analysis.roofline.gpus import match_gpu
 from analysis.roofline.hardware import Hardware
 from analysis.roofline.model_config import ModelShape, shape_from_config
+from parsers.timeline import Timeline
 
 
 def find_run_record(trace_path: str | Path) -> dict[str, Any] | None:
@@ -52,6 +53,13 @@ def hardware_for(
     else:
         hardware = match_gpu(device_name, memory_bytes)
     return hardware.scaled(memory_fraction, flops_fraction) if hardware else None
+
+
+def timeline_device(timeline: Timeline) -> tuple[str | None, int | None]:
+    """The trace's main device name and its memory size (which settles A100 40/80 GB and the like)."""
+    name = timeline.device_name
+    memory = next((d.memory_bytes for d in timeline.meta.devices.values() if d.name == name and d.memory_bytes), None)
+    return name, memory
 
 
 def roofline_for_trace(
