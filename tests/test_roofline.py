@@ -296,3 +296,16 @@ def test_run_json_beside_a_trace_gives_the_model_and_the_device(tmp_path):
     report = roofline_for_trace(trace, _analysis(9.0, 15.0, 0.5), device_name=None)
     assert report.hardware.name == "H100 SXM" and len(report.findings) == 2
     assert find_run_record(tmp_path / "elsewhere" / "trace.json") is None
+
+
+def test_real_trace_device_names_reach_the_table():
+    from analysis.roofline import timeline_device
+    from parsers import load_trace
+    from tests.conftest import real_trace
+
+    for name, row in (
+        ("tracelens_sglang_qwen3-8b_decode_mi300x.json.gz", "MI300X"),  # named in the metadata only
+        ("hta_alexnet_a100.json.gz", "A100 40GB"),  # "A100-PG509-200", 42 GB
+        ("tracelens_hf_qwen1.5-0.5b_forward_h100.json.gz", "H100 SXM"),
+    ):
+        assert match_gpu(*timeline_device(load_trace(real_trace(name)))).name == row

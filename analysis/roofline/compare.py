@@ -178,8 +178,9 @@ def _finding(row: dict, hardware: Hardware, idle_share: float | None, on_gpu: bo
     )
     if eff > 100:
         detail += (
-            " Above 100 %: part of the bytes stayed in caches faster than the bandwidth figure"
-            " (common for small models on CPUs), or the figure is below what this device reaches."
+            " Above 100 %: the trace did less work than this model and token count imply (check both),"
+            " part of the bytes stayed in caches faster than the bandwidth figure (common for small"
+            " models on CPUs), or the figure is below what this device reaches."
         )
     evidence = {"efficiency_pct": eff, "expected_ms": row["expected_ms"], "measured_ms": row["measured_ms"]}
     if phase == "decode" and idle_share is not None:

@@ -56,9 +56,11 @@ def hardware_for(
 
 
 def timeline_device(timeline: Timeline) -> tuple[str | None, int | None]:
-    """The trace's main device name and its memory size (which settles A100 40/80 GB and the like)."""
-    name = timeline.device_name
-    memory = next((d.memory_bytes for d in timeline.meta.devices.values() if d.name == name and d.memory_bytes), None)
+    """The trace's main device name and its memory size (which settles A100 40/80 GB and the like);
+    the first named device of the metadata when the events name none."""
+    devices = timeline.meta.devices.values()
+    name = timeline.device_name or next((d.name for d in devices if d.name and d.name.strip()), None)
+    memory = next((d.memory_bytes for d in devices if d.name == name and d.memory_bytes), None)
     return name, memory
 
 
