@@ -194,19 +194,20 @@ def _sweep(spec: SweepSpec, device: Any, dtype: Any, notify: ProgressCallback) -
         return (time.perf_counter() - start) * 1e3
 
     lengths = prompt_lengths(spec.min_tokens, spec.max_tokens, spec.points)
+    keep = _last_logits_only(model, ids(lengths[0]))
     timings = []
     with torch.inference_mode():
         for _ in range(2):  # first forwards of a process pay for allocator and kernel set-up
-            model(input_ids=ids(lengths[0]), use_cache=True, logits_to_keep=1)
+            model(input_ids=ids(lengths[0]), use_cache=True, **keep)
         for i, n in enumerate(lengths):
             notify("sweep", i, len(lengths))
             x = ids(n)
-            forward = lambda x=x: model(input_ids=x, use_cache=True, logits_to_keep=1)  # noqa: E731
+            forward = lambda x=x: model(input_ids=x, use_cache=True, **keep)  # noqa: E731
             forward()  # warm-up
             timings.append((n, [timed(forward) for _ in range(spec.repeats)]))
         notify("sweep", len(lengths), len(lengths))
         notify("decode step", 0, 1)
-        decode = _decode_step(model, ids(lengths[0]), spec.repeats, timed, device)
+        decode = _decode_step(model, ids(lengths[0]), spec.repeats, timed, keep)
         notify("decode step", 1, 1)
     # Calibrating the CPU only now: numpy's BLAS threads keep spinning a while after a matmul and
     # would slow the timed forwards down.
@@ -231,9 +232,21 @@ def _sweep(spec: SweepSpec, device: Any, dtype: Any, notify: ProgressCallback) -
     }
 
 
-def _decode_step(model: Any, prompt: Any, repeats: int, timed, device: Any) -> list[float]:
+def _last_logits_only(model: Any, prompt: Any) -> dict[str, int]:
+    """{"logits_to_keep": 1} where the model takes it (every transformers LM of 4.50+), else {}."""
+    import torch
+
+    try:
+        with torch.inference_mode():
+            model(input_ids=prompt[:, :1], use_cache=True, logits_to_keep=1)
+    except TypeError:
+        return {}
+    return {"logits_to_keep": 1}
+
+
+def _decode_step(model: Any, prompt: Any, repeats: int, timed, keep: dict[str, int]) -> list[float]:
     """One warm-up and `repeats` timed single-token forwards after a prefill, growing one cache."""
-    out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
+    out = model(input_ids=prompt, use_cache=True, **keep)
     cache = out.past_key_values
     token = out.logits[:, -1:].argmax(-1)
     runs = []

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from analysis.roofline import load_sweep, sweep_frame
 from collectors.errors import CollectorError
 from collectors.sweep import SweepSpec, measured_crossing, prompt_lengths, run_prefill_sweep
 from tests.conftest import ROOT
@@ -49,6 +50,8 @@ def test_sweep_on_the_tiny_preset_on_cpu(tmp_path):
     }
     assert written["marks"]["compute_bound_prompt_tokens"] >= 1
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partial")]
+    frame = sweep_frame(load_sweep(Path(result["path"]).parent))
+    assert list(frame["prompt_tokens"]) == [8, 16, 32] and (frame["expected_ms"] > 0).all()
 
 
 def test_sweep_rejects_bad_ranges_with_one_line():

@@ -22,10 +22,12 @@ from analysis.roofline.sources import (
     shape_from_run_record,
     timeline_device,
 )
+from analysis.roofline.sweep_record import SWEEP_COLUMNS, load_sweep, sweep_frame
 
 __all__ = [
     "GPUS",
     "PHASE_COLUMNS",
+    "SWEEP_COLUMNS",
     "TYPICAL_FRACTIONS",
     "Estimate",
     "Hardware",
@@ -41,6 +43,7 @@ __all__ = [
     "gpu_by_name",
     "hardware_for",
     "kv_bytes_per_token",
+    "load_sweep",
     "match_gpu",
     "phase_estimates",
     "prefill_cost",
@@ -49,6 +52,7 @@ __all__ = [
     "roofline_report",
     "shape_from_config",
     "shape_from_run_record",
+    "sweep_frame",
     "timeline_device",
     "with_roofline",
 ]

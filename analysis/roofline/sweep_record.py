@@ -1,0 +1,34 @@
+"""sweep.json (written by collectors/sweep.py, schema in its docstring) as a frame to plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+SWEEP_COLUMNS = ("prompt_tokens", "measured_ms", "expected_ms", "memory_ms", "compute_ms", "bound", "bytes", "flops")
+
+
+def load_sweep(path: str | Path) -> dict[str, Any]:
+    """A sweep.json (or the folder holding one); ValueError with one line when it is not one."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "sweep.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read the sweep {path}: {exc}") from None
+    if not isinstance(record, dict) or not str(record.get("schema", "")).startswith("stepscope.sweep/"):
+        raise ValueError(f"{path} is not a Stepscope sweep")
+    return record
+
+
+def sweep_frame(record: dict[str, Any]) -> pd.DataFrame:
+    """One row per prompt length: measured and expected prefill ms (expected NaN without hardware
+    figures). The marks to draw are record["marks"]; the decode step line is record["decode_step"]."""
+    frame = pd.DataFrame(record.get("points") or [], columns=list(SWEEP_COLUMNS))
+    for col in ("measured_ms", "expected_ms", "memory_ms", "compute_ms"):
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    return frame.sort_values("prompt_tokens", ignore_index=True)
