@@ -40,11 +40,13 @@ sweep.json (schema "stepscope.sweep/1"; keys are only ever added):
         "prefill_equals_decode_tokens": float|null,  measured: where the prefill time curve crosses
                                                    one decode step (linear between points); null if
                                                    no point is below or none above the decode step
-        "prefill_equals_decode_expected_tokens": int|null   the same on the expected curve: in the
-                                                   roofline a prefill costs one decode step's weight
-                                                   read until it turns compute bound, so this is
-                                                   the first length whose expected prefill exceeds
-                                                   the expected decode step by over 10 %
+        "prefill_equals_decode_expected_tokens": int|null   the same on the expected curve. In the
+                                                   roofline a short prefill costs what a decode step
+                                                   does (one read of the weights), so this is the
+                                                   first length whose expected prefill exceeds the
+                                                   expected decode step by over 10 %: near the
+                                                   compute-bound mark, a little before it when the
+                                                   prompt's activation and KV bytes add up first
       },
       "created": ISO 8601 UTC
     }
