@@ -15,8 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-from app.cli import UserFacingError
-
 _PRESET_MODEL_TYPES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Phi3Config": "phi3"}
 
 
@@ -36,7 +34,21 @@ def add_roofline_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+class UserFacingError(ValueError):
+    """Anything the user can fix. Caught here, not by app.cli: under `python -m app.cli` that module
+    is __main__, so an app.cli.UserFacingError imported from here would be another class."""
+
+
 def run_roofline(args: argparse.Namespace) -> int:
+    """The subcommand's handler: prints the table or the JSON object; bad input -> one line, exit 2."""
+    try:
+        return _run(args)
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     from analysis.roofline import compute_bound_prompt_tokens, decode_cost, estimate, kv_bytes_per_token
     from analysis.roofline.hardware import phase_estimates
 
@@ -157,11 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.cli_roofline")
     add_roofline_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["roofline", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.handler(args)
-    except UserFacingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return args.handler(args)
 
 
 if __name__ == "__main__":
