@@ -18,6 +18,7 @@ from analysis import Analysis, analyze
 from analysis.report import contract
 from parsers import Timeline, TraceError, parse_trace_bytes
 from parsers.limits import ReadLimits, read_trace_bytes
+from parsers.run_sidecar import attach_run_json
 
 MAX_CACHED_TRACES = 8
 
@@ -45,15 +46,19 @@ def _sha256_of_file(path: str, mtime_ns: int, size: int) -> str:
     return digest.hexdigest()
 
 
-def _build(data: bytes | bytearray, already_decompressed: bool) -> tuple[Timeline, Analysis, dict]:
+def _build(
+    data: bytes | bytearray, already_decompressed: bool, path: Path | None = None
+) -> tuple[Timeline, Analysis, dict]:
     timeline = parse_trace_bytes(data, ReadLimits.from_env(), already_decompressed=already_decompressed)
+    if path is not None:
+        timeline = attach_run_json(timeline, path)  # device and model facts a CPU trace lacks
     analysis = analyze(timeline)
     return timeline, analysis, contract(timeline, analysis)
 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading and analysing the trace...")
 def _analyse_file(sha256: str, _path: str) -> tuple[Timeline, Analysis, dict]:
-    return _build(read_trace_bytes(_path, ReadLimits.from_env()), already_decompressed=True)
+    return _build(read_trace_bytes(_path, ReadLimits.from_env()), already_decompressed=True, path=Path(_path))
 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading and analysing the upload...")

@@ -11,9 +11,12 @@ import streamlit as st
 
 st.set_page_config(page_title="Stepscope", page_icon=":material/timeline:", layout="wide")
 
-pages = [
-    st.Page("pages/analyze.py", title="Analyze", icon=":material/monitoring:", default=True),
-    st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
-    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
-]
-st.navigation(pages).run()
+from app.navigation import PAGE_FILES, register_pages  # noqa: E402
+
+pages = {
+    "analyze": st.Page(PAGE_FILES["analyze"], title="Analyze", icon=":material/monitoring:", default=True),
+    "run": st.Page(PAGE_FILES["run"], title="Run", icon=":material/play_arrow:"),
+    "compare": st.Page(PAGE_FILES["compare"], title="Compare", icon=":material/compare_arrows:"),
+}
+register_pages(pages)
+st.navigation(list(pages.values())).run()

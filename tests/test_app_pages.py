@@ -20,7 +20,7 @@ from app.uploads import UPLOADS_KEY, register_upload, size_limit_text
 from tests.test_app_fixtures import FIXTURE_SAMPLES, XSS_KERNEL, synthetic_trace, write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = REPO / "app" / "pages"
+PAGES = REPO / "app" / "views"
 TIMEOUT_S = 90
 
 

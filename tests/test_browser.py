@@ -50,8 +50,11 @@ def app_url(tmp_path_factory):
     _require_browser()
     pytest.importorskip("playwright.sync_api")
     samples = tmp_path_factory.mktemp("samples")
-    for folder in FIXTURE_SAMPLES.iterdir():
-        shutil.copytree(folder, samples / folder.name)
+    # the shipped samples (real CPU captures), so the screenshots show what a newcomer sees
+    shipped = REPO / "sample_traces"
+    for folder in (shipped if any(shipped.glob("*/trace.json.gz")) else FIXTURE_SAMPLES).iterdir():
+        if folder.is_dir():
+            shutil.copytree(folder, samples / folder.name)
     write_synthetic_trace(samples, "synthetic")
     port = _free_port()
     env = dict(os.environ, STEPSCOPE_SAMPLES_DIR=str(samples), STEPSCOPE_RUNS_DIR=str(samples / "runs"))
@@ -143,5 +146,20 @@ def test_compare_page_renders(browser, app_url):
     page.wait_for_timeout(1500)
     assert "faster" in page.inner_text("body") or "slower" in page.inner_text("body")
     page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)
+    assert not dialogs
+    page.close()
+
+
+def test_run_page_runs_a_generation_and_opens_it(browser, app_url):
+    page, dialogs = _open(browser, f"{app_url}/run")
+    run_button = page.get_by_role("button", name="Run", exact=True)
+    run_button.wait_for(timeout=PAGE_TIMEOUT_MS)
+    run_button.click()
+    # the default preset on the CPU: the run lands in Analyze with the new run selected
+    page.wait_for_selector("[data-testid='stMetric']", timeout=240_000)
+    _wait_for_analysis(page)
+    assert "past run" in page.locator("[data-testid='stSelectbox'] input").first.input_value()
+    assert "stepscope-markers" in page.inner_text("body")
+    assert page.get_by_role("link", name="Compare").count() == 1  # st.navigation's menu survived the switch
     assert not dialogs
     page.close()
