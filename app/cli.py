@@ -38,11 +38,17 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app.cli", description="Stepscope: where every token's time goes.")
     sub = parser.add_subparsers(dest="command", required=True)
     analyze = sub.add_parser("analyze", help="cut a trace into prefill, decode steps and idle gaps")
-    analyze.add_argument("trace", help="torch.profiler / Kineto JSON trace (.json or .json.gz)")
+    analyze.add_argument("trace", help="Kineto JSON (.json, .json.gz), Perfetto .pftrace or nsys SQLite export")
     analyze.add_argument("--json", action="store_true", help="print the result as one JSON object")
     analyze.add_argument("--gap-threshold-us", type=float, default=1.0, help="shortest idle interval reported")
     analyze.add_argument("--step-regex", default=None, help="regex naming your own step annotations")
     analyze.set_defaults(handler=_analyze)
+
+    from app.cli_export import add_export_parser
+    from app.cli_roofline import add_roofline_parser
+
+    add_roofline_parser(sub)
+    add_export_parser(sub)
     return parser
 
 
@@ -55,6 +61,7 @@ def _analyze(args: argparse.Namespace) -> int:
         timeline = load_trace(args.trace)
         options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
         result = analyze(timeline, options)
+        result = _with_roofline(args.trace, timeline, result)
     except (TraceError, ValueError) as exc:
         raise UserFacingError(str(exc)) from None
     report = contract(timeline, result)
@@ -66,6 +73,14 @@ def _analyze(args: argparse.Namespace) -> int:
 
         sys.stdout.write(render_text(report))
     return 0
+
+
+def _with_roofline(trace_path: str, timeline, result):
+    """Expected-vs-measured findings when a run.json beside the trace names the model and the GPU is known."""
+    from analysis.roofline import roofline_for_trace, timeline_device, with_roofline
+
+    roofline = roofline_for_trace(trace_path, result, *timeline_device(timeline))
+    return result if roofline is None else with_roofline(result, roofline)
 
 
 if __name__ == "__main__":

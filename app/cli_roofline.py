@@ -149,7 +149,7 @@ def _text(args, shape, hardware, phases, last, report) -> str:
         rows.append(("decode (last step)", last))
     for label, e in rows:
         lines.append(
-            f"{label:<22}{format_bytes(e.cost.bytes):>12}{e.cost.flops / 1e9:>9.4g} G"
+            f"{label:<22}{format_bytes(e.cost.bytes):>12}{_flops(e.cost.flops):>12}"
             f"{e.memory_ms:>11.4g}{e.compute_ms:>12.4g}{e.expected_ms:>13.4g}  {e.bound}"
         )
     decode_steps = args.new_tokens - 1
@@ -172,5 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     return args.handler(args)
 
 
+def _flops(flops: float) -> str:
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if flops >= scale:
+            return f"{flops / scale:.3g} {unit}"
+    return f"{flops:.3g} FLOP"
+
+
 if __name__ == "__main__":
     sys.exit(main())
+
