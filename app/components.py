@@ -75,6 +75,11 @@ def findings_list(loaded: LoadedTrace) -> None:
     findings = loaded.analysis.findings
     if not findings:
         st.write("No findings for this trace.")
+    finding_alerts(findings)
+
+
+def finding_alerts(findings) -> None:
+    """Each finding as an alert box coloured by severity."""
     for finding in findings:
         body = f"**{for_markdown(finding.title)}**  \n{for_markdown(finding.detail)}"
         icon = SEVERITY_ICON.get(finding.severity)
@@ -86,9 +91,14 @@ def findings_list(loaded: LoadedTrace) -> None:
             st.info(body, icon=icon)
 
 
+def file_base(name: str) -> str:
+    """A trace's name made safe as the start of a download's file name."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or "trace"
+
+
 def downloads(loaded: LoadedTrace, key: str) -> None:
     """Steps and gaps as CSV, the summary (CLI contract minus the step list) as JSON."""
-    base = "".join(c if c.isalnum() or c in "-_." else "_" for c in loaded.name)[:80] or "trace"
+    base = file_base(loaded.name)
     summary = {k: v for k, v in loaded.report.items() if k != "steps"}
     left, middle, right = st.columns(3)
     left.download_button("Steps (CSV)", loaded.analysis.steps.to_csv(index=False), f"{base}_steps.csv",

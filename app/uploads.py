@@ -14,7 +14,7 @@ from parsers import TraceError
 from parsers.limits import MiB, ReadLimits
 
 UPLOADS_KEY = "uploads"  # session state: {sha256: (file name, bytes)}
-ACCEPTED_TYPES = ["json", "gz"]
+ACCEPTED_TYPES = ["json", "gz", "pftrace", "perfetto-trace", "sqlite"]  # what parsers read; sniffed by content
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,8 @@ class UploadResult:
 def size_limit_text() -> str:
     limits = ReadLimits.from_env()
     return (
-        f"Kineto / Chrome JSON traces (.json or .json.gz), up to {limits.max_file_bytes // MiB:,} MB per file "
+        "Kineto JSON (.json/.json.gz), Perfetto (.pftrace) or Nsight Systems SQLite export (.sqlite), "
+        f"up to {limits.max_file_bytes // MiB:,} MB per file "
         f"and {limits.max_decompressed_bytes // MiB:,} MB unzipped (STEPSCOPE_MAX_FILE_MB / "
         "STEPSCOPE_MAX_DECOMPRESSED_MB raise it)."
     )

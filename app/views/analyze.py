@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` 
 
 import streamlit as st
 
-from app import components
+from app import components, perfetto_panel, roofline_panel
 from app.figures import step_charts, timeline
 from app.navigation import ANALYZE_KEY
 from app.safe_text import for_markdown
@@ -17,6 +17,7 @@ from app.source_loading import load_source
 from app.trace_sources import TraceSource, all_sources, default_source
 from app.uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload_names
 from parsers import TraceError
+from parsers.perfetto_reader import trace_processor_status
 
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload"}
 
@@ -24,7 +25,9 @@ ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload"}
 def _pick_source() -> TraceSource | None:
     with st.expander("Upload a trace", expanded=False):
         st.caption(size_limit_text())
-        uploaded = st.file_uploader("Drop a .json or .json.gz trace here", type=ACCEPTED_TYPES, key="analyze_upload")
+        st.caption(for_markdown(trace_processor_status()))
+        uploaded = st.file_uploader("Drop a trace here (the format is read from the content)", type=ACCEPTED_TYPES,
+                                    key="analyze_upload")
         if uploaded is not None:
             result = register_upload(st.session_state, uploaded.name, uploaded.getvalue())
             if result.error:
@@ -139,15 +142,20 @@ def render() -> None:
         return
     components.header(loaded)
     components.summary_cards(loaded.analysis.summary)
+    roofline_line = st.container()  # filled once the roofline section below has its inputs
     components.segmentation_box(loaded)
     _timeline_section(loaded)
     _step_section(loaded)
+    report = roofline_panel.section(loaded, source)
+    with roofline_line:
+        roofline_panel.summary_line(report)
     _gap_section(loaded)
     _kernel_section(loaded)
     st.subheader("Findings")
     components.findings_list(loaded)
     st.subheader("Downloads")
     components.downloads(loaded, "analyze")
+    perfetto_panel.perfetto_downloads(loaded)
 
 
 render()

@@ -1,0 +1,248 @@
+"""Expected vs measured (roofline) on the Analyze page: pick the inputs, call analysis.roofline, lay out its answer.
+
+A trace with a run.json beside it (the app's own runs, the shipped samples) knows its model, dtype and
+prompt length; the device comes from the trace (GPU table row) or is this machine's CPU, measured once
+per process. Any other trace (uploads, traces from elsewhere) gets a model preset and a GPU picked here.
+Nothing is computed here: every number comes from the RooflineReport.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from analysis.roofline import (
+    GPUS,
+    TYPICAL_FRACTIONS,
+    Hardware,
+    RooflineReport,
+    calibrate_cpu,
+    find_run_record,
+    match_gpu,
+    roofline_for_trace,
+    roofline_report,
+    timeline_device,
+)
+from analysis.roofline.compare import format_bytes
+from app import components
+from app.cache import LoadedTrace
+from app.safe_text import for_markdown
+from app.trace_sources import TraceSource
+from collectors.presets import DEFAULT_PRESET, PRESETS
+
+CPU_ROW = "CPU (this machine, measured)"
+NO_DEVICE = "(none: skip)"
+NO_MODEL = "(none: skip)"
+DTYPES = ("bfloat16", "float16", "float32")
+MEMORY_FRACTION_KEY = "roofline_memory_fraction"
+FLOPS_FRACTION_KEY = "roofline_flops_fraction"
+
+
+@dataclass(frozen=True)
+class RooflineChoice:
+    """What the report is built from: the device row, and for traces without run.json the model."""
+
+    device: str  # a GPUS key, CPU_ROW or NO_DEVICE
+    preset: str | None  # None: from run.json (or skipped)
+    dtype: str
+    prompt_tokens: int | None
+    memory_fraction: float
+    flops_fraction: float
+
+
+@st.cache_resource(show_spinner="Measuring this machine's memory bandwidth and matmul throughput (once)...")
+def cpu_hardware(name: str) -> Hardware:
+    """The calibrated CPU, measured once per server process (calibrate_cpu is cached too)."""
+    return calibrate_cpu(name)
+
+
+def _hardware(device: str, cpu_name: str | None, memory_fraction: float, flops_fraction: float) -> Hardware | None:
+    if device == CPU_ROW:
+        base = cpu_hardware(cpu_name or "CPU")
+    elif device in GPUS:
+        base = GPUS[device]
+    else:
+        return None
+    return base.scaled(memory_fraction, flops_fraction)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def cached_report(
+    sha256: str, trace_path: str | None, cpu_name: str | None, choice: RooflineChoice, _loaded: LoadedTrace
+) -> RooflineReport | None:
+    """The report for one trace and one set of choices; reruns (any widget) reuse it."""
+    hardware = _hardware(choice.device, cpu_name, choice.memory_fraction, choice.flops_fraction)
+    if hardware is None:
+        return None
+    if choice.preset is None:
+        if trace_path is None:
+            return None
+        return roofline_for_trace(trace_path, _loaded.analysis, *timeline_device(_loaded.timeline), hardware=hardware)
+    from app.cli_roofline import model_shape
+
+    shape = model_shape(choice.preset, choice.dtype)
+    return roofline_report(_loaded.analysis, shape, hardware, prompt_tokens=choice.prompt_tokens)
+
+
+def _default_device(loaded: LoadedTrace, record: dict | None) -> str:
+    if record is not None and record.get("device_type") == "cpu":
+        return CPU_ROW
+    name, memory = timeline_device(loaded.timeline)
+    row = match_gpu(name, memory) or (match_gpu(record.get("device")) if record else None)
+    if row is not None:
+        return row.name
+    return CPU_ROW if loaded.analysis.summary.get("on_gpu") is False else NO_DEVICE
+
+
+def _set_fractions(memory: float, flops: float) -> None:
+    st.session_state[MEMORY_FRACTION_KEY] = memory
+    st.session_state[FLOPS_FRACTION_KEY] = flops
+
+
+def _controls(loaded: LoadedTrace, record: dict | None) -> RooflineChoice:
+    key = loaded.sha256[:12]
+    devices = [NO_DEVICE, *GPUS, CPU_ROW]
+    default_device = _default_device(loaded, record)
+    cols = st.columns([3, 3, 2, 2, 2] if record is None else [4, 2, 2])
+    device = cols[0].selectbox(
+        "Device", devices, index=devices.index(default_device), key=f"roofline_device_{key}",
+        help="Peak bandwidth and dense throughput from the datasheet table, or this machine's CPU measured "
+             "on the spot (right when the trace was made here, as the app's own runs are).",
+    )
+    preset, dtype, prompt_tokens = None, "bfloat16", None
+    if record is None:
+        presets = [NO_MODEL, *sorted(PRESETS)]
+        picked = cols[1].selectbox(
+            "Model (no run.json beside this trace)", presets, index=0, key=f"roofline_model_{key}",
+            format_func=lambda p: p if p == NO_MODEL else f"{p}: {PRESETS[p].description}",
+            help=f"The model whose bytes and FLOPs set the floor; the presets' shapes (e.g. {DEFAULT_PRESET}).",
+        )
+        preset = None if picked == NO_MODEL else picked
+        default_dtype = "float32" if device == CPU_ROW else "bfloat16"
+        dtype = cols[2].selectbox("Dtype", DTYPES, index=DTYPES.index(default_dtype), key=f"roofline_dtype_{key}")
+        prompt_tokens = cols[2].number_input(
+            "Prompt tokens", min_value=1, value=None, key=f"roofline_prompt_{key}",
+            help="Used where the trace's step markers do not give the prefill length.",
+        )
+    fraction_cols = cols[-2:]
+    st.session_state.setdefault(MEMORY_FRACTION_KEY, 1.0)  # set here, not as value=: the buttons set them too
+    st.session_state.setdefault(FLOPS_FRACTION_KEY, 1.0)
+    memory_fraction = fraction_cols[0].number_input(
+        "Memory bandwidth fraction", 0.05, 1.0, step=0.05, key=MEMORY_FRACTION_KEY,
+        help="Fraction of the peak bandwidth you expect kernels to achieve (1.0 = peak).",
+    )
+    flops_fraction = fraction_cols[1].number_input(
+        "Compute fraction", 0.05, 1.0, step=0.05, key=FLOPS_FRACTION_KEY,
+        help="Fraction of the peak dense throughput you expect kernels to achieve (1.0 = peak).",
+    )
+    typical_m, typical_f = TYPICAL_FRACTIONS["memory"], TYPICAL_FRACTIONS["flops"]
+    b1, b2, note = st.columns([1, 1, 4])
+    b1.button("Peak (1.0 / 1.0)", on_click=_set_fractions, args=(1.0, 1.0), key=f"roofline_peak_{key}")
+    b2.button(f"Typical ({typical_m:g} / {typical_f:g})", on_click=_set_fractions, args=(typical_m, typical_f),
+              key=f"roofline_typical_{key}")
+    note.caption(
+        "Fractions of peak you expect to achieve. At 1.0 (the default) efficiency is against the datasheet "
+        f"peak; real kernels reach about {typical_m:.0%} of the bandwidth and {typical_f:.0%} of the FLOPs "
+        "(Typical). A measured CPU is already at its best measured figures."
+    )
+    return RooflineChoice(device, preset, dtype, int(prompt_tokens) if prompt_tokens else None,
+                          float(memory_fraction), float(flops_fraction))
+
+
+def _flops_text(flops: float) -> str:
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if flops >= scale:
+            return f"{flops / scale:.3g} {unit}"
+    return f"{flops:.3g} FLOP"
+
+
+def phase_table(report: RooflineReport) -> pd.DataFrame:
+    """The report's phases as shown: units in the headers, bytes and FLOPs as readable text."""
+    p = report.phases
+    resource = {"memory": f"memory ({report.hardware.memory_name} bandwidth)", "compute": "compute"}
+    return pd.DataFrame({
+        "phase": p["phase"],
+        "steps": p["steps"],
+        "tokens": p["tokens"],
+        "context": p["context"],
+        "expected ms": p["expected_ms"],
+        "measured ms": p["measured_ms"],
+        "% of roofline": p["efficiency_pct"],
+        "binding resource": p["bound"].map(resource),
+        "bytes": p["bytes"].map(format_bytes),
+        "FLOPs": p["flops"].map(_flops_text),
+    })
+
+
+def _hardware_caption(report: RooflineReport) -> str:
+    hw, shape = report.hardware, report.shape
+    return (
+        f"{for_markdown(shape.name)}: {shape.parameters / 1e9:.3g}B parameters, {shape.dtype_bytes} bytes per "
+        f"element · {for_markdown(hw.name)}: {hw.memory_bytes_per_s / 1e9:,.0f} GB/s, "
+        f"{hw.flops_per_s / 1e12:.3g} TFLOP/s ({for_markdown(hw.source)})"
+    )
+
+
+def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
+    """The "Expected vs measured" section; returns the report for the summary line (None: nothing to show)."""
+    st.subheader("Expected vs measured (roofline)")
+    record = find_run_record(source.path) if source.path is not None else None
+    if record is not None:
+        spec = record.get("spec") or {}
+        st.caption(
+            f"Model, dtype and prompt length from the run.json beside the trace "
+            f"({for_markdown(spec.get('preset') or (record.get('model') or {}).get('source') or 'model')}, "
+            f"{for_markdown(record.get('dtype'))}, prompt {for_markdown(record.get('prompt_len'))} tokens)."
+        )
+    choice = _controls(loaded, record)
+    if choice.device == NO_DEVICE:
+        st.info("Pick the device the trace ran on to see how far each phase is from what it allows.")
+        return None
+    if record is None and choice.preset is None:
+        st.info("No run.json beside this trace: pick the model it ran (a preset's shapes) to see the roofline.")
+        return None
+    cpu_name = (record or {}).get("device") if record else timeline_device(loaded.timeline)[0]
+    try:
+        report = cached_report(loaded.sha256, str(source.path) if record else None, cpu_name, choice, loaded)
+    except ValueError as exc:
+        st.error(f"No roofline: {for_markdown(exc)}")
+        return None
+    if report is None or report.phases.empty:
+        st.info("No prefill or decode step to compare against the roofline.")
+        return report
+    st.caption(_hardware_caption(report))
+    st.dataframe(
+        phase_table(report), hide_index=True, width="stretch",
+        column_config={
+            "expected ms": st.column_config.NumberColumn(format="%.3f"),
+            "measured ms": st.column_config.NumberColumn(format="%.3f"),
+            "% of roofline": st.column_config.NumberColumn(format="%.0f%%", help="expected / measured"),
+            "context": st.column_config.NumberColumn(help="cached tokens before the step (mean)"),
+        },
+    )
+    crossover = report.summary.get("compute_bound_prompt_tokens")
+    if crossover:
+        st.caption(f"Prefill turns compute bound at {crossover:,} prompt tokens on this device.")
+    components.finding_alerts(report.findings)
+    for note in report.notes:
+        st.caption(for_markdown(note))
+    return report
+
+
+def summary_line(report: RooflineReport | None) -> None:
+    """"Decode at X% of roofline" beside the summary cards."""
+    if report is None or report.phases.empty:
+        return
+    parts = []
+    for phase in ("decode", "prefill"):
+        pct = report.summary.get(f"{phase}_roofline_pct")
+        if pct is None or (isinstance(pct, float) and math.isnan(pct)):
+            continue
+        bound = report.summary.get(f"{phase}_bound")
+        parts.append(f"**{phase.capitalize()} at {pct:.0f}% of roofline** ({bound} bound)")
+    if parts:
+        device = for_markdown(report.hardware.name)
+        st.markdown(" · ".join(parts) + f" on {device}; details under Expected vs measured.")
