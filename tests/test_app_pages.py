@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.navigation import ANALYZE_KEY, COMPARE_KEYS
-from app.uploads import UPLOADS_KEY, register_upload, size_limit_text
+from app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
 from tests.test_app_fixtures import FIXTURE_SAMPLES, XSS_KERNEL, synthetic_trace, write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,6 +111,8 @@ def test_upload_handler_accepts_a_trace_and_rejects_a_bad_file(samples):
     assert good.error is None and good.key.startswith("upload:")
     assert len(state[UPLOADS_KEY]) == 1
     assert "MB per file" in size_limit_text()
+    assert ".pftrace" in size_limit_text() and ".sqlite" in size_limit_text()
+    assert {"json", "gz", "pftrace", "perfetto-trace", "sqlite"} == set(ACCEPTED_TYPES)
 
 
 def test_an_upload_opens_in_analyze(samples):
@@ -157,3 +159,117 @@ def test_run_page_shows_the_form_and_a_collector_error(samples):
     next(b for b in at.button if b.label == "Run").click().run()
     assert not at.exception
     assert at.error and "cuda-graph needs a CUDA GPU" in at.error[0].value.replace("\\", "")
+
+
+def _roofline_table(at: AppTest):
+    return next((d.value for d in at.dataframe if "% of roofline" in d.value.columns), None)
+
+
+def test_analyze_shows_expected_vs_measured_for_the_cpu_sample(samples):
+    at = _page("analyze.py").run()
+    assert not at.exception
+    assert any(h.value.startswith("Expected vs measured") for h in at.subheader)
+    table = _roofline_table(at)
+    assert table is not None and list(table["phase"]) == ["prefill", "decode"]
+    assert {"expected ms", "measured ms", "binding resource", "bytes", "FLOPs"} <= set(table.columns)
+    assert (table["expected ms"] > 0).all() and (table["measured ms"] > 0).all()
+    assert any("Decode at" in m.value and "% of roofline" in m.value for m in at.markdown)  # in the summary area
+    device = next(s for s in at.selectbox if s.label == "Device")
+    assert device.value.startswith("CPU")  # run.json says cpu: this machine, measured
+    titles = [a.value for a in list(at.info) + list(at.warning)]
+    assert any("roofline" in t and "Decode runs at" in t for t in titles)
+    # a lower achievable fraction lowers the floor's bandwidth, so the expected time rises
+    before = float(table.loc[table["phase"] == "decode", "expected ms"].iloc[0])
+    next(n for n in at.number_input if n.label == "Memory bandwidth fraction").set_value(0.5).run()
+    assert not at.exception
+    after = float(_roofline_table(at).loc[lambda t: t["phase"] == "decode", "expected ms"].iloc[0])
+    assert after > before
+    next(b for b in at.button if b.label.startswith("Typical")).click().run()
+    assert next(n for n in at.number_input if n.label == "Memory bandwidth fraction").value == 0.8
+
+
+def test_roofline_for_a_trace_without_run_json_takes_a_model_and_a_gpu(samples):
+    at = _page("analyze.py")
+    at.session_state[ANALYZE_KEY] = "sample:synthetic"
+    at.run()
+    assert not at.exception
+    assert _roofline_table(at) is None
+    assert any("pick the device" in i.value.lower() for i in at.info)
+    next(s for s in at.selectbox if s.label == "Device").set_value("H100 SXM").run()
+    assert any("pick the model" in i.value.lower() for i in at.info)
+    next(s for s in at.selectbox if s.label.startswith("Model")).set_value("llama-3-8b").run()
+    assert not at.exception
+    table = _roofline_table(at)
+    assert list(table["phase"]) == ["prefill", "decode"]
+    assert table["binding resource"].str.contains("HBM").any()
+
+
+def test_perfetto_export_is_made_on_request(samples):
+    at = _page("analyze.py").run()
+    assert not at.exception
+    prepare = next(b for b in at.button if b.label.startswith("Prepare for Perfetto"))
+    assert "events" in prepare.label
+    prepare.click().run()
+    assert not at.exception
+    labels = [b.label for b in at.get("download_button")]
+    assert "Download for Perfetto (.pftrace)" in labels
+    assert any("ui.perfetto.dev" in c.value for c in at.caption)
+
+
+def test_a_perfetto_upload_opens_in_analyze(samples):
+    from app.cache import load_path
+    from exporters import perfetto_trace_bytes
+
+    loaded = load_path(samples / "cpu_tiny-llama_eager" / "trace.json.gz")
+    data = perfetto_trace_bytes(loaded.timeline, loaded.analysis)
+    state: dict = {}
+    result = register_upload(state, "eager.pftrace", data)
+    assert result.error is None, result.error
+    at = _page("analyze.py")
+    at.session_state[UPLOADS_KEY] = state[UPLOADS_KEY]
+    at.session_state[ANALYZE_KEY] = result.key
+    at.run()
+    assert not at.exception
+    assert _metrics(at)["Decode steps"] == "7"
+    assert any("pick the model" in i.value.lower() for i in at.info)  # no run.json beside an upload
+
+
+def test_run_page_has_the_prefill_sweep_form(samples):
+    pytest.importorskip("torch")
+    at = _page("run.py").run()
+    assert not at.exception
+    assert "Run sweep" in {b.label for b in at.button}
+    inputs = {n.label: n.value for n in at.number_input}
+    assert inputs["Min prompt tokens"] == 16 and inputs["Max prompt tokens"] == 512
+    assert inputs["Points (log-spaced)"] == 6
+    assert next(s for s in at.selectbox if s.label == "Preset").value == "tiny-llama"
+    assert any("No sweeps" in i.value for i in at.info)
+
+
+def test_a_prefill_sweep_runs_and_is_plotted(samples, tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from app.figures.sweep_chart import sweep_figure
+    from app.sweeps import past_sweeps, run_sweep
+    from app.trace_sources import runs_dir
+    from collectors.sweep import SweepSpec
+
+    stages = []
+    spec = SweepSpec(preset="tiny-llama", device="cpu", min_tokens=16, max_tokens=64, points=3, repeats=1)
+    path, record = run_sweep(spec, runs_dir(), lambda stage, done, total: stages.append(stage))
+    assert path.name == "sweep.json" and past_sweeps(runs_dir()) == [path]
+    assert [p["prompt_tokens"] for p in record["points"]] == [16, 32, 64]
+    assert {"load model", "sweep", "decode step", "write"} <= set(stages)
+    figure, notes = sweep_figure(record)
+    names = [trace.name for trace in figure.data]
+    assert names[:2] == ["measured prefill", "expected (roofline)"]
+    assert any(n.startswith("one decode step, measured") for n in names)
+    marks = record["marks"]
+    drawn_or_noted = " ".join(names + notes)
+    if marks["compute_bound_prompt_tokens"]:
+        assert "compute bound from" in drawn_or_noted
+    assert figure.layout.xaxis.type == "log"
+    at = _page("run.py").run()  # the Run page finds it in the runs folder and draws it
+    assert not at.exception
+    assert next(s for s in at.selectbox if s.label == "Sweep").value == str(path)
+    assert "Prefill time vs prompt length" in _plotly_specs(at)[0]

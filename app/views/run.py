@@ -3,6 +3,8 @@
 The collectors run in this process (collectors.run API); a CollectorError is
 shown as one line. A pair run makes eager and cuda-graph traces (eager and
 compile on a CPU, where CUDA graphs do not exist) and opens them in Compare.
+The prefill sweep (collectors.sweep) times prefill over prompt lengths and plots
+it against its roofline; past sweeps in the runs folder can be shown again.
 """
 
 from __future__ import annotations
@@ -14,14 +16,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` 
 
 import streamlit as st
 
+from analysis.roofline import load_sweep, sweep_frame
+from app.figures.sweep_chart import sweep_figure
 from app.navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
 from app.safe_text import for_markdown
+from app.sweeps import past_sweeps, run_sweep
 from app.trace_sources import runs_dir
 from collectors.errors import CollectorError
 from collectors.presets import DEFAULT_PRESET, PRESETS
 
 MODES = ("eager", "cuda-graph", "compile")  # collectors.decode_loops.MODES, without importing torch to list them
 DEVICES = ("auto", "cpu", "cuda")
+SWEEP_SHOWN_KEY = "sweep_shown"  # session state: the sweep.json path the sweep figure shows
+SWEEP_DEFAULTS = {"preset": "tiny-llama", "min_tokens": 16, "max_tokens": 512, "points": 6}  # seconds on a CPU
 
 
 def _cuda_available() -> bool:
@@ -78,11 +85,7 @@ def _run(spec, status) -> Path:
     return folder
 
 
-def render() -> None:
-    st.title("Run")
-    on_gpu = _cuda_available()
-    st.caption(f"Profiles a generation with torch.profiler and saves it under {for_markdown(runs_dir())}. "
-               f"{'A CUDA GPU is available.' if on_gpu else 'No CUDA GPU here: runs use the CPU.'}")
+def _generation_section(on_gpu: bool) -> None:
     spec, single, pair = _spec_form()
     if not (single or pair):
         return
@@ -106,6 +109,107 @@ def render() -> None:
     else:
         st.session_state[ANALYZE_KEY] = keys[0]
         go_to("analyze")
+
+
+def _sweep_form():
+    from collectors.sweep import SweepSpec
+
+    with st.form("sweep_spec"):
+        left, middle, right = st.columns(3)
+        presets = sorted(PRESETS)
+        preset = left.selectbox("Preset", presets, index=presets.index(SWEEP_DEFAULTS["preset"]), key="sweep_preset",
+                                format_func=lambda p: f"{p}: {PRESETS[p].description}")
+        device = left.selectbox("Device", DEVICES, key="sweep_device")
+        min_tokens = middle.number_input("Min prompt tokens", 1, 131072, SWEEP_DEFAULTS["min_tokens"],
+                                         key="sweep_min_tokens")
+        max_tokens = middle.number_input("Max prompt tokens", 1, 131072, SWEEP_DEFAULTS["max_tokens"],
+                                         key="sweep_max_tokens")
+        points = right.number_input("Points (log-spaced)", 1, 64, SWEEP_DEFAULTS["points"], key="sweep_points")
+        repeats = right.number_input("Timed repeats per point (fastest kept)", 1, 20, 3, key="sweep_repeats")
+        submitted = st.form_submit_button("Run sweep", type="primary")
+    spec = SweepSpec(preset=preset, device=device, min_tokens=int(min_tokens), max_tokens=int(max_tokens),
+                     points=int(points), repeats=int(repeats))
+    return spec, submitted
+
+
+def _run_sweep_with_status(spec) -> Path | None:
+    from collectors.sweep import STAGES
+
+    with st.status(f"Sweeping prefill of {spec.preset}, {spec.min_tokens}-{spec.max_tokens} tokens...",
+                   expanded=True) as status:
+        bar = status.progress(0.0, text="starting")
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in STAGES:  # e.g. waiting for the device lock
+                bar.progress(0.0, text=stage)
+                return
+            fraction = (STAGES.index(stage) + (done / total if total else 0)) / len(STAGES)
+            bar.progress(min(max(fraction, 0.0), 1.0), text=f"{stage} {done}/{total}")
+
+        try:
+            path, _ = run_sweep(spec, runs_dir(), progress)
+        except CollectorError as exc:
+            status.update(label="Sweep failed", state="error")
+            st.error(f"Sweep failed: {for_markdown(exc)}")
+            return None
+        status.update(label=f"Sweep done: {path.parent.name}", state="complete", expanded=False)
+    return path
+
+
+def _show_sweep(paths: list[Path]) -> None:
+    chosen = st.session_state.get(SWEEP_SHOWN_KEY)
+    names = [str(p) for p in paths]
+    picked = st.selectbox("Sweep", names, index=names.index(chosen) if chosen in names else 0,
+                          format_func=lambda p: Path(p).parent.name, key="sweep_pick",
+                          help="Sweeps found in the runs folder (runs/*/sweep.json), newest first.")
+    st.session_state[SWEEP_SHOWN_KEY] = picked
+    try:
+        record = load_sweep(picked)
+    except ValueError as exc:
+        st.error(for_markdown(exc))
+        return
+    figure, notes = sweep_figure(record)
+    st.plotly_chart(figure, width="stretch", key="sweep_chart")
+    hardware = record.get("hardware")
+    caption = (f"{for_markdown(record.get('device'))}, {for_markdown(record.get('dtype'))}, batch "
+               f"{for_markdown(record.get('batch'))}; each point the fastest of {for_markdown(record.get('repeats'))} "
+               "timed prefills. ")
+    caption += (f"Expected from {for_markdown(hardware.get('name'))}: {hardware.get('memory_gbps', 0):,.0f} GB/s, "
+                f"{hardware.get('tflops', 0):.3g} TFLOP/s ({for_markdown(hardware.get('source'))})."
+                if isinstance(hardware, dict) else "No hardware figures for this device: no expected curve.")
+    st.caption(caption)
+    for note in notes:
+        st.caption(for_markdown(note))
+    with st.expander("Sweep points"):
+        st.dataframe(sweep_frame(record), hide_index=True, width="stretch")
+
+
+def _sweep_section() -> None:
+    st.subheader("Prefill sweep")
+    st.caption("Times one prefill forward over a range of prompt lengths against its roofline: where prefill "
+               "turns compute bound, and where one prefill costs as much as one decode step. "
+               "The default (tiny-llama, 16-512 tokens, 6 points) takes seconds on a CPU.")
+    with st.expander("Run a prefill sweep", expanded=not past_sweeps(runs_dir())):
+        spec, submitted = _sweep_form()
+    if submitted:
+        path = _run_sweep_with_status(spec)
+        if path is not None:
+            st.session_state[SWEEP_SHOWN_KEY] = str(path)
+            st.session_state.pop("sweep_pick", None)
+    paths = past_sweeps(runs_dir())
+    if not paths:
+        st.info("No sweeps in the runs folder yet.")
+        return
+    _show_sweep(paths)
+
+
+def render() -> None:
+    st.title("Run")
+    on_gpu = _cuda_available()
+    st.caption(f"Profiles a generation with torch.profiler and saves it under {for_markdown(runs_dir())}. "
+               f"{'A CUDA GPU is available.' if on_gpu else 'No CUDA GPU here: runs use the CPU.'}")
+    _generation_section(on_gpu)
+    _sweep_section()
 
 
 render()
