@@ -22,7 +22,7 @@ import pandas as pd
 from parsers.errors import TraceError
 from parsers.timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
 
-BATCH_EVENTS = 65_536
+BATCH_EVENTS = 32_768
 MAX_NAME_CHARS = 16384
 
 # Kineto categories (current and 2021 names) -> Timeline kinds.
@@ -121,7 +121,7 @@ class _DeviceProps(msgspec.Struct):
 
 
 class _TraceDoc(msgspec.Struct):
-    traceEvents: list[_AnyEvent] | None = None  # noqa: N815
+    traceEvents: list[msgspec.Raw] | None = None  # noqa: N815
     deviceProperties: list[_DeviceProps] | None = None  # noqa: N815
     baseTimeNanoseconds: int | None = None  # noqa: N815
     schemaVersion: int | str | None = None  # noqa: N815
@@ -129,7 +129,8 @@ class _TraceDoc(msgspec.Struct):
 
 
 _ROOT_DECODER = msgspec.json.Decoder(_TraceDoc)
-_ARRAY_DECODER = msgspec.json.Decoder(list[_AnyEvent])
+_ARRAY_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_BATCH_DECODER = msgspec.json.Decoder(list[_AnyEvent])
 _PATH_INDEX = re.compile(r"\$(?:\.traceEvents)?\[(\d+)\]")
 
 
@@ -141,23 +142,33 @@ def looks_like_chrome_trace(head: bytes) -> bool:
     return stripped[:1] in (b"{", b"[")
 
 
-def read_chrome_trace(data: bytes | bytearray | memoryview) -> Timeline:
-    """Parse decompressed Chrome-trace JSON bytes into a Timeline."""
+def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Timeline:
+    """Parse decompressed Chrome-trace JSON bytes into a Timeline.
+
+    Given a one-element list instead, the reader takes the bytes out of it, so that (with no other
+    reference left) the file's bytes are freed once the last event is decoded, before the frame is built.
+    """
+    if isinstance(data, list):
+        data = data.pop()
     if not data or not bytes(data[:4096]).strip():
         raise TraceError("the file is empty")
     doc = _decode_root(data)
+    del data  # the raw slices keep the buffer alive until the last of them is gone
     evs = doc.traceEvents
     if evs is None:
         raise TraceError("JSON has no traceEvents list: not a Chrome/Kineto trace")
     doc.traceEvents = None
     event_count = len(evs)
     builder = _ColumnBuilder()
-    # Work from the end so each batch's structs are freed as soon as its columns exist.
+    # The event list was only split into raw slices; each batch is decoded into structs, turned
+    # into columns and freed before the next, so at most one batch of structs is ever alive.
+    done = 0
     while evs:
-        start = max(0, len(evs) - BATCH_EVENTS)
-        batch = evs[start:]
-        del evs[start:]
-        builder.add_batch(batch)
+        batch = evs[:BATCH_EVENTS]
+        del evs[:BATCH_EVENTS]
+        builder.add_batch(_decode_batch(batch, done))
+        done += len(batch)
+        del batch
     if builder.duration_events == 0:
         if event_count == 0:
             raise TraceError("the trace has no events")
@@ -183,6 +194,15 @@ def read_chrome_trace(data: bytes | bytearray | memoryview) -> Timeline:
     return Timeline(events=events, meta=meta)
 
 
+def _decode_batch(raws: list[msgspec.Raw], offset: int) -> list:
+    try:
+        return _BATCH_DECODER.decode(b"[" + b",".join(raws) + b"]")
+    except msgspec.ValidationError as exc:
+        raise TraceError(_locate(exc, offset)) from None
+    except (msgspec.DecodeError, RecursionError) as exc:  # nesting too deep for the decoder, say
+        raise TraceError(f"malformed JSON in the event list: {_one_line(exc)}") from None
+
+
 def _decode_root(data: bytes | bytearray | memoryview) -> _TraceDoc:
     head = bytes(data[:64]).lstrip()
     if head.startswith(b"\xef\xbb\xbf"):
@@ -195,7 +215,7 @@ def _decode_root(data: bytes | bytearray | memoryview) -> _TraceDoc:
             return _ROOT_DECODER.decode(data)
     except msgspec.ValidationError as exc:
         raise TraceError(_locate(exc)) from None
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise TraceError(f"malformed or truncated JSON: {_one_line(exc)}") from None
     raise TraceError("not JSON: the file does not start with '{' or '['")
 
@@ -368,7 +388,7 @@ class _ColumnBuilder:
         return out
 
     def frame(self) -> pd.DataFrame:
-        cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items()}  # batches came last-first
+        cols = {c: np.concatenate(v) for c, v in self.parts.items()}
         order = np.argsort(cols["ts"], kind="stable")
         data = {c: cols[c][order] for c in COLUMNS}
         for col, table in (("kind", self.kinds), ("name", self.names), ("input_dims", self.dims)):
@@ -395,12 +415,12 @@ def _codes(values, n: int) -> tuple[np.ndarray, list]:
     return lookup[positions], list(first_seen)
 
 
-def _locate(exc: msgspec.ValidationError) -> str:
+def _locate(exc: msgspec.ValidationError, offset: int = 0) -> str:
     """Turn msgspec's '$.traceEvents[12].ts' path into 'event 12: ... (at ts)'."""
     text = _one_line(exc)
     match = _PATH_INDEX.search(text)
     if match:
-        index = int(match.group(1))
+        index = int(match.group(1)) + offset
         field = text[match.end() :].lstrip(".").strip("`")
         reason = text.split(" - at ")[0]
         return f"event {index}: {reason}" + (f" (at {field})" if field else "")

@@ -18,8 +18,8 @@ _FORMATS = "not a Kineto/Chrome JSON trace, Perfetto protobuf trace or Nsight Sy
 
 def load_trace(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
     """Read a trace file of any supported format (plain or gzip) into a Timeline, with its run.json if any."""
-    timeline = parse_trace_bytes(read_trace_bytes(Path(path), limits), already_decompressed=True)
-    return attach_run_json(timeline, Path(path))
+    owned = [read_trace_bytes(Path(path), limits)]  # handed over: the reader frees it as soon as it can
+    return attach_run_json(_parse(owned), Path(path))
 
 
 def parse_trace_bytes(
@@ -28,11 +28,18 @@ def parse_trace_bytes(
     """Parse an in-memory trace (e.g. an upload). Raises TraceError with a one-line reason."""
     if not already_decompressed:
         data = decode_container(bytes(data), limits)
+    return _parse([data])
+
+
+def _parse(owned: list[bytes | bytearray]) -> Timeline:
+    """Sniff the content and read it; `owned` holds the only reference the readers may drop early."""
+    data = owned[0]
     head = bytes(data[:4096])
     if not head.strip():
         raise TraceError("the file is empty")
     if looks_like_chrome_trace(head):
-        return read_chrome_trace(data)
+        del data
+        return read_chrome_trace(owned)
     if looks_like_sqlite(head):
         return read_nsys_sqlite(data)
     if looks_like_perfetto(data):
