@@ -43,16 +43,14 @@ def _embed(html: str) -> None:
 def perfetto_downloads(loaded: LoadedTrace) -> None:
     """A button that makes the export, then the download and the Open in Perfetto UI button."""
     events = len(loaded.timeline.events)
-    ready = st.session_state.setdefault(READY_KEY, set())
-    if loaded.sha256 not in ready:
-        asked = st.button(
+    if loaded.sha256 not in st.session_state.setdefault(READY_KEY, set()):
+        st.button(
             f"Prepare for Perfetto ({events:,} events, {_estimate(events)})", key=f"perfetto_prepare_{loaded.sha256}",
             help="Writes the trace with Stepscope's phases and gaps as a Perfetto protobuf trace (.pftrace).",
+            on_click=lambda: st.session_state[READY_KEY].add(loaded.sha256),  # before the rerun: no stale button
         )
-        if not asked:
-            st.caption("Perfetto (ui.perfetto.dev) shows every kernel, launch, step and idle gap on its own track.")
-            return
-        ready.add(loaded.sha256)
+        st.caption("Perfetto (ui.perfetto.dev) shows every kernel, launch, step and idle gap on its own track.")
+        return
     with st.spinner(f"Writing {events:,} events for Perfetto..."):
         data = export_bytes(loaded.sha256, loaded)
     left, right = st.columns([1, 2])

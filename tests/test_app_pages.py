@@ -213,6 +213,7 @@ def test_perfetto_export_is_made_on_request(samples):
     assert not at.exception
     labels = [b.label for b in at.get("download_button")]
     assert "Download for Perfetto (.pftrace)" in labels
+    assert not any(b.label.startswith("Prepare for Perfetto") for b in at.button)
     assert any("ui.perfetto.dev" in c.value for c in at.caption)
 
 
@@ -268,7 +269,7 @@ def test_a_prefill_sweep_runs_and_is_plotted(samples, tmp_path):
     drawn_or_noted = " ".join(names + notes)
     if marks["compute_bound_prompt_tokens"]:
         assert "compute bound from" in drawn_or_noted
-    assert figure.layout.xaxis.type == "log"
+    assert figure.layout.xaxis.type == "log" and figure.layout.yaxis.type == "log"
     at = _page("run.py").run()  # the Run page finds it in the runs folder and draws it
     assert not at.exception
     assert next(s for s in at.selectbox if s.label == "Sweep").value == str(path)

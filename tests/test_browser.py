@@ -117,9 +117,30 @@ def test_analyze_page_shows_summary_and_timeline(browser, app_url):
         assert label in text
     assert "ms" in text and any(ch.isdigit() for ch in text)
     assert page.locator(".js-plotly-plot .scatterlayer, .js-plotly-plot canvas").count() > 0
+    page.get_by_text("Expected vs measured (roofline)").wait_for(timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_function("document.body.innerText.includes('% of roofline')", timeout=PAGE_TIMEOUT_MS)
+    body = page.inner_text("body")
+    assert "Decode at" in body and "Prepare for Perfetto" in body
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "analyze.png"), full_page=True)
     assert "cpu_tiny-llama_eager" in page.locator("[data-testid='stSelectbox'] input").first.input_value()
+    assert not dialogs
+    page.close()
+
+
+def test_perfetto_export_appears_on_request(browser, app_url):
+    page, dialogs = _open(browser, app_url)
+    _wait_for_analysis(page)
+    page.get_by_role("button", name="Prepare for Perfetto").click()
+    download = page.get_by_role("button", name="Download for Perfetto (.pftrace)")
+    download.wait_for(timeout=PAGE_TIMEOUT_MS)
+    frame = page.frame_locator("iframe").last
+    frame.get_by_role("button", name="Open in Perfetto UI").wait_for(timeout=PAGE_TIMEOUT_MS)
+    download.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    assert page.get_by_role("button", name="Prepare for Perfetto").count() == 0
+    page.screenshot(path=str(SCREENSHOTS / "analyze_roofline_downloads.png"))
     assert not dialogs
     page.close()
 
@@ -161,5 +182,22 @@ def test_run_page_runs_a_generation_and_opens_it(browser, app_url):
     assert "past run" in page.locator("[data-testid='stSelectbox'] input").first.input_value()
     assert "stepscope-markers" in page.inner_text("body")
     assert page.get_by_role("link", name="Compare").count() == 1  # st.navigation's menu survived the switch
+    assert not dialogs
+    page.close()
+
+
+def test_run_page_sweeps_prefill_and_plots_it(browser, app_url):
+    page, dialogs = _open(browser, f"{app_url}/run")
+    page.get_by_text("Run a prefill sweep").wait_for(timeout=PAGE_TIMEOUT_MS)
+    page.get_by_label("Max prompt tokens").fill("64")
+    page.get_by_label("Points (log-spaced)").fill("3")
+    page.get_by_label("Timed repeats per point (fastest kept)").fill("1")
+    page.get_by_role("button", name="Run sweep").click()
+    page.wait_for_function("document.body.innerText.includes('Sweep done')", timeout=240_000)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_timeout(1500)
+    body = page.inner_text("body")
+    assert "measured prefill" in body and "one decode step" in body
+    page.screenshot(path=str(SCREENSHOTS / "sweep.png"), full_page=True)
     assert not dialogs
     page.close()

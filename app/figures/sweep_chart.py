@@ -1,5 +1,5 @@
-"""The prefill sweep: measured and expected prefill time against prompt length, one decode step as a
-line across, and the marks of sweep.json (compute-bound crossover, prefill == one decode step)."""
+"""The prefill sweep: measured and expected prefill time against prompt length (log-log), one decode
+step as a line across, and the marks of sweep.json (compute-bound crossover, prefill == one decode step)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def sweep_figure(record: dict) -> tuple[go.Figure, list[str]]:
                 line={"color": DECODE, "width": 2, "dash": dash},
                 hovertemplate=f"{name}: {ms:.3f} ms<extra></extra>",
             ))
-    top = max(y_values, default=1.0) * 1.08
+    y_lo, y_hi = min(y_values, default=1.0) / 1.3, max(y_values, default=1.0) * 1.3  # log y: no zero
     marks = record.get("marks") or {}
     notes = []
     for key, label, color, dash in (
@@ -67,12 +67,15 @@ def sweep_figure(record: dict) -> tuple[go.Figure, list[str]]:
     ):
         tokens = _number(marks.get(key))
         if tokens is None:
+            if key == "prefill_equals_decode_tokens" and _number(decode.get("measured_ms")) is not None:
+                notes.append("prefill = one decode step (measured): the measured curve does not cross the decode "
+                             "step within the swept lengths")
             continue
         if not lo / MARK_SPAN <= tokens <= hi * MARK_SPAN:
             notes.append(f"{label}: {tokens:,.0f} tokens, outside the swept {lo:,}-{hi:,}")
             continue
         fig.add_trace(go.Scatter(
-            x=[tokens, tokens], y=[0, top], mode="lines", name=f"{label}: {tokens:,.0f} tokens",
+            x=[tokens, tokens], y=[y_lo, y_hi], mode="lines", name=f"{label}: {tokens:,.0f} tokens",
             line={"color": color, "width": 2, "dash": dash},
             hovertemplate=f"{label}: {tokens:,.0f} tokens<extra></extra>",
         ))
@@ -84,5 +87,5 @@ def sweep_figure(record: dict) -> tuple[go.Figure, list[str]]:
         legend={"orientation": "v", "x": 1.01, "y": 1}, hovermode="closest",
     )
     fig.update_xaxes(type="log", title="prompt tokens (log scale)")
-    fig.update_yaxes(title="ms", rangemode="tozero")
+    fig.update_yaxes(type="log", title="ms (log scale)")  # measured and expected can be orders apart
     return fig, notes
