@@ -23,6 +23,7 @@ from analysis.annotations import (
     stepscope_label,
     vllm_label,
 )
+from analysis.kernel_pattern import KernelPattern, repeating_pattern
 from analysis.model import Segmentation
 from analysis.names import name_matches
 from parsers.timeline import Timeline
@@ -96,6 +97,14 @@ def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.Da
         )
         warnings.append("steps inferred from graph replays: each replay taken as one decode step")
         return steps, Segmentation("graph-replays", 0.4, tuple(warnings))
+    repeated = _steps_from_kernel_pattern(timeline)
+    if repeated is not None:
+        steps, pattern = repeated
+        warnings.append(
+            f"steps inferred from a repeating kernel sequence: every {pattern.kernels_per_step} kernels, "
+            f"opening with {pattern.name[:80]!r}; prefill/decode told apart by length only"
+        )
+        return steps, Segmentation("kernel-pattern", 0.3, tuple(warnings))
     warnings.append("nothing in the trace looks like token generation")
     return _empty(), Segmentation("none", 0.5, tuple(warnings))
 
@@ -269,3 +278,38 @@ def _has_vocab_weight(dims, vocab_rows: int) -> bool:
     if not dims:
         return False
     return any(isinstance(d, list) and len(d) == 2 and vocab_rows in d for d in dims[1:])
+
+
+def _steps_from_kernel_pattern(timeline: Timeline) -> tuple[pd.DataFrame, KernelPattern] | None:
+    """Steps from a regularly repeating kernel sequence on the busiest GPU, placed at their launch calls."""
+    ev = timeline.events
+    kernels = ev[ev["kind"] == "kernel"]
+    if kernels.empty:
+        return None
+    kernels = kernels[kernels["device"] == kernels["device"].value_counts().index[0]].sort_values("ts", kind="stable")
+    pattern = repeating_pattern(kernels["name"].reset_index(drop=True))
+    if pattern is None:
+        return None
+    opening = kernels.iloc[pattern.positions]
+    calls = ev[ev["kind"].isin(("runtime", "driver")) & (ev["correlation"] >= 0)]
+    launch_ts = dict(zip(calls["correlation"].to_numpy(), calls["ts"].to_numpy(), strict=False))
+    starts = np.array([launch_ts.get(c, t) for c, t in zip(opening["correlation"], opening["ts"], strict=True)])
+    # a prefill runs the same kernels as a decode step in eager mode, only longer (more tokens)
+    first_kernels = pattern.positions[1] - pattern.positions[0]
+    spans = np.diff(opening["ts"].to_numpy())
+    kind = np.full(len(starts), "decode", dtype=object)
+    if first_kernels > 1.5 * pattern.kernels_per_step or spans[0] > 1.5 * np.median(spans[1:]):
+        kind[0] = "prefill"
+    steps = pd.DataFrame(
+        {
+            "start_ns": starts,
+            "host_end_ns": starts,
+            "kind": kind,
+            "request": 0,
+            "index": np.arange(len(starts)),
+            "tokens": pd.array([None] * len(starts), dtype="Int64"),
+            "batch": pd.array([None] * len(starts), dtype="Int64"),
+            "label": "",
+        }
+    )
+    return steps, pattern

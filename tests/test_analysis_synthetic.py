@@ -182,3 +182,25 @@ def test_user_regex_comes_first():
     assert result.segmentation.method == "user-regex"
     assert result.steps["kind"].tolist() == ["prefill", "decode", "decode"]
     assert result.segmentation.warnings
+
+
+def test_repeating_kernel_sequence_is_the_last_resort():
+    events = synthetic_generation(decode_steps=8, kernels_per_step=10, d2h_each_step=False)
+    events = [e for e in events if e["name"] != "aten::embedding"]  # e.g. a compiled model: no host lookup
+    second_forward = 1000 + 10 * 14 + 30  # every forward takes 10 x 14 us + 30 us of host work
+    for e in events:  # the prefill takes 300 us longer, as more tokens would
+        if e["ts"] >= second_forward:
+            e["ts"] += 300.0
+    result = _analyze(events)
+    assert result.segmentation.method == "kernel-pattern"
+    assert result.segmentation.confidence < 0.5
+    steps = result.steps
+    assert len(steps) == 9 and (steps["kernels"] == 10).all()
+    assert steps["kind"].tolist() == ["prefill"] + ["decode"] * 8
+    assert "kernel_0" in result.segmentation.warnings[-1]
+
+
+def test_a_few_repeated_forwards_are_not_generation():
+    events = synthetic_generation(decode_steps=3, kernels_per_step=10, d2h_each_step=False)
+    events = [e for e in events if e["name"] != "aten::embedding"]
+    assert _analyze(events).segmentation.method == "none"
