@@ -9,6 +9,8 @@ from pathlib import Path
 
 import torch
 
+from .errors import CollectorError
+
 
 def _lock_name(device: torch.device) -> str:
     if device.type == "cuda":
@@ -21,7 +23,10 @@ def _lock_name(device: torch.device) -> str:
 def device_lock(runs_dir: Path, device: torch.device, on_wait: Callable[[str], None]) -> Iterator[None]:
     """Hold an exclusive flock on ``runs_dir/.lock-DEVICE``; tell ``on_wait`` why we block if we must."""
     name = _lock_name(device)
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CollectorError(f"cannot create the runs folder {runs_dir}: {exc}") from exc
     with open(runs_dir / f".lock-{name}", "a+") as lock_file:
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)

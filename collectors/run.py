@@ -116,10 +116,6 @@ def run_profiled_generation(
         raise CollectorError("mode cuda-graph needs a CUDA GPU; on the CPU use mode eager or compile")
     dtype = parse_dtype(spec.dtype, device)
     runs_dir = Path(out_dir)
-    try:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CollectorError(f"cannot create the runs folder {runs_dir}: {exc}") from exc
     with device_lock(runs_dir, device, lambda message: notify(message, 0, 1)):
         partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=runs_dir))
         partial.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the run folder should not be

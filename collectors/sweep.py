@@ -120,10 +120,6 @@ def run_prefill_sweep(
     device = resolve_device(spec.device)
     dtype = parse_dtype(spec.dtype, device)
     runs_dir = Path(out_dir) if out_dir is not None else Path(tempfile.gettempdir()) / "stepscope-sweeps"
-    try:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CollectorError(f"cannot create the runs folder {runs_dir}: {exc}") from exc
     with device_lock(runs_dir, device, lambda message: notify(message, 0, 1)):
         try:
             result = _sweep(spec, device, dtype, notify)
