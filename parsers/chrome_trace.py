@@ -162,12 +162,12 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Time
     builder = _ColumnBuilder()
     # The event list was only split into raw slices; each batch is decoded into structs, turned
     # into columns and freed before the next, so at most one batch of structs is ever alive.
-    done = 0
+    # Batches are taken from the end (no list shifting); frame() puts them back in file order.
     while evs:
-        batch = evs[:BATCH_EVENTS]
-        del evs[:BATCH_EVENTS]
-        builder.add_batch(_decode_batch(batch, done))
-        done += len(batch)
+        start = (len(evs) - 1) // BATCH_EVENTS * BATCH_EVENTS
+        batch = evs[start:]
+        del evs[start:]
+        builder.add_batch(_decode_batch(batch, start))
         del batch
     if builder.duration_events == 0:
         if event_count == 0:
@@ -388,7 +388,7 @@ class _ColumnBuilder:
         return out
 
     def frame(self) -> pd.DataFrame:
-        cols = {c: np.concatenate(v) for c, v in self.parts.items()}
+        cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items()}  # batches came last-first
         order = np.argsort(cols["ts"], kind="stable")
         data = {c: cols[c][order] for c in COLUMNS}
         for col, table in (("kind", self.kinds), ("name", self.names), ("input_dims", self.dims)):
