@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -157,10 +156,8 @@ def test_table_figures_are_the_datasheets_and_user_names_resolve():
         gpu_by_name("tpu v5")
 
 
-def test_cpu_calibration_measures_positive_figures_quickly_and_once():
-    started = time.perf_counter()
+def test_cpu_calibration_measures_positive_figures_once():
     cpu = calibrate_cpu()
-    assert time.perf_counter() - started < 10  # about 0.5 s on an idle machine
     assert cpu.kind == "cpu" and cpu.memory_bytes_per_s > 1e8 and cpu.flops_per_s > 1e8
     assert calibrate_cpu() is cpu
 
