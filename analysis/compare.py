@@ -26,6 +26,12 @@ COMPARED_METRICS = (
     ("gpu_idle_per_decode_step_us", "GPU idle per decode step", "us", True),
 )
 METRIC_COLUMNS = ("metric", "label", "unit", "a", "b", "delta", "ratio")
+# On CPU-only traces host ops stand in for kernels and "idle" means no op running: say so in the labels.
+_CPU_LABELS = {
+    "kernels_per_decode_step": "host ops per decode step",
+    "gpu_busy_pct": "busy (some op running)",
+    "gpu_idle_per_decode_step_us": "idle per decode step (no op running)",
+}
 _NOTABLE_CHANGE = 0.10  # a secondary metric enters the sentence when it moved by more than this share
 
 
@@ -54,7 +60,9 @@ def summary_value(summary: dict, key: str) -> float:
 def compare(a: Analysis, b: Analysis, label_a: str = "A", label_b: str = "B") -> Comparison:
     """Compare trace b against trace a (a is the baseline: deltas are b - a)."""
     rows = []
+    cpu_only = not (a.summary.get("on_gpu", True) or b.summary.get("on_gpu", True))
     for key, label, unit, _ in COMPARED_METRICS:
+        label = _CPU_LABELS.get(key, label) if cpu_only else label
         va, vb = summary_value(a.summary, key), summary_value(b.summary, key)
         ratio = vb / va if va and not math.isnan(va) else math.nan
         rows.append((key, label, unit, va, vb, vb - va, ratio))

@@ -81,3 +81,13 @@ def test_default_choices_prefer_eager_and_a_graph_pair():
     assert default_pair([_source("x"), _source("y")])[1].label == "y"
     assert default_pair([_source("x")]) is None
     assert default_source([]) is None
+
+
+def test_cpu_only_pairs_name_host_ops_not_gpu():
+    cpu_eager = _analysis(**{**EAGER.summary, "on_gpu": False})
+    cpu_compiled = _analysis(**{**GRAPH.summary, "on_gpu": False})
+    result = compare(cpu_eager, cpu_compiled, "cpu eager", "cpu compile")
+    labels = result.metrics.set_index("metric")["label"]
+    assert labels["kernels_per_decode_step"] == "host ops per decode step"
+    assert "GPU" not in " ".join(labels) and "GPU" not in result.sentence
+    assert compare(EAGER, GRAPH).metrics.set_index("metric")["label"]["gpu_busy_pct"] == "GPU busy"
