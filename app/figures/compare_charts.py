@@ -34,8 +34,13 @@ def itl_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
 
 
 def per_step_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
-    """Kernels, launches and GPU idle per decode step, one small chart each."""
-    columns = (("kernels", "kernels", 1), ("launches", "launches", 1), ("gpu_idle_ns", "GPU idle (ms)", 1e6))
+    """Kernels, launches and GPU idle per decode step, one small chart each (host ops and idle on CPU traces)."""
+    on_gpu = a.analysis.summary.get("on_gpu", True) or b.analysis.summary.get("on_gpu", True)
+    columns = (
+        ("kernels", "kernels" if on_gpu else "host ops", 1),
+        ("launches", "launches", 1),
+        ("gpu_idle_ns", "GPU idle (ms)" if on_gpu else "idle, no op running (ms)", 1e6),
+    )
     fig = make_subplots(rows=1, cols=3, subplot_titles=[title for _, title, _ in columns])
     for loaded, color in zip((a, b), COLORS, strict=True):
         decode = _decode(loaded)
