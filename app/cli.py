@@ -79,7 +79,11 @@ def _with_roofline(trace_path: str, timeline, result):
     """Expected-vs-measured findings when a run.json beside the trace names the model and the GPU is known."""
     from analysis.roofline import roofline_for_trace, timeline_device, with_roofline
 
-    roofline = roofline_for_trace(trace_path, result, *timeline_device(timeline))
+    try:
+        roofline = roofline_for_trace(trace_path, result, *timeline_device(timeline))
+    except ValueError as exc:  # the run.json beside the trace is optional: never fail the analysis over it
+        print(f"note: no roofline: {' '.join(str(exc).split())}", file=sys.stderr)
+        return result
     return result if roofline is None else with_roofline(result, roofline)
 
 

@@ -81,3 +81,12 @@ def test_missing_file_and_bad_regex(tmp_path):
     path = write(tmp_path / "synthetic.json", synthetic_generation(decode_steps=2))
     result = run_cli("analyze", str(path), "--step-regex", "(unclosed")
     assert result.returncode == 2 and "regex" in result.stderr
+
+
+def test_an_unusable_run_json_beside_the_trace_does_not_fail_the_analysis(tmp_path):
+    write(tmp_path / "trace.json", synthetic_generation(decode_steps=2))
+    (tmp_path / "run.json").write_text(json.dumps({"model": {"config": {"model_type": "mixtral",
+                                                                           "num_local_experts": 8}}}))
+    result = run_cli("analyze", str(tmp_path / "trace.json"), "--json")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["steps"]
