@@ -74,6 +74,13 @@ def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.Da
         return steps, Segmentation("profiler-steps", 0.7, tuple(warnings))
     if len(embeddings):
         steps, shaped = _forwards_from_embeddings(embeddings)
+        compiled = _compiled_forwards(ev, steps)
+        if compiled is not None:
+            steps = _merge_compiled_forwards(steps, compiled, shaped)
+            warnings.append(
+                f"{len(compiled)} forwards with no host embedding lookup (compiled or graph-replayed) found by "
+                f"{compiled['label'].iloc[0][:60]!r}: taken as decode steps"
+            )
         steps = _end_forwards_at_lm_head(steps, embeddings, ops)
         if not shaped:
             warnings.append("no input shapes recorded (record_shapes off): prefill/decode told apart by position")
@@ -313,3 +320,66 @@ def _steps_from_kernel_pattern(timeline: Timeline) -> tuple[pd.DataFrame, Kernel
         }
     )
     return steps, pattern
+
+
+COMPILED_REGION = re.compile(r"^Torch-Compiled Region: ")
+# Between two forwards the host takes the token: a sampling op, or a sync / device-to-host copy.
+TOKEN_HANDOFF = re.compile(r"^aten::(argmax|multinomial)$|Synchronize|MemcpyDtoH|Memcpy DtoH|cudaMemcpy$|hipMemcpy$")
+
+
+def _compiled_forwards(ev: pd.DataFrame, eager: pd.DataFrame) -> pd.DataFrame | None:
+    """Forwards that never call aten::embedding on the host: torch.compile'd or CUDA-graph-replayed decode steps.
+
+    Each is opened by a compiled-region call (the most frequent one) or, failing that, a graph launch. They
+    count as forwards only when the host takes a token between them; graph pieces of one forward (vLLM's
+    piecewise graphs) have no token handoff between them and stay inside their eager forward.
+    """
+    host = ev[ev["kind"].isin(("cpu_op", "annotation"))]
+    regions = host[name_matches(host["name"], COMPILED_REGION)]
+    if len(regions):
+        counts = regions["name"].value_counts()
+        chosen = counts[counts == counts.max()].index
+        first = regions[regions["name"].isin(chosen)].iloc[0]["name"]
+        openers = regions[regions["name"] == first]
+    else:
+        openers = ev[ev["kind"].isin(("runtime", "driver")) & ev["name"].isin(GRAPH_LAUNCHES)]
+    if openers.empty:
+        return None
+    starts = openers["ts"].to_numpy()
+    eager_starts = eager["start_ns"].to_numpy()
+    per_forward = np.diff(np.searchsorted(starts, np.append(eager_starts, np.iinfo(np.int64).max)))
+    if len(eager_starts) >= 2 and per_forward.min() == per_forward.max() > 0:
+        return None  # the same number inside every eager forward: pieces of it, not forwards
+    handoffs = ev[name_matches(ev["name"], TOKEN_HANDOFF)]["ts"].to_numpy()
+    if len(starts) > 1:
+        between = np.searchsorted(handoffs, starts[1:]) - np.searchsorted(handoffs, starts[:-1], side="right")
+        if np.mean(between > 0) < 0.9:
+            return None
+    return pd.DataFrame(
+        {
+            "start_ns": starts,
+            "host_end_ns": (openers["ts"] + openers["dur"]).to_numpy(),
+            "label": openers["name"].astype(str).to_numpy(),
+        }
+    )
+
+
+def _merge_compiled_forwards(eager: pd.DataFrame, compiled: pd.DataFrame, shaped: bool) -> pd.DataFrame:
+    """Interleave eager and compiled forwards; an eager multi-token forward (or any eager one, without shapes)
+    opens a request, the compiled ones that follow are its decode steps with the prefill's batch."""
+    eager = eager.assign(_eager=True)
+    merged = pd.concat([eager, compiled.assign(_eager=False)], ignore_index=True)
+    merged = merged.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    is_eager = merged["_eager"].to_numpy(dtype=bool)
+    opens = is_eager & (merged["kind"].to_numpy() == "prefill") if shaped else is_eager
+    request = np.maximum(np.cumsum(opens) - 1, 0)
+    position = np.arange(len(merged))
+    first = np.maximum.accumulate(np.where(opens, position, 0))
+    batch = merged["batch"].astype("Float64").ffill()
+    merged["batch"] = pd.array(batch.round(), dtype="Int64")
+    merged.loc[~is_eager, "kind"] = "decode"
+    merged.loc[~is_eager, "tokens"] = merged.loc[~is_eager, "batch"]
+    merged["request"] = request.astype(np.int64)
+    merged["index"] = (position - first).astype(np.int64)
+    merged["label"] = merged["label"].fillna("")
+    return merged[list(BOUNDARY_COLUMNS)]

@@ -204,3 +204,53 @@ def test_a_few_repeated_forwards_are_not_generation():
     events = synthetic_generation(decode_steps=3, kernels_per_step=10, d2h_each_step=False)
     events = [e for e in events if e["name"] != "aten::embedding"]
     assert _analyze(events).segmentation.method == "none"
+
+
+def _graph_decode_trace(pieces_per_forward: int, eager_every_forward: bool, steps: int = 6) -> list[dict]:
+    """SYNTHETIC: an eager prefill (host embedding) then forwards replayed as CUDA graphs.
+
+    With eager_every_forward each forward has its own embedding and `pieces_per_forward` graph launches
+    with no token handoff between them (piecewise graphs); otherwise each decode step is one graph launch
+    followed by a stream sync that hands the token to the host (the collectors' cuda-graph mode)."""
+    events, t, corr = [], 0.0, 1
+    for index in range(steps):
+        if index == 0 or eager_every_forward:
+            seq = 8 if index == 0 else 1
+            events.append({"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": t,
+                           "dur": 2, "args": {"Input Dims": [[100, 8], [2, seq]]}})
+            t += 5
+        for _ in range(pieces_per_forward if (index or eager_every_forward) else 0):
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1,
+                           "ts": t, "dur": 4, "args": {"correlation": corr}})
+            events += [{"ph": "X", "cat": "kernel", "name": f"k{k}", "pid": 0, "tid": 7, "ts": t + 5 + 3 * k,
+                        "dur": 3, "args": {"device": 0, "stream": 7, "correlation": corr}} for k in range(4)]
+            corr += 1
+            t += 20
+        if index == 0:  # the eager prefill's own kernels
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                           "ts": t, "dur": 4, "args": {"correlation": corr}})
+            events.append({"ph": "X", "cat": "kernel", "name": "prefill_gemm", "pid": 0, "tid": 7, "ts": t + 5,
+                           "dur": 30, "args": {"device": 0, "stream": 7, "correlation": corr}})
+            corr += 1
+            t += 40
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
+                       "ts": t, "dur": 3, "args": {"correlation": corr}})
+        corr += 1
+        t += 50
+    return events
+
+
+def test_graph_replayed_decode_steps_without_host_embedding_are_found():
+    result = _analyze(_graph_decode_trace(pieces_per_forward=1, eager_every_forward=False))
+    steps = result.steps
+    assert steps["kind"].tolist() == ["prefill"] + ["decode"] * 5
+    assert steps["batch"].tolist() == [2] * 6 and steps["tokens"].tolist() == [16] + [2] * 5
+    assert (steps["graph_launches"].iloc[1:] == 1).all() and (steps["kernels"].iloc[1:] == 4).all()
+    assert any("graph" in w or "compiled" in w for w in result.segmentation.warnings)
+
+
+def test_graph_pieces_inside_eager_forwards_stay_in_them():
+    result = _analyze(_graph_decode_trace(pieces_per_forward=3, eager_every_forward=True))
+    steps = result.steps
+    assert steps["kind"].tolist() == ["prefill"] + ["decode"] * 5
+    assert (steps["graph_launches"] == 3).all()

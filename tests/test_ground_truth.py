@@ -90,3 +90,25 @@ def test_trace_itl_agrees_with_the_harness(runs, case):
         assert len(ours) == len(harness)
         # the median inter-token time agrees within 15% (plus 2 ms for clock and hook placement on a busy CPU)
         assert abs(np.median(ours) - np.median(harness)) <= 0.15 * np.median(harness) + 2.0
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+@pytest.mark.parametrize("sample", ["cpu_tiny-llama_eager", "cpu_tiny-llama_compile"])
+def test_shipped_samples_give_the_same_steps_without_markers(sample, tmp_path):
+    """The compile sample's decode forwards are torch.compile'd: no aten::embedding on the host at all."""
+    trace = SHIPPED / sample / "trace.json.gz"
+    marked = analyze(load_trace(trace))
+    stripped = analyze(load_trace(_strip_markers(trace, tmp_path / "stripped.json")))
+    assert marked.segmentation.method == "stepscope-markers"
+    assert len(stripped.steps) == len(marked.steps) == 32
+    cols = ["kind", "request", "index", "tokens", "batch"]
+    assert marked.steps[cols].reset_index(drop=True).equals(stripped.steps[cols].reset_index(drop=True))
+    # a marker opens a little before the forward's first op: ops in between may fall to the other side
+    assert marked.summary["kernels_per_decode_step"] == stripped.summary["kernels_per_decode_step"]
+    markers = _markers(trace)
+    for (midpoint, _), s, e in zip(markers, stripped.steps["start_ns"], stripped.steps["end_ns"], strict=True):
+        assert s <= midpoint < e
+    itl_marked, itl_stripped = marked.summary["itl_ms"]["p50"], stripped.summary["itl_ms"]["p50"]
+    assert abs(itl_marked - itl_stripped) <= 0.05 * itl_marked
