@@ -83,6 +83,7 @@ class _Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
 
 class _MetaArgs(msgspec.Struct, gc=False):
     name: str | int | float | None = None
+    sort_index: int | float | None = None
 
 
 class _Metadata(msgspec.Struct, tag_field="ph", tag="M", gc=False):
@@ -185,6 +186,7 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Time
         devices=devices,
         process_names=builder.process_names,
         thread_names=builder.thread_names,
+        sort_order=builder.sort_order,
         id_labels={v: k for k, v in builder.string_ids.items()},
         unknown_categories=dict(builder.unknown_categories),
         skipped=dict(builder.skipped),
@@ -240,6 +242,7 @@ class _ColumnBuilder:
         self.string_ids: dict[str, int] = {}
         self.process_names: dict[int, str] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
+        self.sort_order: dict[tuple[int, int | None], int] = {}
         self.unknown_categories: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.categories: dict[str, str] = {}
@@ -366,6 +369,11 @@ class _ColumnBuilder:
 
     def _read_metadata(self, evs: list[_Metadata]) -> None:
         for e in evs:
+            order = e.args.sort_index if e.args is not None else None
+            if e.name == "process_sort_index" and isinstance(order, int | float):
+                self.sort_order[(self._id_of(e.pid), None)] = int(order)
+            elif e.name == "thread_sort_index" and isinstance(order, int | float):
+                self.sort_order[(self._id_of(e.pid), self._id_of(e.tid))] = int(order)
             label = e.args.name if e.args is not None else None
             if not isinstance(label, str):
                 continue

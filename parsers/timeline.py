@@ -47,6 +47,7 @@ class TraceMeta:
     devices: dict[int, DeviceInfo] = field(default_factory=dict)
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    sort_order: dict[tuple[int, int | None], int] = field(default_factory=dict)  # (pid, tid or None) -> rank
     id_labels: dict[int, str] = field(default_factory=dict)  # string pid/tid -> the int standing for it
     unknown_categories: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # events not in the frame, by reason

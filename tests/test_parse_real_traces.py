@@ -119,3 +119,10 @@ def test_bare_array_form_reads_like_the_object_form(tmp_path):
     a = load_trace(real_trace("kineto_tiny_sync_h100.json")).events
     b = load_trace(bare).events
     assert a[["ts", "dur", "correlation"]].equals(b[["ts", "dur", "correlation"]])
+
+
+def test_metadata_sort_order_is_kept():
+    path = real_trace("tracelens_hf_qwen1.5-0.5b_forward_h100.json.gz")
+    raw = [e for e in _raw_events(path) if e.get("ph") == "M" and e.get("name") == "process_sort_index"]
+    order = load_trace(path).meta.sort_order
+    assert raw and all(order[(e["pid"], None)] == e["args"]["sort_index"] for e in raw if isinstance(e["pid"], int))
