@@ -14,7 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from analysis import Analysis, analyze
+from analysis import Analysis, AnalysisOptions, analyze
 from analysis.report import contract
 from parsers import Timeline, TraceError, parse_trace_bytes
 from parsers.limits import ReadLimits, read_trace_bytes
@@ -46,27 +46,40 @@ def _sha256_of_file(path: str, mtime_ns: int, size: int) -> str:
     return digest.hexdigest()
 
 
-def _build(
-    data: bytes | bytearray, already_decompressed: bool, path: Path | None = None
-) -> tuple[Timeline, Analysis, dict]:
+def _read(data: bytes | bytearray, already_decompressed: bool, path: Path | None = None) -> Timeline:
     timeline = parse_trace_bytes(data, ReadLimits.from_env(), already_decompressed=already_decompressed)
     if path is not None:
         timeline = attach_run_json(timeline, path)  # device and model facts a CPU trace lacks
-    analysis = analyze(timeline)
-    return timeline, analysis, contract(timeline, analysis)
+    return timeline
 
 
-@st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading and analysing the trace...")
-def _analyse_file(sha256: str, _path: str) -> tuple[Timeline, Analysis, dict]:
-    return _build(read_trace_bytes(_path, ReadLimits.from_env()), already_decompressed=True, path=Path(_path))
+@st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the trace...")
+def _timeline_of_file(sha256: str, _path: str) -> Timeline:
+    return _read(read_trace_bytes(_path, ReadLimits.from_env()), already_decompressed=True, path=Path(_path))
 
 
-@st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading and analysing the upload...")
-def _analyse_bytes(sha256: str, _data: bytes) -> tuple[Timeline, Analysis, dict]:
-    return _build(_data, already_decompressed=False)
+@st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the upload...")
+def _timeline_of_bytes(sha256: str, _data: bytes) -> Timeline:
+    return _read(_data, already_decompressed=False)
 
 
-def load_path(path: str | Path) -> LoadedTrace:
+@st.cache_data(max_entries=4 * MAX_CACHED_TRACES, show_spinner="Analysing the trace...")
+def _analysis_of(sha256: str, gap_threshold_ns: int, step_regex: str | None, _timeline: Timeline) -> tuple:
+    """Keyed by the trace's hash and the options, so changing a setting re-analyses without re-reading."""
+    try:
+        analysis = analyze(_timeline, AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex))
+    except ValueError as exc:  # a bad regex or threshold: one line, like an unreadable trace
+        raise TraceError(str(exc)) from None
+    return analysis, contract(_timeline, analysis)
+
+
+def _loaded(name: str, sha: str, timeline: Timeline, options: AnalysisOptions | None) -> LoadedTrace:
+    options = options or AnalysisOptions()
+    analysis, report = _analysis_of(sha, options.gap_threshold_ns, options.step_regex, timeline)
+    return LoadedTrace(name, sha, timeline, analysis, report)
+
+
+def load_path(path: str | Path, options: AnalysisOptions | None = None) -> LoadedTrace:
     """Parse and analyse a trace file (cached). Raises TraceError with a one-line reason."""
     path = Path(path)
     try:
@@ -74,12 +87,10 @@ def load_path(path: str | Path) -> LoadedTrace:
     except OSError as exc:
         raise TraceError(f"cannot open {path.name}: {exc.strerror or exc}") from None
     sha = _sha256_of_file(str(path), stat.st_mtime_ns, stat.st_size)
-    timeline, analysis, report = _analyse_file(sha, str(path))
-    return LoadedTrace(path.parent.name or path.name, sha, timeline, analysis, report)
+    return _loaded(path.parent.name or path.name, sha, _timeline_of_file(sha, str(path)), options)
 
 
-def load_bytes(name: str, data: bytes) -> LoadedTrace:
+def load_bytes(name: str, data: bytes, options: AnalysisOptions | None = None) -> LoadedTrace:
     """Parse and analyse uploaded bytes (cached by content). Raises TraceError."""
     sha = sha256_of_bytes(data)
-    timeline, analysis, report = _analyse_bytes(sha, data)
-    return LoadedTrace(name, sha, timeline, analysis, report)
+    return _loaded(name, sha, _timeline_of_bytes(sha, data), options)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
+from app.analysis_settings import current_options
 from app.cache import LoadedTrace, load_path
 from app.trace_sources import TraceSource
 from app.uploads import load_upload
@@ -13,5 +14,5 @@ def load_source(source: TraceSource, state: MutableMapping) -> LoadedTrace:
     """Raises TraceError (one line) when the trace cannot be read."""
     if source.origin == "upload":
         return load_upload(state, source.key.split(":", 1)[1])
-    loaded = load_path(source.path)
+    loaded = load_path(source.path, current_options(state))
     return LoadedTrace(source.label, loaded.sha256, loaded.timeline, loaded.analysis, loaded.report)

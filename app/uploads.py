@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
+from app.analysis_settings import current_options
 from app.cache import LoadedTrace, load_bytes, sha256_of_bytes
 from parsers import TraceError
 from parsers.limits import MiB, ReadLimits
@@ -54,4 +55,4 @@ def upload_names(state: MutableMapping) -> dict[str, str]:
 
 def load_upload(state: MutableMapping, sha: str) -> LoadedTrace:
     name, data = state[UPLOADS_KEY][sha]
-    return load_bytes(name, data)
+    return load_bytes(name, data, current_options(state))

@@ -274,3 +274,20 @@ def test_a_prefill_sweep_runs_and_is_plotted(samples, tmp_path):
     assert not at.exception
     assert next(s for s in at.selectbox if s.label == "Sweep").value == str(path)
     assert "Prefill time vs prompt length" in _plotly_specs(at)[0]
+
+
+def test_analysis_settings_reanalyse_and_a_bad_regex_is_one_line(samples):
+    def gap_count(at: AppTest) -> int:
+        title = next(h.value for h in at.subheader if h.value.startswith("Idle gaps ("))
+        return int(title.split("(")[1].split(")")[0].replace(",", ""))
+
+    at = _page("analyze.py").run()
+    before = gap_count(at)
+    at.number_input(key="gap_threshold_us").set_value(1000.0).run()
+    assert not at.exception
+    assert gap_count(at) < before
+    at.text_input(key="step_regex").set_value("(unclosed").run()
+    assert not at.exception
+    assert any("regex" in e.value for e in at.error)
+    at.text_input(key="step_regex").set_value("").run()
+    assert not at.exception and not [e for e in at.error if "regex" in e.value]

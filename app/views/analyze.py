@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` 
 import streamlit as st
 
 from app import components, perfetto_panel, roofline_panel
+from app.analysis_settings import settings_expander
 from app.figures import step_charts, timeline
 from app.navigation import ANALYZE_KEY
 from app.safe_text import for_markdown
@@ -135,6 +136,7 @@ def render() -> None:
     source = _pick_source()
     if source is None:
         return
+    settings_expander()
     try:
         loaded = load_source(source, st.session_state)
     except TraceError as exc:
