@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-sync"]
-SCREENSHOTS = REPO / "docs" / "screenshots"
+# Screenshots land in test-artifacts/ (ignored by git); STEPSCOPE_UPDATE_SCREENSHOTS=1 refreshes README's.
+SCREENSHOTS = REPO / ("docs/screenshots" if os.environ.get("STEPSCOPE_UPDATE_SCREENSHOTS") else "test-artifacts")
 PAGE_TIMEOUT_MS = 60_000
 
 
@@ -166,6 +167,7 @@ def test_compare_page_renders(browser, app_url):
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 3", timeout=PAGE_TIMEOUT_MS)
     page.wait_for_timeout(1500)
     assert "faster" in page.inner_text("body") or "slower" in page.inner_text("body")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)
     assert not dialogs
     page.close()
@@ -198,6 +200,7 @@ def test_run_page_sweeps_prefill_and_plots_it(browser, app_url):
     page.wait_for_timeout(1500)
     body = page.inner_text("body")
     assert "measured prefill" in body and "one decode step" in body
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "sweep.png"), full_page=True)
     assert not dialogs
     page.close()
