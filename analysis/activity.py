@@ -30,6 +30,7 @@ class Activity:
     work_is_d2h: np.ndarray
     work_name: pd.Categorical
     work_anchor: np.ndarray  # host time that placed this work in a step: its launch call, else its own start
+    work_launched: np.ndarray  # whether the work's launch call is in the trace
     # what counts as "busy": device work on a GPU; on a CPU-only trace any host op running
     busy_start: np.ndarray
     busy_end: np.ndarray
@@ -80,6 +81,7 @@ def derive_activity(timeline: Timeline) -> Activity:
             work_is_d2h=(gpu["kind"] == "memcpy").to_numpy() & name_matches(names, "DtoH|D2H"),
             work_name=names.array,
             work_anchor=np.where(anchor >= 0, anchor, gpu["ts"].to_numpy()),
+            work_launched=anchor >= 0,
         )
         work.update(busy_start=work["work_start"], busy_end=work["work_end"], busy_device=work["work_device"])
     else:
@@ -94,6 +96,7 @@ def derive_activity(timeline: Timeline) -> Activity:
             work_is_d2h=np.zeros(len(leaves), dtype=bool),
             work_name=leaves["name"].array,
             work_anchor=starts,
+            work_launched=np.zeros(len(leaves), dtype=bool),
             busy_start=cpu_ops["ts"].to_numpy(),
             busy_end=(cpu_ops["ts"] + cpu_ops["dur"]).to_numpy(),
             busy_device=np.full(len(cpu_ops), -1, dtype=np.int64),

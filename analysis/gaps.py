@@ -42,25 +42,29 @@ def find_gaps(
 
 
 def _causes(act: Activity, device: int, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
-    """sync: a synchronize call or a device-to-host copy was in flight when the GPU went idle;
-    launch: the next work's launch call began after the GPU went idle (the host was late);
-    other: anything else."""
+    """Why the GPU sat idle, judged by the work that ended the gap.
+
+    other: that work was already queued when the GPU went idle (its launch call came earlier), or its launch
+    is not in the trace: the host is not what the GPU waited for.
+    Otherwise the host was late, and the gap is sync when the host was blocked in a synchronize call then
+    (or a device-to-host copy had just finished: the host was waiting for its result), else launch.
+    """
     if not act.on_gpu:
         return np.full(len(g0), "other", dtype=object)
     on_dev = act.work_device == device
-    starts, anchors = act.work_start[on_dev], act.work_anchor[on_dev]
-    ends, d2h = act.work_end[on_dev], act.work_is_d2h[on_dev]
-    order = np.argsort(starts, kind="stable")
-    starts, anchors = starts[order], anchors[order]
+    order = np.argsort(act.work_start[on_dev], kind="stable")
+    starts = act.work_start[on_dev][order]
+    anchors = act.work_anchor[on_dev][order]
+    launched = act.work_launched[on_dev][order]
     nxt = np.clip(np.searchsorted(starts, g1, side="left"), 0, len(starts) - 1)
-    late_launch = anchors[nxt] >= g0
+    host_late = launched[nxt] & (anchors[nxt] >= g0)
 
     in_sync = _overlaps(act.sync_start, act.sync_end, g0, g1)
-    d2h_ends = np.sort(ends[d2h])
-    # a D2H copy that finished right as the GPU went idle: the host was waiting for its result
+    d2h_ends = np.sort(act.work_end[on_dev & act.work_is_d2h])
     j = np.searchsorted(d2h_ends, g0, side="right") - 1
     after_d2h = (j >= 0) & (g0 - d2h_ends[np.maximum(j, 0)] <= 0) if len(d2h_ends) else np.zeros(len(g0), bool)
-    return np.where(in_sync | after_d2h, "sync", np.where(late_launch, "launch", "other")).astype(object)
+    cause = np.where(in_sync | after_d2h, "sync", "launch")
+    return np.where(host_late, cause, "other").astype(object)
 
 
 def _overlaps(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
