@@ -254,3 +254,23 @@ def test_graph_pieces_inside_eager_forwards_stay_in_them():
     steps = result.steps
     assert steps["kind"].tolist() == ["prefill"] + ["decode"] * 5
     assert (steps["graph_launches"] == 3).all()
+
+
+def test_a_gap_before_work_that_was_already_queued_is_not_blamed_on_the_host():
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 2,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 3, "dur": 2,
+         "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 10, "dur": 10,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+        # queued at ts 3, yet it starts 50 us after "a" ends: the GPU waited on something other than the host
+        {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 8, "ts": 70, "dur": 10,
+         "args": {"device": 0, "stream": 8, "correlation": 2}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 100, "dur": 2,
+         "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": 105, "dur": 10,
+         "args": {"device": 0, "stream": 7, "correlation": 3}},
+    ]
+    gaps = _analyze(events).gaps
+    assert gaps[["dur_ns", "cause"]].values.tolist() == [[50_000, "other"], [25_000, "launch"]]
