@@ -11,6 +11,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+from app.cli_common import add_analysis_options, read_and_analyze
+
 EXIT_BAD_INPUT = 2
 
 
@@ -40,8 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     analyze = sub.add_parser("analyze", help="cut a trace into prefill, decode steps and idle gaps")
     analyze.add_argument("trace", help="Kineto JSON (.json, .json.gz), Perfetto .pftrace or nsys SQLite export")
     analyze.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    analyze.add_argument("--gap-threshold-us", type=float, default=1.0, help="shortest idle interval reported")
-    analyze.add_argument("--step-regex", default=None, help="regex naming your own step annotations")
+    add_analysis_options(analyze)
     analyze.set_defaults(handler=_analyze)
 
     from app.cli_export import add_export_parser
@@ -53,14 +54,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from analysis import AnalysisOptions, analyze
     from analysis.report import contract
-    from parsers import TraceError, load_trace
+    from parsers import TraceError
 
     try:
-        timeline = load_trace(args.trace)
-        options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
-        result = analyze(timeline, options)
+        timeline, result = read_and_analyze(args)
         result = _with_roofline(args.trace, timeline, result)
     except (TraceError, ValueError) as exc:
         raise UserFacingError(str(exc)) from None

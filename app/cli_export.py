@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from app.cli_common import add_analysis_options, read_and_analyze
 from parsers.perfetto_reader import trace_processor_status
 
 EXIT_BAD_INPUT = 2
@@ -27,22 +28,18 @@ def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     )
     export.add_argument("trace", help="any trace Stepscope reads (Kineto JSON, Perfetto, nsys SQLite)")
     export.add_argument("--perfetto", required=True, metavar="OUT.pftrace", help="where to write the Perfetto trace")
-    export.add_argument("--gap-threshold-us", type=float, default=1.0, help="shortest idle interval reported")
-    export.add_argument("--step-regex", default=None, help="regex naming your own step annotations")
+    add_analysis_options(export)
     export.set_defaults(handler=run_export)
     return export
 
 
 def run_export(args: argparse.Namespace) -> int:
     """Load, analyse, write; print where it went and what it holds."""
-    from analysis import AnalysisOptions, analyze
     from exporters import write_perfetto
-    from parsers import TraceError, load_trace
+    from parsers import TraceError
 
     try:
-        timeline = load_trace(args.trace)
-        options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
-        result = analyze(timeline, options)
+        timeline, result = read_and_analyze(args)
         written = write_perfetto(timeline, result, args.perfetto)
     except (TraceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CollectorError
+from .torch_setup import torch_and_device
 
 ProgressCallback = Callable[[str, int, int], None]
 STAGES = ("load model", "warm up", "profile", "export")
@@ -104,14 +105,10 @@ def run_profiled_generation(
     """
     notify = progress or (lambda stage, done, total: None)
     _validate(spec)
-    try:
-        import torch
+    torch, device = torch_and_device(spec.device, "collectors")
+    from .devices import parse_dtype
+    from .locking import device_lock
 
-        from .devices import parse_dtype, resolve_device
-        from .locking import device_lock
-    except ImportError as exc:
-        raise CollectorError(f"collectors need torch and transformers installed: {exc}") from exc
-    device = resolve_device(spec.device)
     if spec.mode == "cuda-graph" and device.type != "cuda":
         raise CollectorError("mode cuda-graph needs a CUDA GPU; on the CPU use mode eager or compile")
     dtype = parse_dtype(spec.dtype, device)

@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CollectorError
+from .torch_setup import torch_and_device
 
 SCHEMA = "stepscope.sweep/1"
 STAGES = ("load model", "sweep", "decode step", "write")
@@ -110,14 +111,10 @@ def run_prefill_sweep(
     Raises CollectorError with a one-line message on any failure; nothing is left half-written."""
     notify = progress or (lambda stage, done, total: None)
     _validate(spec)
-    try:
-        import torch
+    torch, device = torch_and_device(spec.device, "the sweep")
+    from .devices import parse_dtype
+    from .locking import device_lock
 
-        from .devices import parse_dtype, resolve_device
-        from .locking import device_lock
-    except ImportError as exc:
-        raise CollectorError(f"the sweep needs torch and transformers installed: {exc}") from exc
-    device = resolve_device(spec.device)
     dtype = parse_dtype(spec.dtype, device)
     runs_dir = Path(out_dir) if out_dir is not None else Path(tempfile.gettempdir()) / "stepscope-sweeps"
     with device_lock(runs_dir, device, lambda message: notify(message, 0, 1)):
