@@ -43,7 +43,6 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
         top_kernels=_top_kernels(act, steps, work_step),
         busy_intervals=busy_by_device,
         time_origin_ns=act.first_ts,
-        excluded_steps=tuple(int(i) for i in np.flatnonzero(outliers)),
     )
 
 

@@ -46,7 +46,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Analysis:
-    steps: pd.DataFrame  # STEP_COLUMNS, ordered by start
+    steps: pd.DataFrame  # STEP_COLUMNS + token_ns, graph_launches, itl_ns, outlier (left out of ITL figures)
     gaps: pd.DataFrame  # GAP_COLUMNS, ordered by start
     summary: dict  # the CLI contract's summary object plus extra keys
     findings: tuple[Finding, ...]
@@ -54,4 +54,3 @@ class Analysis:
     top_kernels: pd.DataFrame  # phase, name, count, total_ns, share_pct
     busy_intervals: dict[int, tuple] = field(default_factory=dict)  # device -> (starts_ns, ends_ns) arrays
     time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
-    excluded_steps: tuple[int, ...] = ()  # step rows left out of ITL statistics (outliers), by row position

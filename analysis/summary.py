@@ -74,7 +74,6 @@ def summarize(
         "decode_tokens_per_s": tokens_per_s,
         "decode_rate_from": rate_from,
         "gpu_busy_pct": 100.0 * busy_ns / (hi - lo) if hi > lo else None,
-        "busy_window_ns": (lo, hi),
         "kernels_per_decode_step": median("kernels"),
         "launches_per_decode_step": median("launches"),
         "gpu_idle_per_decode_step_us": median("gpu_idle_ns", 1e3),
