@@ -11,27 +11,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from analysis.metrics import HEADLINE, Metric, metric
 from analysis.model import Analysis
+from analysis.summary import Summary
 
-# (key, label, unit, lower_is_better); keys name a summary entry, "itl_p50_ms" style keys reach into itl_ms.
-COMPARED_METRICS = (
-    ("ttft_ms", "TTFT", "ms", True),
-    ("itl_p50_ms", "ITL p50", "ms", True),
-    ("itl_p90_ms", "ITL p90", "ms", True),
-    ("decode_tokens_per_s", "decode tokens/s", "tok/s", False),
-    ("decode_steps", "decode steps", "", None),
-    ("kernels_per_decode_step", "kernels per decode step", "", True),
-    ("launches_per_decode_step", "launches per decode step", "", True),
-    ("gpu_busy_pct", "GPU busy", "%", None),
-    ("gpu_idle_per_decode_step_us", "GPU idle per decode step", "us", True),
-)
+COMPARED_METRICS: tuple[Metric, ...] = HEADLINE  # in the registry's order
 METRIC_COLUMNS = ("metric", "label", "unit", "a", "b", "delta", "ratio")
-# On CPU-only traces host ops stand in for kernels and "idle" means no op running: say so in the labels.
-_CPU_LABELS = {
-    "kernels_per_decode_step": "host ops per decode step",
-    "gpu_busy_pct": "busy (some op running)",
-    "gpu_idle_per_decode_step_us": "idle per decode step (no op running)",
-}
 _NOTABLE_CHANGE = 0.10  # a secondary metric enters the sentence when it moved by more than this share
 
 
@@ -43,29 +28,19 @@ class Comparison:
     sentence: str
 
 
-def summary_value(summary: dict, key: str) -> float:
-    """One summary figure as a float, NaN when the trace does not have it."""
-    if key.startswith("itl_") and key.endswith("_ms"):
-        itl = summary.get("itl_ms") or {}
-        value = itl.get(key[len("itl_") : -len("_ms")])
-    else:
-        value = summary.get(key)
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return value if math.isfinite(value) else math.nan
+def summary_value(summary: Summary, key: str) -> float:
+    """One summary figure as a float, NaN when the trace does not have it (see analysis.metrics)."""
+    return metric(key).value(summary)
 
 
 def compare(a: Analysis, b: Analysis, label_a: str = "A", label_b: str = "B") -> Comparison:
     """Compare trace b against trace a (a is the baseline: deltas are b - a)."""
     rows = []
-    cpu_only = not (a.summary.get("on_gpu", True) or b.summary.get("on_gpu", True))
-    for key, label, unit, _ in COMPARED_METRICS:
-        label = _CPU_LABELS.get(key, label) if cpu_only else label
-        va, vb = summary_value(a.summary, key), summary_value(b.summary, key)
+    on_gpu = a.summary.on_gpu or b.summary.on_gpu
+    for m in COMPARED_METRICS:
+        va, vb = m.value(a.summary), m.value(b.summary)
         ratio = vb / va if va and not math.isnan(va) else math.nan
-        rows.append((key, label, unit, va, vb, vb - va, ratio))
+        rows.append((m.key, m.label_for(on_gpu), m.unit, va, vb, vb - va, ratio))
     metrics = pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
     return Comparison(label_a, label_b, metrics, _sentence(metrics, label_a, label_b))
 

@@ -6,13 +6,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from analysis.summary import Summary
+
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | empty
     "request",
     "index",
     "start_ns",
     "end_ns",
-    "tokens",  # new token positions per sequence, <NA> when unknown
+    "tokens",  # new token positions in the step over the whole batch (batch x per sequence), <NA> when unknown
     "batch",  # sequences in the step, <NA> when unknown
     "kernels",
     "launches",
@@ -24,13 +26,12 @@ STEP_COLUMNS = (
     "label",  # the annotation or marker the step came from, "" when inferred
 )
 GAP_COLUMNS = ("start_ns", "end_ns", "dur_ns", "device", "placement", "step", "cause")
-GAP_PLACEMENTS = ("within step", "between steps", "outside generation")
-GAP_CAUSES = ("launch", "sync", "other")
+# placement: within step | between steps | outside generation; cause: launch | sync | other (analysis.gaps)
 
 
 @dataclass(frozen=True)
 class Segmentation:
-    method: str  # e.g. "stepscope-markers", "vllm-annotations", "embedding+lm_head", "none"
+    method: str  # e.g. "stepscope-markers", "vllm-annotations", "embedding-lookup", "kernel-pattern", "none"
     confidence: float
     warnings: tuple[str, ...] = ()
 
@@ -48,7 +49,7 @@ class Finding:
 class Analysis:
     steps: pd.DataFrame  # STEP_COLUMNS + token_ns, graph_launches, itl_ns, outlier (left out of ITL figures)
     gaps: pd.DataFrame  # GAP_COLUMNS, ordered by start
-    summary: dict  # the CLI contract's summary object plus extra keys
+    summary: Summary  # headline figures; analysis.report picks the CLI contract's keys from it
     findings: tuple[Finding, ...]
     segmentation: Segmentation
     top_kernels: pd.DataFrame  # phase, name, count, total_ns, share_pct

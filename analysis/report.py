@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
 
 from analysis.model import Analysis
+from analysis.summary import contract_fields
 from parsers.timeline import Timeline
 
-SUMMARY_KEYS = (
-    "prefill_steps",
-    "decode_steps",
-    "ttft_ms",
-    "itl_ms",
-    "decode_tokens_per_s",
-    "gpu_busy_pct",
-    "kernels_per_decode_step",
-    "launches_per_decode_step",
-    "gpu_idle_per_decode_step_us",
-)
+SUMMARY_KEYS = contract_fields()  # the Summary fields marked for the contract, in order
 
 
 def contract(timeline: Timeline, analysis: Analysis) -> dict:
@@ -35,7 +27,7 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
         },
         "requests": int(analysis.steps["request"].nunique()) if len(analysis.steps) else 0,
         "steps": [_step(row) for row in analysis.steps.itertuples(index=False)],
-        "summary": {k: _clean(analysis.summary.get(k)) for k in SUMMARY_KEYS},
+        "summary": {k: _clean(getattr(analysis.summary, k)) for k in SUMMARY_KEYS},
         "findings": [
             {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in analysis.findings
         ],
@@ -59,6 +51,8 @@ def _step(row) -> dict:
 
 def _clean(value):
     """JSON has no NaN: unknown figures are null."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _clean(dataclasses.asdict(value))
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, float) and not math.isfinite(value):

@@ -94,7 +94,7 @@ def _default_device(loaded: LoadedTrace, record: dict | None) -> str:
     row = match_gpu(name, memory) or (match_gpu(record.get("device")) if record else None)
     if row is not None:
         return row.name
-    return CPU_ROW if loaded.analysis.summary.get("on_gpu") is False else NO_DEVICE
+    return CPU_ROW if not loaded.analysis.summary.on_gpu else NO_DEVICE
 
 
 def _set_fractions(memory: float, flops: float) -> None:
@@ -223,7 +223,7 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
             "context": st.column_config.NumberColumn(help="cached tokens before the step (mean)"),
         },
     )
-    crossover = report.summary.get("compute_bound_prompt_tokens")
+    crossover = report.summary.compute_bound_prompt_tokens
     if crossover:
         st.caption(f"Prefill turns compute bound at {crossover:,} prompt tokens on this device.")
     components.finding_alerts(report.findings)
@@ -238,10 +238,10 @@ def summary_line(report: RooflineReport | None) -> None:
         return
     parts = []
     for phase in ("decode", "prefill"):
-        pct = report.summary.get(f"{phase}_roofline_pct")
+        pct = getattr(report.summary, f"{phase}_roofline_pct")
         if pct is None or (isinstance(pct, float) and math.isnan(pct)):
             continue
-        bound = report.summary.get(f"{phase}_bound")
+        bound = getattr(report.summary, f"{phase}_bound")
         parts.append(f"**{phase.capitalize()} at {pct:.0f}% of roofline** ({bound} bound)")
     if parts:
         device = for_markdown(report.hardware.name)

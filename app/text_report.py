@@ -1,6 +1,12 @@
-"""The analyze command's readable form: the same numbers as --json, laid out for a terminal."""
+"""The analyze command's readable form: the same numbers as --json, laid out for a terminal.
+
+Every metric of the registry (analysis.metrics), one line each, read from the JSON contract's summary."""
 
 from __future__ import annotations
+
+import math
+
+from analysis.metrics import METRICS
 
 
 def render_text(report: dict) -> str:
@@ -13,20 +19,9 @@ def render_text(report: dict) -> str:
         f"{report['requests']} request(s), {len(report['steps'])} step(s)",
     ]
     lines += [f"warning  {w}" for w in seg["warnings"]]
-    s = report["summary"]
-    itl = s["itl_ms"]
-    figures = [
-        ("TTFT", _num(s["ttft_ms"], "ms")),
-        ("ITL p50 / p90 / p99", "n/a" if itl is None else f"{itl['p50']:.3f} / {itl['p90']:.3f} / {itl['p99']:.3f} ms"),
-        ("decode tokens/s", _num(s["decode_tokens_per_s"], "")),
-        ("GPU busy", _num(s["gpu_busy_pct"], "%")),
-        ("prefill / decode steps", f"{s['prefill_steps']} / {s['decode_steps']}"),
-        ("kernels per decode step", _num(s["kernels_per_decode_step"], "")),
-        ("launches per decode step", _num(s["launches_per_decode_step"], "")),
-        ("GPU idle per decode step", _num(s["gpu_idle_per_decode_step_us"], "us")),
-    ]
+    summary = report["summary"]
     lines.append("")
-    lines += [f"{name:<26}{value}" for name, value in figures]
+    lines += [f"{m.label:<26}{_num(m.value(summary), m.unit)}" for m in METRICS]
     if report["steps"]:
         lines += [
             "",
@@ -46,7 +41,9 @@ def render_text(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _num(value, unit: str) -> str:
-    if value is None:
+def _num(value: float, unit: str) -> str:
+    if math.isnan(value):
         return "n/a"
-    return f"{value:,.3f} {unit}".rstrip()
+    if not unit:
+        return f"{value:,.3f}".rstrip("0").rstrip(".")  # counts print as counts, medians with their decimals
+    return f"{value:,.3f} {unit}"

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import pandas as pd
 
 from analysis.compare import COMPARED_METRICS, METRIC_COLUMNS, compare, summary_value
 from analysis.model import Analysis, Segmentation
+from analysis.summary import Summary
 from app.trace_sources import TraceSource, default_pair, default_source
 
 
 def _analysis(**summary) -> Analysis:
-    return Analysis(steps=pd.DataFrame(), gaps=pd.DataFrame(), summary=summary, findings=(),
+    return Analysis(steps=pd.DataFrame(), gaps=pd.DataFrame(), summary=Summary(**summary), findings=(),
                     segmentation=Segmentation("stepscope-markers", 1.0), top_kernels=pd.DataFrame())
 
 
@@ -62,7 +64,7 @@ def test_missing_figures_are_nan_and_the_sentence_falls_back():
 def test_zero_baseline_has_no_ratio():
     zero = _analysis(launches_per_decode_step=0.0)
     assert math.isnan(compare(zero, GRAPH).metrics.set_index("metric").loc["launches_per_decode_step", "ratio"])
-    assert math.isnan(summary_value({"gpu_busy_pct": None}, "gpu_busy_pct"))
+    assert math.isnan(summary_value(Summary(gpu_busy_pct=None), "gpu_busy_pct"))
 
 
 def _source(name: str, origin: str = "sample", mode: str | None = None) -> TraceSource:
@@ -84,8 +86,8 @@ def test_default_choices_prefer_eager_and_a_graph_pair():
 
 
 def test_cpu_only_pairs_name_host_ops_not_gpu():
-    cpu_eager = _analysis(**{**EAGER.summary, "on_gpu": False})
-    cpu_compiled = _analysis(**{**GRAPH.summary, "on_gpu": False})
+    cpu_eager = _analysis(**{**asdict(EAGER.summary), "on_gpu": False})
+    cpu_compiled = _analysis(**{**asdict(GRAPH.summary), "on_gpu": False})
     result = compare(cpu_eager, cpu_compiled, "cpu eager", "cpu compile")
     labels = result.metrics.set_index("metric")["label"]
     assert labels["kernels_per_decode_step"] == "host ops per decode step"

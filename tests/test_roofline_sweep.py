@@ -82,4 +82,4 @@ def test_analyze_reads_the_run_json_beside_a_real_cpu_run(tmp_path):
     assert (rows["efficiency_pct"] > 0).all() and (rows["measured_ms"] > 0).all()
     merged = with_roofline(analysis, report)
     assert {f.id for f in merged.findings} >= {"roofline-prefill", "roofline-decode"}
-    assert merged.summary["decode_roofline_pct"] > 0
+    assert merged.summary.roofline.decode_roofline_pct > 0

@@ -4,7 +4,7 @@
     cost = prefill_cost(shape, prompt_tokens=7)                   # accounting
     e = estimate(cost, gpu_by_name("H100"))                       # hardware, gpus
     report = roofline_for_trace(path, analysis, *timeline_device(timeline))   # sources, compare
-    analysis = with_roofline(analysis, report)                    # summary keys + findings added
+    analysis = with_roofline(analysis, report)                    # summary.roofline + findings added
 
 No torch, Streamlit or Plotly here.
 """

@@ -35,7 +35,7 @@ def itl_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
 
 def per_step_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
     """Kernels, launches and GPU idle per decode step, one small chart each (host ops and idle on CPU traces)."""
-    on_gpu = a.analysis.summary.get("on_gpu", True) or b.analysis.summary.get("on_gpu", True)
+    on_gpu = a.analysis.summary.on_gpu or b.analysis.summary.on_gpu
     columns = (
         ("kernels", "kernels" if on_gpu else "host ops", 1),
         ("launches", "launches", 1),
