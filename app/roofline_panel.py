@@ -29,6 +29,7 @@ from analysis.roofline import (
 from analysis.roofline.compare import format_bytes
 from app import components
 from app.cache import LoadedTrace
+from app.model_shapes import model_shape
 from app.safe_text import for_markdown
 from app.trace_sources import TraceSource
 from collectors.presets import DEFAULT_PRESET, PRESETS
@@ -81,8 +82,6 @@ def cached_report(
         if trace_path is None:
             return None
         return roofline_for_trace(trace_path, _loaded.analysis, *timeline_device(_loaded.timeline), hardware=hardware)
-    from app.cli_roofline import model_shape
-
     shape = model_shape(choice.preset, choice.dtype)
     return roofline_report(_loaded.analysis, shape, hardware, prompt_tokens=choice.prompt_tokens)
 

@@ -90,3 +90,19 @@ def test_an_unusable_run_json_beside_the_trace_does_not_fail_the_analysis(tmp_pa
     result = run_cli("analyze", str(tmp_path / "trace.json"), "--json")
     assert result.returncode == 0
     assert json.loads(result.stdout)["steps"]
+
+
+def test_every_subcommand_reports_user_errors_through_one_exit(capsys):
+    from app.cli import main
+
+    cases = {
+        ("roofline", "--model", "tiny-llama", "--gpu", "h100", "--batch", "0"): "error: --batch must be at least 1",
+        ("roofline", "--model", "no-such-model", "--gpu", "h100"): "error: model 'no-such-model' is neither",
+        ("analyze", "no/such/trace.json"): "error: cannot open",
+        ("export", "no/such/trace.json", "--perfetto", "x.pftrace"): "error: cannot open",
+    }
+    for argv, start in cases.items():
+        assert main(list(argv)) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.err.startswith(start) and captured.err.count("\n") == 1, captured.err
+        assert captured.out == ""

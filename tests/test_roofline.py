@@ -168,7 +168,7 @@ def test_cpu_calibration_measures_positive_figures_once():
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli_roofline", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "app.cli", "roofline", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
 
 

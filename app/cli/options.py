@@ -1,8 +1,4 @@
-"""What the analyze and export commands share: the analysis options and reading + analysing a trace.
-
-A module of its own because app.cli runs as __main__ under `python -m app.cli`: the
-subcommand modules cannot import from it without loading it a second time.
-"""
+"""What the analyze and export commands share: the analysis options and reading + analysing a trace."""
 
 from __future__ import annotations
 
