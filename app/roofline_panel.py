@@ -33,6 +33,7 @@ from app.model_shapes import model_shape
 from app.safe_text import for_markdown
 from app.trace_sources import TraceSource
 from collectors.presets import DEFAULT_PRESET, PRESETS
+from contracts.run_record import RunRecord
 
 CPU_ROW = "CPU (this machine, measured)"
 NO_DEVICE = "(none: skip)"
@@ -86,11 +87,11 @@ def cached_report(
     return roofline_report(_loaded.analysis, shape, hardware, prompt_tokens=choice.prompt_tokens)
 
 
-def _default_device(loaded: LoadedTrace, record: dict | None) -> str:
-    if record is not None and record.get("device_type") == "cpu":
+def _default_device(loaded: LoadedTrace, record: RunRecord | None) -> str:
+    if record is not None and record.device_type == "cpu":
         return CPU_ROW
     name, memory = timeline_device(loaded.timeline)
-    row = match_gpu(name, memory) or (match_gpu(record.get("device")) if record else None)
+    row = match_gpu(name, memory) or (match_gpu(record.device) if record else None)
     if row is not None:
         return row.name
     return CPU_ROW if not loaded.analysis.summary.on_gpu else NO_DEVICE
@@ -101,7 +102,7 @@ def _set_fractions(memory: float, flops: float) -> None:
     st.session_state[FLOPS_FRACTION_KEY] = flops
 
 
-def _controls(loaded: LoadedTrace, record: dict | None) -> RooflineChoice:
+def _controls(loaded: LoadedTrace, record: RunRecord | None) -> RooflineChoice:
     key = loaded.sha256[:12]
     devices = [NO_DEVICE, *GPUS, CPU_ROW]
     default_device = _default_device(loaded, record)
@@ -190,11 +191,10 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
     st.subheader("Expected vs measured (roofline)")
     record = find_run_record(source.path) if source.path is not None else None
     if record is not None:
-        spec = record.get("spec") or {}
         st.caption(
             f"Model, dtype and prompt length from the run.json beside the trace "
-            f"({for_markdown(spec.get('preset') or (record.get('model') or {}).get('source') or 'model')}, "
-            f"{for_markdown(record.get('dtype'))}, prompt {for_markdown(record.get('prompt_len'))} tokens)."
+            f"({for_markdown(record.spec.get('preset') or record.model_source or 'model')}, "
+            f"{for_markdown(record.dtype)}, prompt {for_markdown(record.prompt_len)} tokens)."
         )
     choice = _controls(loaded, record)
     if choice.device == NO_DEVICE:
@@ -203,7 +203,7 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
     if record is None and choice.preset is None:
         st.info("No run.json beside this trace: pick the model it ran (a preset's shapes) to see the roofline.")
         return None
-    cpu_name = (record or {}).get("device") if record else timeline_device(loaded.timeline)[0]
+    cpu_name = record.device if record else timeline_device(loaded.timeline)[0]
     try:
         report = cached_report(loaded.sha256, str(source.path) if record else None, cpu_name, choice, loaded)
     except ValueError as exc:

@@ -153,11 +153,13 @@ def _profile_into(
 ) -> Path:
     import torch
 
+    from contracts.run_record import write_run_record
+
     from .devices import device_name
     from .model_loading import build_preset, load_pretrained
     from .profiling import ProfilerOptions, ProfileWindow
     from .prompts import prompt_ids
-    from .run_record import build_record, timings, write_json_atomically
+    from .run_record import build_record, timings
     from .step_tracker import StepTracker
 
     notify("load model", 0, 1)
@@ -227,7 +229,7 @@ def _profile_into(
         timing=timings(tracker.token_times_ms, profiled_decodes, window.capped),
         expected_markers={"prefill": spec.requests, "decode": spec.requests * profiled_decodes},
     )
-    write_json_atomically(partial / "run.json", record)
+    write_run_record(partial, record)
     final = runs_dir / _run_id(spec, device.type)
     os.replace(partial, final)
     del loop, loaded

@@ -21,35 +21,7 @@ prefill of the shortest length) is timed the same way. Expected times use the ro
 analysis.roofline: the calibrated CPU, or the GPU table's row for the device's name; --hbm-gbps
 and --tflops override either. Without a table row and without figures, "expected" is null.
 
-sweep.json (schema "stepscope.sweep/1"; keys are only ever added):
-
-    {
-      "schema": "stepscope.sweep/1",
-      "model": {"source": "preset:NAME"|"local:PATH"|"hub:ID", "parameters": int, "config": {...}},
-      "device": str, "device_type": "cpu"|"cuda", "dtype": "float32"|"bfloat16"|"float16",
-      "batch": int, "repeats": int,
-      "hardware": {"name": str, "memory_gbps": float, "tflops": float, "source": str} | null,
-      "points": [{"prompt_tokens": int, "measured_ms": float, "runs_ms": [float],
-                  "expected_ms": float|null, "memory_ms": float|null, "compute_ms": float|null,
-                  "bound": "memory"|"compute"|null, "bytes": int, "flops": int}],   ordered by length
-      "decode_step": {"context": int, "measured_ms": float, "runs_ms": [float],
-                      "expected_ms": float|null, "bound": str|null, "bytes": int, "flops": int},
-      "marks": {
-        "compute_bound_prompt_tokens": int|null,   expected: shortest prompt whose prefill is compute
-                                                   bound (may lie outside the swept range)
-        "prefill_equals_decode_tokens": float|null,  measured: where the prefill time curve crosses
-                                                   one decode step (linear between points); null if
-                                                   no point is below or none above the decode step
-        "prefill_equals_decode_expected_tokens": int|null   the same on the expected curve. In the
-                                                   roofline a short prefill costs what a decode step
-                                                   does (one read of the weights), so this is the
-                                                   first length whose expected prefill exceeds the
-                                                   expected decode step by over 10 %: near the
-                                                   compute-bound mark, a little before it when the
-                                                   prompt's activation and KV bytes add up first
-      },
-      "created": ISO 8601 UTC
-    }
+sweep.json's schema, reader and writer: contracts.sweep_record.
 """
 
 from __future__ import annotations
@@ -70,10 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.sweep_record import SCHEMA as SWEEP_SCHEMA
+from contracts.sweep_record import write_sweep_record
+
 from .errors import CollectorError
 from .torch_setup import torch_and_device
 
-SCHEMA = "stepscope.sweep/1"
 STAGES = ("load model", "sweep", "decode step", "write")
 EQUAL_COST_MARGIN = 1.10  # expected prefill above this times the decode step no longer "costs as much"
 ProgressCallback = Callable[[str, int, int], None]
@@ -212,7 +186,7 @@ def _sweep(spec: SweepSpec, device: Any, dtype: Any, notify: ProgressCallback) -
     d = _point(decode_context, decode, decode_cost(shape, decode_context, spec.batch), hardware, estimate)
     decode_step = {"context": decode_context, **{k: v for k, v in d.items() if k != "prompt_tokens"}}
     return {
-        "schema": SCHEMA,
+        "schema": SWEEP_SCHEMA,
         "model": {"source": loaded.source, "parameters": shape.parameters, "config": config_dict},
         "device": name,
         "device_type": device.type,
@@ -348,14 +322,12 @@ def measured_crossing(points: list[dict], decode_ms: float) -> float | None:
 
 def _write(result: dict[str, Any], runs_dir: Path, spec: SweepSpec, device_type: str) -> Path:
     """Into a hidden partial folder, then renamed into place: readers never see half a sweep."""
-    from .run_record import write_json_atomically
-
     source = spec.preset if spec.model is None else Path(spec.model.rstrip("/")).name
     source = re.sub(r"[^A-Za-z0-9._-]+", "_", source or "model")
     final = runs_dir / f"{time.strftime('%Y%m%d-%H%M%S')}_{device_type}_{source}_sweep_{secrets.token_hex(2)}"
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=runs_dir))
     try:
-        write_json_atomically(partial / "sweep.json", result)
+        write_sweep_record(partial, result)
         partial.chmod(0o755)
         os.replace(partial, final)
     except OSError as exc:

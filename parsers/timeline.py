@@ -81,6 +81,6 @@ class Timeline:
             info = self.meta.devices.get(int(ordinal))
             if info and info.name:
                 return info.name
-        run = self.meta.extra.get("run")
-        device = run.get("device") if isinstance(run, dict) else None
+        run = self.meta.extra.get("run")  # a contracts.run_record.RunRecord (parsers.run_sidecar)
+        device = getattr(run, "device", None)
         return device[:200] if isinstance(device, str) and device else None

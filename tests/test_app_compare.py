@@ -11,6 +11,7 @@ from analysis.compare import COMPARED_METRICS, METRIC_COLUMNS, compare, summary_
 from analysis.model import Analysis, Segmentation
 from analysis.summary import Summary
 from app.trace_sources import TraceSource, default_pair, default_source
+from contracts.run_record import RunRecord
 
 
 def _analysis(**summary) -> Analysis:
@@ -68,7 +69,7 @@ def test_zero_baseline_has_no_ratio():
 
 
 def _source(name: str, origin: str = "sample", mode: str | None = None) -> TraceSource:
-    info = {"spec": {"mode": mode}} if mode else {}
+    info = RunRecord(spec={"mode": mode}) if mode else None
     return TraceSource(f"{origin}:{name}", name, origin, None, info)
 
 

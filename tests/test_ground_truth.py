@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from analysis import analyze
-from collectors.markers import MARKER_PREFIX, parse_marker
 from collectors.run import RunSpec, run_profiled_generation
+from contracts.markers import MARKER_PREFIX, parse_marker
 from parsers import load_trace
 
 CASES = {

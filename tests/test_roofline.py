@@ -289,7 +289,7 @@ def test_run_json_beside_a_trace_gives_the_model_and_the_device(tmp_path):
     }
     (tmp_path / "run.json").write_text(json.dumps(record))
     trace = tmp_path / "trace.json.gz"
-    assert find_run_record(trace)["prompt_len"] == 7
+    assert find_run_record(trace).prompt_len == 7
     shape = shape_from_run_record(find_run_record(tmp_path))
     assert shape.dtype_bytes == 2 and shape.name == "llama-3-8b"  # run dtype wins over the config's
     report = roofline_for_trace(trace, _analysis(9.0, 15.0, 0.5), device_name=None)
