@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.navigation import ANALYZE_KEY, COMPARE_KEYS
 from app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
-from tests.test_app_fixtures import FIXTURE_SAMPLES, XSS_KERNEL, synthetic_trace, write_synthetic_trace
+from tests.app_samples import FIXTURE_SAMPLES, XSS_KERNEL, synthetic_trace, write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "app" / "views"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_app_fixtures import FIXTURE_SAMPLES, XSS_KERNEL, write_synthetic_trace
+from tests.app_samples import FIXTURE_SAMPLES, XSS_KERNEL, write_synthetic_trace
 
 pytestmark = pytest.mark.browser
 

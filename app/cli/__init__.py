@@ -1,6 +1,6 @@
-"""Command line: `python -m app.cli analyze|roofline|export ...`.
+"""Command line: `python -m app.cli analyze|roofline|export|sweep ...`.
 
-One subcommand per module (analyze, roofline, export); each registers its parser and a handler
+One subcommand per module (analyze, roofline, export, sweep); each registers its parser and a handler
 that returns the exit status. Anything the user can fix ends here, in `main`, as exit status 2
 and one line on stderr starting with "error:"; a traceback would be a bug.
 """
@@ -34,11 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from app.cli import analyze, export, roofline
+    from app.cli import analyze, export, roofline, sweep
 
     parser = argparse.ArgumentParser(prog="python -m app.cli", description="Stepscope: where every token's time goes.")
     sub = parser.add_subparsers(dest="command", required=True)
     analyze.add_parser(sub)
     roofline.add_parser(sub)
     export.add_parser(sub)
+    sweep.add_parser(sub)
     return parser
