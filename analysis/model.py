@@ -30,9 +30,10 @@ GAP_CAUSES = ("launch", "sync", "other")
 
 @dataclass(frozen=True)
 class Segmentation:
-    method: str  # e.g. "stepscope-markers", "vllm-annotations", "embedding+lm_head", "none"
+    method: str  # the strategy that found the steps: "stepscope-markers", "host-forwards", ..., "none"
     confidence: float
     warnings: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()  # what decided the steps and their kinds, one line each
 
 
 @dataclass(frozen=True)
