@@ -161,7 +161,10 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
     ]
     if processes > 1:
         pname = views.timeline.meta.process_names.get(int(pid), "")
-        evidence.append(f"{processes} processes have forwards: process {int(pid)} {pname[:60]!r} has the most")
+        evidence.append(
+            f"{processes} processes (ranks) have forwards: process {int(pid)} {pname[:60]!r} has the most; "
+            "its steps, launches and devices are measured"
+        )
     if (~holds).any():
         evidence.append(f"{int((~holds).sum())} forward span(s) with no {what}: empty steps")
 
@@ -194,6 +197,8 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
     request, index = requests_opened_by(kind == "prefill")
     steps = boundary_frame(start, end, kind=kind, request=request, index=index, tokens=tokens, batch=batch,
                            label=name[:200])
+    if processes > 1:
+        steps.attrs["process"] = int(pid)  # analyze() measures this process and the devices it launched on
     return views.result(steps, "host-forwards", confidence, evidence=evidence)
 
 
