@@ -38,115 +38,119 @@ FORWARD_HINT = re.compile(r"execute_model|ForCausalLM|Torch-Compiled Region|Comp
 MIN_FORWARDS = 2
 MIN_HANDOFF_SHARE = 0.9  # of gaps between consecutive forwards that hold a handoff
 MIN_COVERAGE = 0.5  # share of the process's work inside the forward spans
+REQUEST_PAUSE = 4.0  # without any size evidence, a pause this many times the typical spacing opens a request
 PREFILL_FACTOR = 2.0  # a forward this many times the typical (decode) forward's size is a prefill
 
 
 def host_forwards(views: Views) -> Found | None:
     ev = views.events
-    spans_mask = ev["kind"].isin(SPAN_KINDS).to_numpy() & (ev["dur"].to_numpy() > 0)
-    if not spans_mask.any():
+    kind = ev["kind"]
+    ts, dur, pid_all = ev["ts"].to_numpy(), ev["dur"].to_numpy(), ev["pid"].to_numpy()
+    span_rows = np.flatnonzero(kind.isin(SPAN_KINDS).to_numpy() & (dur > 0))
+    if len(span_rows) < MIN_FORWARDS:
         return None
-    gpu = ev["kind"].isin(("kernel", "memcpy", "memset")).to_numpy()
-    gpu_corr = np.unique(ev["correlation"].to_numpy()[gpu & (ev["correlation"].to_numpy() >= 0)])
-    calls = views.launch_calls
-    is_launch = np.isin(calls["correlation"].to_numpy(), gpu_corr) | calls["name"].isin(_GRAPH_NAMES).to_numpy()
-    launches = calls[is_launch]
-    handoffs = ev[name_matches(ev["name"], HANDOFF)]
-    spans_all = ev[spans_mask]
+    codes, names = _name_codes(ev["name"])
+    corr = ev["correlation"].to_numpy()
+    gpu = kind.isin(("kernel", "memcpy", "memset")).to_numpy()
+    calls = kind.isin(("runtime", "driver")).to_numpy()
+    launch = calls & (np.isin(corr, np.unique(corr[gpu & (corr >= 0)])) | ev["name"].isin(_GRAPH_NAMES).to_numpy())
+    host_op = (kind == "cpu_op").to_numpy()
+    handoff = name_matches(ev["name"], HANDOFF)
     best: tuple | None = None
-    candidates = 0
-    for pid in np.unique(spans_all["pid"].to_numpy()):  # one pass per process (a rank), not per event
-        work = launches[launches["pid"] == pid]
-        on_device = len(work) > 0
-        if not on_device:
-            work = views.ops[views.ops["pid"] == pid]
+    processes = 0
+    for pid in np.unique(pid_all[span_rows]):  # one pass per process (a rank), not per event
+        own = pid_all == pid
+        on_device = bool((launch & own).any())
+        work = ts[(launch if on_device else host_op) & own]  # the frame is sorted by ts: so are these
         if len(work) < MIN_FORWARDS:
             continue
-        found = _forward_spans(
-            spans_all[spans_all["pid"].to_numpy() == pid],
-            np.sort(work["ts"].to_numpy()),
-            np.sort(handoffs.loc[handoffs["pid"] == pid, "ts"].to_numpy()),
-        )
+        rows = span_rows[own[span_rows]]
+        found = _forward_spans(codes[rows], ts[rows], ts[rows] + dur[rows], work, ts[handoff & own], names)
         if found is None:
             continue
-        candidates += 1
+        processes += 1
         if best is None or found[1] > best[1][1]:
             best = (pid, found, on_device)
     if best is None:
         return None
     pid, (name, n_work, coverage, spans), on_device = best
-    return _label(views, pid, name, n_work, coverage, spans, on_device, candidates)
+    return _label(views, pid, name, n_work, coverage, spans, on_device, processes)
 
 
 _GRAPH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
 
 
-def _forward_spans(spans: pd.DataFrame, work: np.ndarray, handoffs: np.ndarray):
-    """(name, forwards holding work, share of work covered, outermost spans) of the best candidate, or None."""
-    codes = spans["name"].cat.codes.to_numpy() if isinstance(spans["name"].dtype, pd.CategoricalDtype) else (
-        pd.factorize(spans["name"])[0]
-    )
-    counts = np.bincount(codes[codes >= 0])
-    repeated = (codes >= 0) & (counts[np.maximum(codes, 0)] >= MIN_FORWARDS)
-    if not repeated.any():
+def _name_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        return names.cat.codes.to_numpy().astype(np.int64), np.asarray(names.cat.categories, dtype=object)
+    codes, uniques = pd.factorize(names)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+def _forward_spans(code, start, end, work: np.ndarray, handoffs: np.ndarray, names: np.ndarray):
+    """(name, forwards holding work, share of work covered, outermost spans) of the best candidate, or None.
+
+    All names are scored at once: spans sorted by (name, start), per-name sums by bincount.
+    """
+    counts = np.bincount(np.maximum(code, 0), minlength=len(names))
+    keep = (code >= 0) & (counts[np.maximum(code, 0)] >= MIN_FORWARDS)
+    code, start, end = code[keep], start[keep], end[keep]
+    if not len(code):
         return None
-    frame = pd.DataFrame(
-        {"code": codes[repeated], "ts": spans["ts"].to_numpy()[repeated], "end": spans["ts"].to_numpy()[repeated]
-         + spans["dur"].to_numpy()[repeated]}
-    ).sort_values(["code", "ts"], kind="stable")
+    order = np.lexsort((start, code))
+    code, start, end = code[order], start[order], end[order]
     # outermost occurrences of each name: drop any that starts inside an earlier one of the same name
-    previous_end = frame.groupby("code", sort=False)["end"].cummax().groupby(frame["code"], sort=False).shift(1)
-    frame = frame[previous_end.isna().to_numpy() | (frame["ts"].to_numpy() >= previous_end.to_numpy())]
-    first = np.searchsorted(work, frame["ts"].to_numpy(), side="left")
-    after = np.searchsorted(work, frame["end"].to_numpy(), side="left")
-    frame = frame.assign(work=after - first, first=first, after=after)
-    holding = frame[frame["work"].to_numpy() > 0]
-    if holding.empty:
+    outer = ~_inside_earlier(code, start, end)
+    code, start, end = code[outer], start[outer], end[outer]
+    first = np.searchsorted(work, start, side="left")
+    after = np.searchsorted(work, end, side="left")
+    held = after - first
+    h = np.flatnonzero(held > 0)
+    if len(h) < MIN_FORWARDS:
         return None
+    hc = code[h]
     # between the last work of one forward and the first work of the next, the host takes the token
-    same = np.append(holding["code"].to_numpy()[1:] == holding["code"].to_numpy()[:-1], False)
-    last_work = work[holding["after"].to_numpy() - 1]
-    next_first = work[np.minimum(np.append(holding["first"].to_numpy()[1:], 0), len(work) - 1)]
+    same = np.append(hc[1:] == hc[:-1], False)
+    last_work = work[after[h] - 1]
+    next_first = work[np.append(first[h][1:], 0)]
     between = np.searchsorted(handoffs, next_first, side="left") - np.searchsorted(handoffs, last_work, side="right")
-    per_name = pd.DataFrame(
-        {
-            "code": holding["code"].to_numpy(),
-            "work": holding["work"].to_numpy(),
-            "gap": same,
-            "handoff": same & (between > 0),
-            "dur": holding["end"].to_numpy() - holding["ts"].to_numpy(),
-        }
-    ).groupby("code", sort=False).agg(
-        n=("work", "size"),
-        covered=("work", "sum"),
-        gaps=("gap", "sum"),
-        handoffs=("handoff", "sum"),
-        dur=("dur", "mean"),
-    )
-    separated = per_name["handoffs"] >= MIN_HANDOFF_SHARE * per_name["gaps"]
-    per_name = per_name[(per_name["n"] >= MIN_FORWARDS) & separated]
-    if per_name.empty:
+    m = len(names)
+    n = np.bincount(hc, minlength=m)
+    covered = np.bincount(hc, weights=held[h], minlength=m)
+    gaps = np.bincount(hc, weights=same, minlength=m)
+    separated = np.bincount(hc, weights=same & (between > 0), minlength=m)
+    total_dur = np.bincount(hc, weights=(end - start)[h], minlength=m)
+    coverage = covered / len(work)
+    ok = np.flatnonzero((n >= MIN_FORWARDS) & (separated >= MIN_HANDOFF_SHARE * gaps) & (coverage >= MIN_COVERAGE))
+    if not len(ok):
         return None
-    per_name["coverage"] = per_name["covered"] / len(work)
-    per_name = per_name[per_name["coverage"] >= MIN_COVERAGE]
-    if per_name.empty:
-        return None
-    names = spans["name"].cat.categories if isinstance(spans["name"].dtype, pd.CategoricalDtype) else (
-        pd.factorize(spans["name"])[1]
-    )
-    labels = np.asarray(names)[per_name.index.to_numpy()].astype(str)
-    per_name = per_name.assign(
-        label=labels,
-        hint=name_matches(pd.Series(labels, dtype=object), FORWARD_HINT),
-        coverage_pct=np.round(100 * per_name["coverage"]).astype(int),
-    )
     # most forwards; then most of the work; then a known forward name; then the outermost (longest)
-    ranked = per_name.sort_values(["n", "coverage_pct", "hint", "dur"], ascending=False, kind="stable")
-    chosen, code = ranked.iloc[0], ranked.index[0]
-    own = frame[frame["code"].to_numpy() == code]
-    first_holding = own["ts"].to_numpy()[own["work"].to_numpy() > 0][0]
-    own = own[own["ts"].to_numpy() >= first_holding]  # spans before the first forward are set-up, not steps
-    return str(chosen["label"]), int(chosen["n"]), float(chosen["coverage"]), own
+    ranked = sorted(
+        ok,
+        key=lambda c: (n[c], round(100 * coverage[c]), bool(FORWARD_HINT.search(str(names[c]))), total_dur[c] / n[c]),
+        reverse=True,
+    )  # a few candidate names, not events
+    chosen = ranked[0]
+    mine = code == chosen
+    first_holding = start[mine & (held > 0)][0]
+    mine &= start >= first_holding  # spans before the first forward are set-up, not steps
+    spans = pd.DataFrame({"ts": start[mine], "end": end[mine], "work": held[mine]})
+    return str(names[chosen]), int(n[chosen]), float(coverage[chosen]), spans
+
+
+def _inside_earlier(code: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For spans sorted by (code, start): whether each starts before an earlier span of its code has ended."""
+    group = np.cumsum(np.append(True, code[1:] != code[:-1])) - 1
+    base = int(min(start.min(), end.min()))
+    width = int(end.max()) - base + 1
+    if width * (int(group[-1]) + 1) >= 1 << 62:  # compress times to ranks so the offsets cannot overflow
+        _, inverse = np.unique(np.concatenate([start, end]), return_inverse=True)
+        start, end, base, width = inverse[: len(start)], inverse[len(start) :], 0, len(start) * 2 + 1
+    # one running max over all names: each name's times are offset above every earlier name's
+    offset = group.astype(np.int64) * width - base
+    running = np.maximum.accumulate(end + offset)
+    previous = np.append(np.iinfo(np.int64).min, running[:-1])
+    return start + offset < previous
 
 
 def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd.DataFrame, on_device: bool,
@@ -177,7 +181,7 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
         confidence = 0.85
     else:
         size, source, confidence = _forward_sizes(views, ev, start, end, on_device)
-        ref = np.percentile(size[holds], 25) if holds.any() else 0
+        ref = np.percentile(size[holds], 25) if size is not None and holds.any() else 0
         big = holds & (size > PREFILL_FACTOR * ref) if ref > 0 else np.zeros(len(start), dtype=bool)
         if big.any():
             kind[big] = "prefill"
@@ -186,11 +190,12 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
                 "taken as prefill (no input shapes recorded)"
             )
         else:
-            first_of = np.zeros(len(start), dtype=bool)
-            first_of[np.flatnonzero(holds)[:1]] = True
-            kind[first_of] = "prefill"
+            kind[_first_of_requests(start, end, holds)] = "prefill"
             confidence = 0.5
-            evidence.append(f"kinds by position: {source} does not set any forward apart; the first taken as prefill")
+            evidence.append(
+                f"kinds by position ({source}): the first forward, and any after a pause over "
+                f"{REQUEST_PAUSE:g}x the typical pause between forwards, taken as a request's prefill"
+            )
     kind[~holds] = "empty"
     if tokens is None:
         tokens = batch = None
@@ -200,6 +205,20 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
     if processes > 1:
         steps.attrs["process"] = int(pid)  # analyze() measures this process and the devices it launched on
     return views.result(steps, "host-forwards", confidence, evidence=evidence)
+
+
+def _first_of_requests(start: np.ndarray, end: np.ndarray, holds: np.ndarray) -> np.ndarray:
+    """Forwards that open a request when nothing says which are prefills: the first, and any after a long pause
+    (the host time between one forward's end and the next one's start; forward lengths vary too much)."""
+    idx = np.flatnonzero(holds)
+    opens = np.zeros(len(start), dtype=bool)
+    if not len(idx):
+        return opens
+    opens[idx[0]] = True
+    if len(idx) > 2:
+        pauses = start[idx[1:]] - end[idx[:-1]]
+        opens[idx[1:]] = pauses > REQUEST_PAUSE * max(np.median(pauses), 1)
+    return opens
 
 
 def _shapes_inside(emb: pd.DataFrame, start: np.ndarray, end: np.ndarray):
@@ -248,4 +267,5 @@ def _forward_sizes(views: Views, ev: pd.DataFrame, start: np.ndarray, end: np.nd
         if ok.any():
             dur = kernels["dur"].to_numpy().astype(np.float64)
             return np.bincount(owner[ok], weights=dur[ok], minlength=len(start)), "kernel time per forward", 0.7
-    return (end - start).astype(np.float64), "host time per forward", 0.6
+    # host time alone is too noisy to size a forward (a CPU trace, the profiler's own overhead): say so
+    return None, "no device work to size the forwards", 0.5
