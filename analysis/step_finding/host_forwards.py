@@ -10,6 +10,8 @@ the call tree, not from its name:
 - consecutive forwards are separated by the host taking the token (a sync, a device-to-host copy,
   argmax/multinomial) between the last work of one and the first work of the next: the pieces
   of one forward (layers, piecewise CUDA graphs) have no such handoff between them;
+- no stretch of work outside the spans is as large as half a forward (a span only around the compiled
+  decodes misses the eager prefill);
 - of those, the one repeating most often among those holding most of the work is the forward
   (a span per request or per engine loop repeats less); known names only break ties.
 
@@ -37,6 +39,7 @@ HANDOFF = re.compile(
 FORWARD_HINT = re.compile(r"execute_model|ForCausalLM|Torch-Compiled Region|CompiledFunction|ProfilerStep#|forward")
 MIN_FORWARDS = 2
 MIN_HANDOFF_SHARE = 0.9  # of gaps between consecutive forwards that hold a handoff
+MAX_OUTSIDE_SHARE = 0.5  # of a forward's typical work: more than this outside any span is a forward missed
 MIN_COVERAGE = 0.5  # share of the process's work inside the forward spans
 REQUEST_PAUSE = 4.0  # without any size evidence, a pause this many times the typical spacing opens a request
 PREFILL_FACTOR = 2.0  # a forward this many times the typical (decode) forward's size is a prefill
@@ -121,7 +124,17 @@ def _forward_spans(code, start, end, work: np.ndarray, handoffs: np.ndarray, nam
     separated = np.bincount(hc, weights=same & (between > 0), minlength=m)
     total_dur = np.bincount(hc, weights=(end - start)[h], minlength=m)
     coverage = covered / len(work)
-    ok = np.flatnonzero((n >= MIN_FORWARDS) & (separated >= MIN_HANDOFF_SHARE * gaps) & (coverage >= MIN_COVERAGE))
+    # every forward must be inside a span: no stretch of work between (or before, after) them as big as one
+    outside = np.zeros(m)
+    np.maximum.at(outside, hc, np.where(same, np.append(first[h][1:], 0) - after[h], 0))
+    opens = np.append(True, ~same[:-1])
+    np.maximum.at(outside, hc[opens], first[h][opens])
+    np.maximum.at(outside, hc[~same], len(work) - after[h][~same])
+    typical = np.zeros(m)
+    typical[n > 0] = covered[n > 0] / n[n > 0]
+    whole = outside < MAX_OUTSIDE_SHARE * typical
+    ok = (n >= MIN_FORWARDS) & (separated >= MIN_HANDOFF_SHARE * gaps) & (coverage >= MIN_COVERAGE) & whole
+    ok = np.flatnonzero(ok)
     if not len(ok):
         return None
     # most forwards; then most of the work; then a known forward name; then the outermost (longest)
