@@ -76,8 +76,21 @@ class _Rank:
             t += dur + 0.5
         self.gpu_free = t
 
+    def _group(self, t: float, names: list[tuple[str, float, int]], eager: bool, graphs: int) -> tuple[float, int]:
+        """Kernels replayed by one graph launch, or (an eager decode, an odd batch size) launched one by one."""
+        if not eager:
+            self._kernels(t, names, f"{self.api}GraphLaunch")
+            return t + 6.0, graphs + 1
+        for item in names:
+            self._kernels(t, [item], f"{self.api}LaunchKernel")
+            t += 5.0
+        return t, graphs
+
     def forward(self, t: float, kind: str, truth: Truth | None) -> float:
-        """One execute_model call from t; returns where the host is when it returns."""
+        """One execute_model call from t; returns where the host is when it returns. Kind "eager-decode" is a
+        decode forward run without graphs."""
+        eager = kind == "eager-decode"
+        kind = "decode" if eager else kind
         starts = [t + 2.0 * i for i in range(len(PYTHON_STACK) - 2)]
         runner_start = starts[-1] + 2.0
         t = runner_start + 40.0  # input preparation
@@ -107,10 +120,8 @@ class _Rank:
                         ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL" if k == 8 else f"decode_layer_kernel_{k}", 12.7, 8)
                         for k in range(DECODE_KERNELS_PER_LAYER)
                     ]
-                    self._kernels(t, names, f"{self.api}GraphLaunch")
-                    t += 6.0
+                    t, launches = self._group(t, names, eager, launches)
                     kernels += DECODE_KERNELS_PER_LAYER
-                    launches += 1
             if kind == "prefill":
                 for k in range(PREFILL_HEAD_KERNELS):
                     self._kernels(t, [(f"head_kernel_{k}", 60.0, 2 * self.prompt)], f"{self.api}LaunchKernel")
@@ -118,10 +129,8 @@ class _Rank:
                     kernels += 1
             else:
                 head = [(f"head_kernel_{k}", 12.0, 8) for k in range(HEAD_GRAPH_KERNELS)]
-                self._kernels(t, graph_kernels + head, f"{self.api}GraphLaunch")
-                t += 6.0
+                t, launches = self._group(t, graph_kernels + head, eager, launches)
                 kernels += HEAD_GRAPH_KERNELS
-                launches += 1
             self.events.append(_py(MODULE, forward_start, t - forward_start, self.pid))
             self.events.append(_py(PYTHON_STACK[-1], forward_start - 2.0, t - forward_start + 4.0, self.pid))
             t += 5.0
@@ -155,14 +164,15 @@ class _Rank:
 
 def serving_trace(decode_steps: int = 9, prompt_tokens: int = 1049, ranks: int = 2, late_ranks_skip: int = 2,
                   scheduler_us: float = 300.0, api: str = "cuda", full_graph: bool = False,
-                  device_name: str = "Synthetic GPU") -> tuple[dict, Truth]:
+                  device_name: str = "Synthetic GPU", eager_decodes: tuple[int, ...] = ()) -> tuple[dict, Truth]:
     """A Kineto document of `ranks` worker processes running 1 prefill, `decode_steps` decodes and one empty
     execute_model. Ranks after the first start being profiled `late_ranks_skip` forwards late. `api` "hip"
     names the launches as ROCm does; `full_graph` replays each decode forward as one graph instead of one
-    per layer."""
+    per layer; the decode forwards numbered in `eager_decodes` (1 = the first decode) run without graphs."""
     truth = Truth()
     events: list[dict] = []
-    plan = ["prefill"] + ["decode"] * decode_steps + ["empty"]
+    plan = ["prefill"] + ["eager-decode" if i + 1 in eager_decodes else "decode" for i in range(decode_steps)]
+    plan.append("empty")
     for rank in range(ranks):
         r = _Rank(rank, prompt_tokens, api, full_graph)
         t = 10_000.0
