@@ -31,6 +31,7 @@ from analysis.names import name_matches
 from analysis.step_finding.frames import Found, Views, boundary_frame, requests_opened_by
 
 SPAN_KINDS = ("python", "cpu_op", "annotation")
+ATEN_OP = re.compile(r"^aten::")
 # The host taking a token between forwards: sampling on the host, a sync, a blocking device-to-host copy.
 HANDOFF = re.compile(
     r"^aten::(argmax|multinomial)$|Synchronize|^(cuda|hip)Memcpy(WithStream)?$|^cuMemcpyDtoH|MemcpyDtoH"
@@ -49,7 +50,9 @@ def host_forwards(views: Views) -> Found | None:
     ev = views.events
     kind = ev["kind"]
     ts, dur, pid_all = ev["ts"].to_numpy(), ev["dur"].to_numpy(), ev["pid"].to_numpy()
-    span_rows = np.flatnonzero(kind.isin(SPAN_KINDS).to_numpy() & (dur > 0))
+    # an aten op is never a forward's outermost span: leaving them out keeps CPU-only traces cheap
+    candidate = kind.isin(SPAN_KINDS).to_numpy() & (dur > 0) & ~name_matches(ev["name"], ATEN_OP)
+    span_rows = np.flatnonzero(candidate)
     if len(span_rows) < MIN_FORWARDS:
         return None
     codes, names = _name_codes(ev["name"])
@@ -125,11 +128,12 @@ def _forward_spans(code, start, end, work: np.ndarray, handoffs: np.ndarray, nam
     total_dur = np.bincount(hc, weights=(end - start)[h], minlength=m)
     coverage = covered / len(work)
     # every forward must be inside a span: no stretch of work between (or before, after) them as big as one
+    opens = np.append(True, ~same[:-1])  # each name's first holding span (spans are sorted by name)
+    gap_work = np.where(same, np.append(first[h][1:], 0) - after[h], 0)
+    gap_work[opens] = np.maximum(gap_work[opens], first[h][opens])  # work before the first
+    gap_work[~same] = np.maximum(gap_work[~same], len(work) - after[h][~same])  # work after the last
     outside = np.zeros(m)
-    np.maximum.at(outside, hc, np.where(same, np.append(first[h][1:], 0) - after[h], 0))
-    opens = np.append(True, ~same[:-1])
-    np.maximum.at(outside, hc[opens], first[h][opens])
-    np.maximum.at(outside, hc[~same], len(work) - after[h][~same])
+    outside[hc[opens]] = np.maximum.reduceat(gap_work, np.flatnonzero(opens))
     typical = np.zeros(m)
     typical[n > 0] = covered[n > 0] / n[n > 0]
     whole = outside < MAX_OUTSIDE_SHARE * typical
