@@ -191,6 +191,7 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
 
     tokens, batch = _shapes_inside(views.embeddings, start, end)
     kind = np.full(len(start), "decode", dtype=object)
+    notes = []
     if tokens is not None:
         per_seq = np.where(batch > 0, tokens // np.maximum(batch, 1), 0)
         kind[per_seq > 1] = "prefill"
@@ -202,6 +203,7 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
         big = holds & (size > PREFILL_FACTOR * ref) if ref > 0 else np.zeros(len(start), dtype=bool)
         if big.any():
             kind[big] = "prefill"
+            notes.append(f"no input shapes recorded (record_shapes off): prefill/decode told apart by {source}")
             evidence.append(
                 f"kinds from {source}: {int(big.sum())} forward(s) over {PREFILL_FACTOR:g}x the typical forward's "
                 "taken as prefill (no input shapes recorded)"
@@ -209,6 +211,7 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
         else:
             kind[_first_of_requests(start, end, holds)] = "prefill"
             confidence = 0.5
+            notes.append("no input shapes recorded and no size evidence: prefill/decode told apart by position")
             evidence.append(
                 f"kinds by position ({source}): the first forward, and any after a pause over "
                 f"{REQUEST_PAUSE:g}x the typical pause between forwards, taken as a request's prefill"
@@ -221,7 +224,7 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
                            label=name[:200])
     if processes > 1:
         steps.attrs["process"] = int(pid)  # analyze() measures this process and the devices it launched on
-    return views.result(steps, "host-forwards", confidence, evidence=evidence)
+    return views.result(steps, "host-forwards", confidence, *notes, evidence=evidence)
 
 
 def _first_of_requests(start: np.ndarray, end: np.ndarray, holds: np.ndarray) -> np.ndarray:
