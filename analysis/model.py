@@ -31,9 +31,10 @@ GAP_COLUMNS = ("start_ns", "end_ns", "dur_ns", "device", "placement", "step", "c
 
 @dataclass(frozen=True)
 class Segmentation:
-    method: str  # e.g. "stepscope-markers", "vllm-annotations", "embedding-lookup", "kernel-pattern", "none"
+    method: str  # the strategy that found the steps: "stepscope-markers", "host-forwards", ..., "none"
     confidence: float
     warnings: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()  # what decided the steps and their kinds, one line each
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
             "method": analysis.segmentation.method,
             "confidence": round(float(analysis.segmentation.confidence), 3),
             "warnings": list(analysis.segmentation.warnings),
+            "evidence": list(analysis.segmentation.evidence),
         },
         "requests": int(analysis.steps["request"].nunique()) if len(analysis.steps) else 0,
         "steps": [_step(row) for row in analysis.steps.itertuples(index=False)],

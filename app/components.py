@@ -45,6 +45,8 @@ def segmentation_box(loaded: LoadedTrace) -> None:
         st.warning(text)
     else:
         st.success(text)
+    for line in seg.evidence:
+        st.markdown(f"- evidence: {for_markdown(line)}")
     for warning in seg.warnings:
         st.markdown(f"- {for_markdown(warning)}")
 

@@ -64,6 +64,8 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     device: int = -1
     stream: int = -1
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    grid: tuple[int, ...] | int | float | str | None = ()  # a kernel's launch grid and block (Kineto: [x, y, z])
+    block: tuple[int, ...] | int | float | str | None = ()
 
 
 _NO_ARGS = _Args()
@@ -236,6 +238,8 @@ class _ColumnBuilder:
     def __init__(self) -> None:
         self.parts: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
         self.parts["input_dims"] = []
+        self.parts["grid"] = []
+        self.parts["block"] = []
         self.kinds: dict[str, int] = {}
         self.names: dict[str, int] = {}
         self.dims: dict[str, int] = {"": 0}
@@ -322,6 +326,14 @@ class _ColumnBuilder:
             # GPU rows without args fall back to Kineto's layout: pid = device, tid = stream.
             device[gpu_idx] = np.where(dev >= 0, dev, np.maximum(pid[gpu_idx], 0))
             stream[gpu_idx] = np.where(strm >= 0, strm, tid[gpu_idx])
+        grid = np.zeros(n, dtype=np.int64)
+        block = np.zeros(n, dtype=np.int64)
+        if len(gpu_idx):
+            # total blocks and threads per block; 0 where the trace does not say
+            grid[gpu_idx] = np.fromiter(map(_volume, map(attrgetter("args.grid"), gpu_rows)), np.int64, len(gpu_idx))
+            block[gpu_idx] = np.fromiter(map(_volume, map(attrgetter("args.block"), gpu_rows)), np.int64, len(gpu_idx))
+        parts["grid"].append(grid)
+        parts["block"].append(block)
         parts["device"].append(device)
         parts["stream"].append(stream)
         parts["correlation"].append(arg("args.correlation"))
@@ -399,6 +411,8 @@ class _ColumnBuilder:
         cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items()}  # batches came last-first
         order = np.argsort(cols["ts"], kind="stable")
         data = {c: cols[c][order] for c in COLUMNS}
+        if cols["grid"].any():  # optional columns: only traces that record launch geometry have them
+            data["grid"], data["block"] = cols["grid"][order], cols["block"][order]
         for col, table in (("kind", self.kinds), ("name", self.names), ("input_dims", self.dims)):
             codes = cols[col][order]
             data[col] = pd.Categorical.from_codes(codes.astype(_code_dtype(len(table))), categories=list(table))
@@ -407,6 +421,13 @@ class _ColumnBuilder:
 
 def _code_dtype(n: int) -> type:
     return np.int8 if n < 127 else np.int16 if n < 32_000 else np.int32
+
+
+def _volume(dims: tuple[int, ...] | int | float | str | None) -> int:
+    """x*y*z of a launch grid or block; 0 for anything that is not a list of non-negative ints below 2**31."""
+    if not isinstance(dims, tuple) or not dims or len(dims) > 3 or min(dims) < 0 or max(dims) >= 1 << 31:
+        return 0
+    return math.prod(dims)
 
 
 def _clip(name: str) -> str:

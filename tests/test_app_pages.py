@@ -63,6 +63,9 @@ def test_analyze_opens_on_the_eager_sample(samples):
     assert metrics["TTFT"].endswith("ms")
     assert len(_plotly_specs(at)) >= 5  # overview, detail, three per-step charts, gap histogram
     assert any("stepscope-markers" in s.value.replace("\\", "") for s in at.success)
+    evidence = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("- evidence:")]
+    forwards = int(metrics["Decode steps"]) + 1  # one prefill
+    assert evidence == [f"- evidence: {forwards} Stepscope step markers, kinds as written there"]
     assert [b.label for b in at.get("download_button")] == ["Steps (CSV)", "Gaps (CSV)", "Summary (JSON)"]
 
 

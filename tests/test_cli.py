@@ -29,7 +29,8 @@ def test_json_contract_on_a_synthetic_generation(tmp_path):
     report = json.loads(result.stdout)
     assert set(report) == {"format", "device", "events", "segmentation", "requests", "steps", "summary", "findings"}
     assert report["format"] == "kineto-json" and report["device"] == "Synthetic GPU"
-    assert set(report["segmentation"]) == {"method", "confidence", "warnings"}
+    assert set(report["segmentation"]) == {"method", "confidence", "warnings", "evidence"}
+    assert report["segmentation"]["evidence"] and all(isinstance(e, str) for e in report["segmentation"]["evidence"])
     assert report["steps"] and all(set(s) == STEP_KEYS for s in report["steps"])
     assert set(report["summary"]) == SUMMARY_KEYS
     assert set(report["summary"]["itl_ms"]) == {"p50", "p90", "p99", "mean"}
