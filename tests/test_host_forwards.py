@@ -44,12 +44,12 @@ def _check_steps(result, truth, graph_launches_per_decode: int):
     assert truth.kernels[1:-1] == [decode_kernels] * 9 and decode_kernels == 1378
     assert set(truth.graph_launches[1:-1]) - {0} == {graph_launches_per_decode}
     s = result.summary
-    assert s["prefill_steps"] == 1 and s["decode_steps"] == 9
-    assert s["kernels_per_decode_step"] == decode_kernels
+    assert s.prefill_steps == 1 and s.decode_steps == 9
+    assert s.kernels_per_decode_step == decode_kernels
     spacing_ms = np.median(np.diff(truth.starts_us[1:-1])) / 1000
-    assert abs(s["itl_ms"]["p50"] - spacing_ms) <= 0.05 * spacing_ms
+    assert abs(s.itl_ms["p50"] - spacing_ms) <= 0.05 * spacing_ms
     # TTFT: from the prefill's start to its token, about the prefill's 1133 kernels of 60-78 us
-    assert s["ttft_ms"] is not None and 80 < s["ttft_ms"] < 100
+    assert s.ttft_ms is not None and 80 < s.ttft_ms < 100
 
 
 def test_piecewise_graphs_are_pieces_of_one_forward(tmp_path):
