@@ -1,0 +1,163 @@
+"""Layers inside one forward: the block of kernels that repeats once per transformer layer.
+
+A decoder's forward is a head (embedding, position set-up), the same block once per layer, and a
+tail (final norm, lm_head, sampling). In the step's kernel sequence that block is the period P
+for which kernel i equals kernel i+P over the longest stretch. The period is searched on kernel
+names first; models that alternate layer variants (gpt-oss: sliding-window and full attention
+every other layer) repeat by name only every two layers, so the category sequence is searched
+too and wins when its period divides the name period over the same stretch.
+
+When no block repeats over at least half of the step, the answer is "no clean repetition" with
+what was seen, never a guessed count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_BLOCK = 3  # kernels in a layer: fewer is a loop inside an op, not a layer
+MIN_LAYERS = 2
+MIN_COVERAGE = 0.5  # share of the step's kernels the repeated blocks must cover
+MAX_KERNELS = 20000  # longer sequences are not searched (cost grows with length squared)
+
+
+@dataclass(frozen=True)
+class Repetition:
+    period: int  # kernels per block
+    start: int  # index of the first kernel of the first block
+    repeats: int
+
+    @property
+    def covered(self) -> int:
+        return self.period * self.repeats
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    layers: int | None
+    kernels_per_layer: int | None
+    head_kernels: int | None
+    tail_kernels: int | None
+    layer_us: dict[str, float] | None  # p50, p90, min, max, first, last (device span of each block)
+    layer_kernel_us: dict[str, float] | None  # p50 of the kernel time inside each block
+    head_us: float | None
+    tail_us: float | None
+    block_starts_ns: tuple[int, ...]  # device start of each layer's first kernel (for a timeline lane)
+    block_ends_ns: tuple[int, ...]
+    evidence: str
+
+    def as_dict(self) -> dict:
+        return {
+            "layers": self.layers,
+            "kernels_per_layer": self.kernels_per_layer,
+            "layer_us": self.layer_us,
+            "layer_kernel_us": self.layer_kernel_us,
+            "head_us": self.head_us,
+            "tail_us": self.tail_us,
+            "evidence": self.evidence,
+        }
+
+
+def find_repetition(codes: np.ndarray) -> Repetition | None:
+    """The period whose repetition covers the most of the sequence (smallest such period)."""
+    codes = np.asarray(codes)
+    n = len(codes)
+    if n < MIN_BLOCK * MIN_LAYERS or n > MAX_KERNELS:
+        return None
+    best: list[Repetition] = []
+    for p in range(MIN_BLOCK, n // MIN_LAYERS + 1):
+        same = codes[:-p] == codes[p:]
+        run, at = _longest_true_run(same)
+        repeats = (run + p) // p
+        if repeats >= MIN_LAYERS:
+            best.append(Repetition(p, at, repeats))
+    if not best:
+        return None
+    top = max(r.covered for r in best)
+    # multiples of the true period cover (almost) as much: take the smallest period near the top
+    near = [r for r in best if r.covered >= top - r.period and r.covered >= 0.9 * top]
+    return min(near, key=lambda r: r.period)
+
+
+def _longest_true_run(mask: np.ndarray) -> tuple[int, int]:
+    """(length, start) of the longest stretch of True."""
+    if not mask.any():
+        return 0, 0
+    padded = np.concatenate([[False], mask, [False]])
+    edges = np.flatnonzero(padded[1:] != padded[:-1])
+    starts, ends = edges[::2], edges[1::2]
+    i = int(np.argmax(ends - starts))
+    return int(ends[i] - starts[i]), int(starts[i])
+
+
+def detect_layers(
+    name_codes: np.ndarray, category_codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, what: str = "kernels"
+) -> LayerResult:
+    """Layers of one forward from its kernels in launch order (names, categories, device times)."""
+    n = len(name_codes)
+    by_name = find_repetition(name_codes)
+    by_cat = find_repetition(category_codes)
+    rep, how = by_name, "kernel names"
+    if (
+        by_cat is not None
+        and by_name is not None
+        and by_name.period % by_cat.period == 0
+        and by_name.period > by_cat.period
+        and by_cat.covered >= 0.9 * by_name.covered
+    ):
+        k = by_name.period // by_cat.period
+        rep, how = by_cat, f"kernel categories (names repeat only every {k} layers: alternating layer variants)"
+    elif by_name is None and by_cat is not None:
+        rep, how = by_cat, "kernel categories (names never repeat)"
+    if rep is None or rep.covered < MIN_COVERAGE * n:
+        seen = f"best: {rep.repeats} x {rep.period} {what}, {rep.covered / n:.0%} of the step" if rep else "none"
+        return _no_layers(f"no block of {what} repeats over at least {MIN_COVERAGE:.0%} of the step's {n} ({seen})")
+    first = rep.start
+    block_first = first + rep.period * np.arange(rep.repeats)
+    block_last = block_first + rep.period - 1
+    start_ns, end_ns = np.asarray(start_ns), np.asarray(end_ns)
+    b_start = start_ns[block_first]
+    # a block runs until the next one starts; the last one until its last kernel ends
+    b_end = np.append(b_start[1:], end_ns[block_last[-1]] if len(block_last) else 0)
+    b_end = np.maximum(b_end, b_start)
+    span_us = (b_end - b_start) / 1e3
+    dur = end_ns - start_ns
+    cum = np.concatenate([[0], np.cumsum(dur)])
+    kernel_us = (cum[block_last + 1] - cum[block_first]) / 1e3
+    head_us = (b_start[0] - start_ns[:first].min()) / 1e3 if first > 0 else 0.0
+    tail_idx = block_last[-1] + 1
+    tail_us = (end_ns[tail_idx:].max() - b_end[-1]) / 1e3 if tail_idx < n else 0.0
+    evidence = (
+        f"a block of {rep.period} {what} repeats {rep.repeats} times by {how}, covering "
+        f"{rep.covered} of the step's {n} {what} ({rep.covered / n:.0%}); head {first} {what}, tail {n - tail_idx}"
+    )
+    return LayerResult(
+        layers=rep.repeats,
+        kernels_per_layer=rep.period,
+        head_kernels=first,
+        tail_kernels=n - tail_idx,
+        layer_us=_spread(span_us),
+        layer_kernel_us={"p50": float(np.median(kernel_us))},
+        head_us=float(max(head_us, 0.0)),
+        tail_us=float(max(tail_us, 0.0)),
+        block_starts_ns=tuple(int(x) for x in b_start),
+        block_ends_ns=tuple(int(x) for x in b_end),
+        evidence=evidence,
+    )
+
+
+def _spread(values: np.ndarray) -> dict[str, float]:
+    return {
+        "p50": float(np.median(values)),
+        "p90": float(np.percentile(values, 90)),
+        "min": float(values.min()),
+        "max": float(values.max()),
+        "first": float(values[0]),
+        "last": float(values[-1]),
+    }
+
+
+def _no_layers(evidence: str) -> LayerResult:
+    return LayerResult(None, None, None, None, None, None, None, None, (), (), evidence)
