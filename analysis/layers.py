@@ -20,6 +20,7 @@ import numpy as np
 MIN_BLOCK = 3  # kernels in a layer: fewer is a loop inside an op, not a layer
 MIN_LAYERS = 2
 MIN_COVERAGE = 0.5  # share of the step's kernels the repeated blocks must cover
+SAME_LAYER = 0.75  # kernel overlap at which two parts of a block count as variants of one layer
 MAX_KERNELS = 20000  # longer sequences are not searched (cost grows with length squared)
 
 
@@ -28,6 +29,7 @@ class Repetition:
     period: int  # kernels per block
     start: int  # index of the first kernel of the first block
     repeats: int
+    stop: int = 0  # end (exclusive) of the stretch that repeats, a partial last block included
 
     @property
     def covered(self) -> int:
@@ -72,7 +74,7 @@ def find_repetition(codes: np.ndarray) -> Repetition | None:
         run, at = _longest_true_run(same)
         repeats = (run + p) // p
         if repeats >= MIN_LAYERS:
-            best.append(Repetition(p, at, repeats))
+            best.append(Repetition(p, at, repeats, at + run + p))
     if not best:
         return None
     top = max(r.covered for r in best)
@@ -95,7 +97,19 @@ def _longest_true_run(mask: np.ndarray) -> tuple[int, int]:
 def detect_layers(
     name_codes: np.ndarray, category_codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, what: str = "kernels"
 ) -> LayerResult:
-    """Layers of one forward from its kernels in launch order (names, categories, device times)."""
+    """Layers of one forward from its kernels in launch order (names, categories, device times).
+
+    Kernels whose name occurs once in the step cannot belong to a repeated block (head, tail, or
+    an interloper from another stream landing mid-layer): they are set aside before the search
+    and only count towards the time of the stretch they fall in."""
+    name_codes, category_codes = np.asarray(name_codes), np.asarray(category_codes)
+    all_start, all_end = np.asarray(start_ns), np.asarray(end_ns)
+    n_all = len(name_codes)
+    counts = np.bincount(name_codes - name_codes.min()) if n_all else np.array([], dtype=np.int64)
+    keep = counts[name_codes - name_codes.min()] > 1 if n_all else np.zeros(0, dtype=bool)
+    kept_idx = np.flatnonzero(keep)
+    name_codes, category_codes = name_codes[keep], category_codes[keep]
+    start_ns, end_ns = all_start[keep], all_end[keep]
     n = len(name_codes)
     by_name = find_repetition(name_codes)
     by_cat = find_repetition(category_codes)
@@ -111,12 +125,24 @@ def detect_layers(
         rep, how = by_cat, f"kernel categories (names repeat only every {k} layers: alternating layer variants)"
     elif by_name is None and by_cat is not None:
         rep, how = by_cat, "kernel categories (names never repeat)"
-    if rep is None or rep.covered < MIN_COVERAGE * n:
-        seen = f"best: {rep.repeats} x {rep.period} {what}, {rep.covered / n:.0%} of the step" if rep else "none"
-        return _no_layers(f"no block of {what} repeats over at least {MIN_COVERAGE:.0%} of the step's {n} ({seen})")
+    if rep is None or rep.covered < MIN_COVERAGE * n_all:
+        seen = f"best: {rep.repeats} x {rep.period} {what}, {rep.covered / n_all:.0%} of the step" if rep else "none"
+        return _no_layers(
+            f"no block of {what} repeats over at least {MIN_COVERAGE:.0%} of the step's {n_all} ({seen}): "
+            "layers not counted"
+        )
     first = rep.start
     block_first = first + rep.period * np.arange(rep.repeats)
     block_last = block_first + rep.period - 1
+    per_block = _layers_per_block(name_codes[first : first + rep.period])
+    if per_block is not None:
+        k, anchor = per_block
+        # one layer starts at each occurrence of the anchor kernel inside the repeating stretch
+        at = first + np.flatnonzero(name_codes[first : rep.stop] == anchor)
+        block_first = at
+        block_last = np.append(at[1:] - 1, min(rep.stop, n) - 1)
+        how += f"; each block holds {k} layers of unequal length (most kernels occur {k} times in it)"
+        rep = Repetition(int(np.median(np.diff(at))) if len(at) > 1 else rep.period, first, len(at), rep.stop)
     start_ns, end_ns = np.asarray(start_ns), np.asarray(end_ns)
     b_start = start_ns[block_first]
     # a block runs until the next one starts; the last one until its last kernel ends
@@ -126,18 +152,22 @@ def detect_layers(
     dur = end_ns - start_ns
     cum = np.concatenate([[0], np.cumsum(dur)])
     kernel_us = (cum[block_last + 1] - cum[block_first]) / 1e3
-    head_us = (b_start[0] - start_ns[:first].min()) / 1e3 if first > 0 else 0.0
-    tail_idx = block_last[-1] + 1
-    tail_us = (end_ns[tail_idx:].max() - b_end[-1]) / 1e3 if tail_idx < n else 0.0
+    first_all = int(kept_idx[first])
+    last_all = int(kept_idx[block_last[-1]])
+    head_us = (b_start[0] - all_start[:first_all].min()) / 1e3 if first_all > 0 else 0.0
+    tail_us = (all_end[last_all + 1 :].max() - b_end[-1]) / 1e3 if last_all + 1 < n_all else 0.0
+    set_aside = n_all - n
     evidence = (
         f"a block of {rep.period} {what} repeats {rep.repeats} times by {how}, covering "
-        f"{rep.covered} of the step's {n} {what} ({rep.covered / n:.0%}); head {first} {what}, tail {n - tail_idx}"
+        f"{rep.covered} of the step's {n_all} {what} ({rep.covered / n_all:.0%}); head {first_all} {what}, "
+        f"tail {n_all - last_all - 1}"
+        + (f"; {set_aside} {what} seen once in the step set aside" if set_aside else "")
     )
     return LayerResult(
         layers=rep.repeats,
         kernels_per_layer=rep.period,
-        head_kernels=first,
-        tail_kernels=n - tail_idx,
+        head_kernels=first_all,
+        tail_kernels=n_all - last_all - 1,
         layer_us=_spread(span_us),
         layer_kernel_us={"p50": float(np.median(kernel_us))},
         head_us=float(max(head_us, 0.0)),
@@ -146,6 +176,33 @@ def detect_layers(
         block_ends_ns=tuple(int(x) for x in b_end),
         evidence=evidence,
     )
+
+
+def _layers_per_block(block: np.ndarray) -> tuple[int, int] | None:
+    """(k, anchor) when a repeated block is k layers: most of its kernel names occur k times in it
+    (gpt-oss alternates sliding-window and full-attention layers, 17 and 18 kernels). The anchor
+    is the first kernel of the block that occurs exactly k times."""
+    _, first_pos, counts = np.unique(block, return_index=True, return_counts=True)
+    values, freq = np.unique(counts, return_counts=True)
+    k = int(values[np.argmax(freq)])  # the most common count; ties go to the smaller
+    if k < 2:
+        return None
+    anchor = block[min(first_pos[counts == k])]
+    cuts = np.flatnonzero(block == anchor)
+    parts = [block[a:b] for a, b in zip(cuts, np.append(cuts[1:], len(block)))]
+    # the parts must be near copies of each other (same kernels, a variant or two apart); a layer
+    # that merely runs some kernels twice (q and k norms, two residual adds) splits into unlike halves
+    if len(parts) != k or min(_multiset_similarity(parts[0], p) for p in parts[1:]) < SAME_LAYER:
+        return None
+    return k, int(anchor)
+
+
+def _multiset_similarity(a: np.ndarray, b: np.ndarray) -> float:
+    """Shared kernels over all kernels of two sequences, counting repeats (1.0: same kernels)."""
+    values = np.union1d(a, b)
+    ca = np.array([(a == v).sum() for v in values])
+    cb = np.array([(b == v).sum() for v in values])
+    return float(np.minimum(ca, cb).sum() / max(np.maximum(ca, cb).sum(), 1))
 
 
 def _spread(values: np.ndarray) -> dict[str, float]:
