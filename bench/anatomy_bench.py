@@ -1,0 +1,36 @@
+"""Time analyze() plus anatomy() on a trace: `python bench/anatomy_bench.py [TRACE]`.
+
+Default trace: /tmp/big_cpu.json (made by ../shared/bench/make_big_cpu_trace.py, 331k events)
+when present, else the eager CPU sample.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from analysis import analyze
+from analysis.anatomy import anatomy
+from parsers import load_trace
+
+
+def main() -> None:
+    default = Path("/tmp/big_cpu.json")
+    if not default.exists():
+        default = Path(__file__).resolve().parents[1] / "sample_traces/cpu_tiny-llama_eager/trace.json.gz"
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else default
+    timeline = load_trace(path)
+    t0 = time.perf_counter()
+    result = analyze(timeline)
+    t1 = time.perf_counter()
+    anat = anatomy(timeline, result)
+    t2 = time.perf_counter()
+    print(f"{path}: {len(timeline)} events, analyze {t1 - t0:.3f} s, anatomy {t2 - t1:.3f} s, total {t2 - t0:.3f} s")
+    print(f"layers: {anat.layers.layers} ({anat.layers.evidence})")
+
+
+if __name__ == "__main__":
+    main()
