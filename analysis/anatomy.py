@@ -108,13 +108,15 @@ def anatomy(
                 "end_ns": (cats["ts"] + cats["dur"]).to_numpy(),
                 "time_ns": cats["self_ns"].to_numpy(),
                 "anchor_ns": cats["ts"].to_numpy(),
-                "name": cats["name"].to_numpy(),
-                "short": cats["short"].to_numpy(),
-                "category": cats["category"].to_numpy(),
+                "name": cats["name"].array,
+                "short": cats["short"].array,
+                "category": cats["category"].array,
                 "leaf": cats["leaf"].to_numpy(),
             }
         ).sort_values("start_ns", kind="stable")
-        region = work["name"].astype(str).str.startswith("Torch-Compiled Region")
+        names = pd.Categorical(work["name"])
+        is_region = np.asarray([str(c).startswith("Torch-Compiled Region") for c in names.categories] + [False])
+        region = is_region[names.codes]
         if region.any():
             notes.append(
                 f"{work.loc[region, 'time_ns'].sum() / 1e6:.1f} ms of self time inside torch.compile regions "

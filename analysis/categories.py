@@ -248,7 +248,7 @@ def host_op_categories(ops: pd.DataFrame, user_rules: tuple[Rule, ...] = ()) -> 
         {
             "ts": ts,
             "dur": dur,
-            "name": ops["name"].to_numpy(),
+            "name": ops["name"].array,
             "short": short,
             "self_ns": self_ns[back],
             "category": pd.Categorical.from_codes(inherited[back], categories=CATEGORIES),
