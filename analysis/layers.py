@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.categories import CATEGORIES
+
+ATTENTION = CATEGORIES.index("attention")  # category codes are indices into CATEGORIES
 MIN_BLOCK = 3  # kernels in a layer: fewer is a loop inside an op, not a layer
 MIN_LAYERS = 2
 MIN_COVERAGE = 0.5  # share of the step's kernels the repeated blocks must cover
@@ -108,6 +111,7 @@ def detect_layers(
     counts = np.bincount(name_codes - name_codes.min()) if n_all else np.array([], dtype=np.int64)
     keep = counts[name_codes - name_codes.min()] > 1 if n_all else np.zeros(0, dtype=bool)
     kept_idx = np.flatnonzero(keep)
+    all_cats = category_codes
     name_codes, category_codes = name_codes[keep], category_codes[keep]
     start_ns, end_ns = all_start[keep], all_end[keep]
     n = len(name_codes)
@@ -133,16 +137,46 @@ def detect_layers(
         )
     first = rep.start
     block_first = first + rep.period * np.arange(rep.repeats)
-    block_last = block_first + rep.period - 1
-    per_block = _layers_per_block(name_codes[first : first + rep.period])
-    if per_block is not None:
-        k, anchor = per_block
-        # one layer starts at each occurrence of the anchor kernel inside the repeating stretch
-        at = first + np.flatnonzero(name_codes[first : rep.stop] == anchor)
-        block_first = at
-        block_last = np.append(at[1:] - 1, min(rep.stop, n) - 1)
-        how += f"; each block holds {k} layers of unequal length (most kernels occur {k} times in it)"
-        rep = Repetition(int(np.median(np.diff(at))) if len(at) > 1 else rep.period, first, len(at), rep.stop)
+    offsets = _layers_per_block(name_codes[first : first + rep.period], category_codes[first : first + rep.period])
+    if offsets is not None:
+        # each block holds several layers: cut it where each layer's attention starts (shifted so the
+        # first cut is the block's start), over the whole repeating stretch, a partial last block included
+        cuts = (first + rep.period * np.arange(rep.repeats + 1)[:, None] + offsets[None, :]).ravel()
+        block_first = cuts[cuts < rep.stop]
+        how += f"; each block holds {len(offsets)} layers (one attention each) of unequal length"
+    lengths = np.diff(block_first)
+    typical = int(np.median(lengths)) if len(lengths) else rep.period
+    block_last = np.append(block_first[1:] - 1, min(block_first[-1] + typical, rep.stop, n) - 1)
+    if len(block_first) > MIN_LAYERS and block_last[-1] - block_first[-1] + 1 < 0.75 * typical:
+        block_first, block_last = block_first[:-1], block_last[:-1]  # a stub of a layer: left to the tail
+        block_last[-1] = min(block_first[-1] + typical, rep.stop, n) - 1
+    # a first or last layer that differs from the others by a kernel or two (the first layer's norm
+    # has no residual add to fuse; the last one's ends in the final norm) is still a layer
+    ends = []
+    lo = max(block_first[0] - typical, 0)
+    head_seq = name_codes[lo : block_first[0]]
+    if len(head_seq) >= 0.75 * typical and _is_near_copy(
+        head_seq, name_codes[block_first[0] : block_last[0] + 1], all_cats[kept_idx[lo] : kept_idx[block_first[0]]],
+        category_codes[block_first[0] : block_last[0] + 1],
+    ):
+        block_first = np.insert(block_first, 0, block_first[0] - len(head_seq))
+        block_last = np.insert(block_last, 0, block_first[1] - 1)
+        ends.append("first")
+    hi = block_last[-1] + 1 + typical
+    tail_seq = name_codes[block_last[-1] + 1 : hi]
+    if len(tail_seq) >= 0.75 * typical and _is_near_copy(
+        tail_seq,
+        name_codes[block_first[-1] : block_last[-1] + 1],
+        all_cats[kept_idx[block_last[-1]] + 1 : kept_idx[min(hi, n) - 1] + 1],
+        category_codes[block_first[-1] : block_last[-1] + 1],
+    ):
+        block_first = np.append(block_first, block_last[-1] + 1)
+        block_last = np.append(block_last, block_last[-1] + len(tail_seq))
+        ends.append("last")
+    if ends:
+        how += f"; the {' and '.join(ends)} layer(s) differ from the rest by a few kernels"
+    first = int(block_first[0])
+    rep = Repetition(typical, first, len(block_first), int(block_last[-1]) + 1)
     start_ns, end_ns = np.asarray(start_ns), np.asarray(end_ns)
     b_start = start_ns[block_first]
     # a block runs until the next one starts; the last one until its last kernel ends
@@ -159,7 +193,8 @@ def detect_layers(
     set_aside = n_all - n
     evidence = (
         f"a block of {rep.period} {what} repeats {rep.repeats} times by {how}, covering "
-        f"{rep.covered} of the step's {n_all} {what} ({rep.covered / n_all:.0%}); head {first_all} {what}, "
+        f"{last_all + 1 - first_all} of the step's {n_all} {what} ({(last_all + 1 - first_all) / n_all:.0%}); "
+        f"head {first_all} {what}, "
         f"tail {n_all - last_all - 1}"
         + (f"; {set_aside} {what} seen once in the step set aside" if set_aside else "")
     )
@@ -178,23 +213,27 @@ def detect_layers(
     )
 
 
-def _layers_per_block(block: np.ndarray) -> tuple[int, int] | None:
-    """(k, anchor) when a repeated block is k layers: most of its kernel names occur k times in it
-    (gpt-oss alternates sliding-window and full-attention layers, 17 and 18 kernels). The anchor
-    is the first kernel of the block that occurs exactly k times."""
-    _, first_pos, counts = np.unique(block, return_index=True, return_counts=True)
-    values, freq = np.unique(counts, return_counts=True)
-    k = int(values[np.argmax(freq)])  # the most common count; ties go to the smaller
-    if k < 2:
+def _layers_per_block(names: np.ndarray, cats: np.ndarray) -> np.ndarray | None:
+    """Offsets at which the layers of a repeated block start, when the block is more than one layer:
+    a decoder layer runs one attention (a stretch of attention kernels), so k stretches in the
+    block are k layers (gpt-oss alternates sliding-window and full-attention layers of 17 and 18
+    kernels; a compiled CPU graph can alternate 27 and 29 host ops). The parts must be near copies
+    of each other, else the block is left whole."""
+    attention = np.asarray(cats) == ATTENTION
+    run_start = np.flatnonzero(attention & ~np.append(False, attention[:-1]))
+    if len(run_start) < 2:
         return None
-    anchor = block[min(first_pos[counts == k])]
-    cuts = np.flatnonzero(block == anchor)
-    parts = [block[a:b] for a, b in zip(cuts, np.append(cuts[1:], len(block)))]
-    # the parts must be near copies of each other (same kernels, a variant or two apart); a layer
-    # that merely runs some kernels twice (q and k norms, two residual adds) splits into unlike halves
-    if len(parts) != k or min(_multiset_similarity(parts[0], p) for p in parts[1:]) < SAME_LAYER:
+    offsets = run_start - run_start[0]
+    parts = [names[a:b] for a, b in zip(offsets, np.append(offsets[1:], len(names)), strict=True)]
+    if min(_multiset_similarity(parts[0], p) for p in parts[1:]) < SAME_LAYER:
         return None
-    return k, int(anchor)
+    return offsets
+
+
+def _is_near_copy(seq: np.ndarray, block: np.ndarray, seq_cats: np.ndarray, block_cats: np.ndarray) -> bool:
+    """Mostly the same kernels as a layer, and no kind of work a layer never does (an embedding
+    lookup or sampling belongs to the head or tail, not to a layer)."""
+    return _multiset_similarity(seq, block) >= SAME_LAYER and set(seq_cats.tolist()) <= set(block_cats.tolist())
 
 
 def _multiset_similarity(a: np.ndarray, b: np.ndarray) -> float:
