@@ -66,7 +66,8 @@ class Anatomy:
 
     def summary(self) -> dict:
         """The `summary.anatomy` object for the CLI JSON."""
-        out = {"step": self.median_step, "step_kind": self.median_kind, "unit": "kernels" if self.on_gpu else "host ops"}
+        unit = "kernels" if self.on_gpu else "host ops"
+        out = {"step": self.median_step, "step_kind": self.median_kind, "unit": unit}
         out.update(self.layers.as_dict())
         out["categories"] = self.median_categories()
         out["roofline"] = self.roofline
@@ -229,7 +230,7 @@ def category_roofline(
     }
     groups = _gemm_groups(model)
     mine = step_categories[step_categories["step"] == row]
-    time_ns = dict(zip(mine["category"].astype(str), mine["time_ns"]))
+    time_ns = dict(zip(mine["category"].astype(str), mine["time_ns"], strict=True))
     bw = hardware.memory_bytes_per_s
     rows = []
     for cat in ROOFLINE_CATEGORIES:

@@ -151,14 +151,16 @@ def matching_rule(name: str, short: str, user_rules: tuple[Rule, ...] = ()) -> R
     return None
 
 
-def categorize(names: pd.Series | pd.Categorical, user_rules: tuple[Rule, ...] = ()) -> tuple[pd.Categorical, pd.Categorical]:
+def categorize(
+    names: pd.Series | pd.Categorical, user_rules: tuple[Rule, ...] = ()
+) -> tuple[pd.Categorical, pd.Categorical]:
     """(short names, categories) for a column of names, one regex pass per distinct name."""
     cat = names.array if isinstance(names, pd.Series) and isinstance(names.dtype, pd.CategoricalDtype) else None
     if cat is None:
         cat = names if isinstance(names, pd.Categorical) else pd.Categorical(np.asarray(names, dtype=object))
     shorts_per_cat = short_names(pd.Categorical(cat.categories))
     short_list = np.asarray(shorts_per_cat, dtype=object)
-    cats = [category_of(str(n), str(s), user_rules) for n, s in zip(cat.categories, short_list)]
+    cats = [category_of(str(n), str(s), user_rules) for n, s in zip(cat.categories, short_list, strict=True)]
     code_of = {c: i for i, c in enumerate(CATEGORIES)}
     cat_codes = np.array([code_of[c] for c in cats] + [code_of["other"]], dtype=np.int64)
     codes = cat.codes

@@ -24,6 +24,7 @@ _SCAN_CHARS = 4000  # names can be kilobytes of template arguments; the family i
 _TILE = re.compile(r"(\d+x\d+(?:x\d+)?)")
 _TRITON = re.compile(r"^triton_(?:poi|red|per|tem|mm|bmm|for)_fused_?(.*)$")
 _TRTLLM_BMM = re.compile(r"^bmm_(\w+?)_t(\d+x\d+x\d+)")
+_ATEN_KERNEL = re.compile(r"elementwise|reduce_kernel|CatArray|multi_tensor_apply|gather|index_")
 _CUTLASS_ARCH = re.compile(r"cutlass_?(\d\d)_")
 _MANGLED_PART = re.compile(r"(\d+)([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -118,7 +119,7 @@ def _short(text: str) -> str:
         return " ".join(p for p in parts if p) + (" splitK" if "splitk" in lower else "")
     if "FlashAttn" in text or "flash::" in text:
         return _flash_family(text)
-    if "at::native::" in text and re.search(r"elementwise|reduce_kernel|CatArray|multi_tensor_apply|gather|index_", text):
+    if "at::native::" in text and _ATEN_KERNEL.search(text):
         return _aten_kernel(text)
     if "<" not in text and "(" not in text:
         return text  # already a plain name: aten::mm, kernel_unified_attention_2d, a region label

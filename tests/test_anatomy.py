@@ -58,18 +58,22 @@ REAL_NAMES = {
     ),
     "create_flashinfer_kv_indices_triton": ("create_flashinfer_kv_indices_triton", "attention"),
     "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>(__nv_bfloat16"
-    " const*, __nv_bfloat16 const*, unsigned char*, unsigned char*, long const*, long, long, long, long, long, int, int,"
+    " const*, __nv_bfloat16 const*, unsigned char*, unsigned char*, long const*, long"
+    ", long, long, long, long, int, int,"
     " int, float const*, float const*)": ("vllm::reshape_and_cache_flash_kernel", "kv_cache"),
     "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)": (
         "store_kvcache",
         "kv_cache",
     ),
-    "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, c10::BFloat16 "
+    "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat"
+    "16*, c10::BFloat16*, c10::BFloat16 "
     "const*, int, long, long, long, int, int, int)": ("vllm::rotary_embedding_kernel", "rotary"),
-    "void at::native::vectorized_elementwise_kernel<4, at::native::cos_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2"
+    "void at::native::vectorized_elementwise_kernel<4, at::native::cos_kernel_cuda(at"
+    "::TensorIteratorBase&)::{lambda()#2"
     "}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, at::nati"
     "ve::cos_kernel_cuda(at::TensorIteratorBase&))": ("aten elementwise: cos", "rotary"),
-    "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type vllm::fused_add_rms_norm_kernel<"
+    "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::ty"
+    "pe vllm::fused_add_rms_norm_kernel<"
     "c10::BFloat16, 8>(c10::BFloat16*, long, c10::BFloat16*, c10::BFloat16 const*, float, int, int)": (
         "vllm::fused_add_rms_norm_kernel",
         "norm",
@@ -78,35 +82,47 @@ REAL_NAMES = {
         "aiter::add_rmsnorm_quant_kernel",
         "norm",
     ),
-    "_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePassINS_27Rmsnorm2dFwdPipelineProblemIDF16b": (
+    "_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePassINS_27R"
+    "msnorm2dFwdPipelineProblemIDF16b": (
         "ck_tile::kentry: Rmsnorm2dFwd",
         "norm",
     ),
-    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>,"
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::M"
+    "eanOps<float, float, float, float>,"
     " unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned "
     "int, float, 4>)": ("aten reduce: mean", "norm"),
     "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>("
     "at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>)": ("at::indexSelectLargeIndex", "embedding"),
-    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int, long,"
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::A"
+    "rgMaxOps<float>, unsigned int, long,"
     " 4, 4> >(at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int, long, 4, 4>)": (
         "aten reduce: argmax",
         "sampling",
     ),
-    "void rocprim::ROCPRIM_400200_NS::detail::trampoline_kernel<rocprim::ROCPRIM_400200_NS::detail::wrapped_scan_config<"
+    "void rocprim::ROCPRIM_400200_NS::detail::trampoline_kernel<rocprim::ROCPRIM_4002"
+    "00_NS::detail::wrapped_scan_config<"
     "rocprim::ROCPRIM_400200_NS::default_config, long>>()": ("rocprim::trampoline_kernel", "sampling"),
     "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned "
     "int**, unsigned long, unsigned long)": ("multimem_all_reduce_kernel", "communication"),
-    "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)": ("ncclDevKernel_AllGather_RING_LL", "communication"),
-    "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu": ("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu", "moe"),
+    "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    "": ("ncclDevKernel_AllGather_RING_LL", "communication"),
+    "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu": (
+        "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu",
+        "moe",
+    ),
     "_topk_forward": ("_topk_forward", "moe"),
-    "void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::routingRenormalize::KernelParams<__nv_bflo"
-    "at16, __nv_bfloat16, 128, false, true, true> >(moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16>)": (
+    "void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::routing"
+    "Renormalize::KernelParams<__nv_bflo"
+    "at16, __nv_bfloat16, 128, false, true, true> >(moe::dev::routing::routingRenorma"
+    "lize::KernelParams<__nv_bfloat16>)": (
         "moe::routingIndicesHistogramKernel",
         "moe",
     ),
-    "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_bi"
+    "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp2"
+    "56b_rM_TN_transOut_schedP2x1x2x3_bi"
     "asM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f": ("trtllm bmm MxE4m3_MxE2m1MxE4m3_Fp32 128x16x256 swiglu", "moe"),
-    "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<c10::BFloa"
+    "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<a"
+    "t::native::BinaryFunctor<c10::BFloa"
     "t16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&)": (
         "aten elementwise: mul",
         "elementwise",
@@ -119,9 +135,12 @@ REAL_NAMES = {
         "triton fused: add bitwise and not or ge lt mul sub",
         "elementwise",
     ),
-    "void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)2, __nv_bfloat16, 32,"
-    " true>(int, int, int, int, __nv_bfloat16 const*, float const*, unsigned int*, unsigned int*, flashinfer::Quantizati"
-    "onSFLayout)": ("tensorrt_llm::quantize_with_block_size", "elementwise"),  # not attention: "flashinfer" is a parameter
+    "void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQu"
+    "antizationType)2, __nv_bfloat16, 32,"
+    " true>(int, int, int, int, __nv_bfloat16 const*, float const*, unsigned int*, un"
+    "signed int*, flashinfer::Quantizati"
+    # not attention: "flashinfer" is only a parameter type
+    "onSFLayout)": ("tensorrt_llm::quantize_with_block_size", "elementwise"),
     "Memcpy DtoD (Device -> Device)": ("Memcpy DtoD (Device -> Device)", "memcpy"),
     "Memset (Device)": ("Memset (Device)", "memset"),
     "resolve_future_token_ids_kernel": ("resolve_future_token_ids_kernel", "other"),
@@ -145,12 +164,14 @@ REAL_NAMES = {
 }
 # Names the issue gave as the shape of a short name (synthetic strings in the real families' formats).
 ISSUE_EXAMPLES = {
-    "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<cutlass::bfloat16_t>>>(flash::P)": (
+    "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<"
+    "cutlass::bfloat16_t>>>(flash::P)": (
         "flash_attn_fwd_sm90"
     ),
     "nvjet_hsh_64x8_64x16_4x1_v_bz_splitK_TNT": "nvjet gemm 64x8 splitK",
     "triton_red_fused_add_mean_mul_pow_rsqrt_0": "triton fused: add mean mul pow rsqrt",
-    "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+    "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    "": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
 }
 
 
@@ -228,7 +249,7 @@ def _reference_self_times(ops: pd.DataFrame) -> dict[int, int]:
     for _, grp in ops.groupby("tid"):
         grp = grp.assign(end=grp["ts"] + grp["dur"]).sort_values(["ts", "dur"], ascending=[True, False], kind="stable")
         stack: list[list] = []  # [label, end, children_dur]
-        for label, ts, dur, end in zip(grp.index, grp["ts"], grp["dur"], grp["end"]):
+        for label, ts, dur, end in zip(grp.index, grp["ts"], grp["dur"], grp["end"], strict=True):
             while stack and stack[-1][1] <= ts and not (stack[-1][1] == ts and False):
                 done = stack.pop()
                 out[done[0]] = done[3] - done[2]
@@ -259,7 +280,7 @@ def test_children_of_a_gemm_op_count_as_gemm():
     # any other op that starts and ends inside an aten::mm of its thread (resolve_conj, ...) is gemm time
     strided = ops[ops["name"] != "aten::mm"]
     inside = np.zeros(len(strided), dtype=bool)
-    for ts, end, tid in zip(mm["ts"], mm["ts"] + mm["dur"], mm["tid"]):
+    for ts, end, tid in zip(mm["ts"], mm["ts"] + mm["dur"], mm["tid"], strict=True):
         inside |= (strided["ts"].to_numpy() >= ts) & (strided["ts"] + strided["dur"]).to_numpy().__le__(end) & (
             strided["tid"].to_numpy() == tid
         )
@@ -380,7 +401,8 @@ def test_category_roofline_from_the_run_config():
     anat = anatomy(timeline, result, model=shape, hardware=hw)
     roof = anat.roofline
     assert roof["status"] == "ok"
-    h, n, inter, vocab = config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"], config["vocab_size"]
+    h, n = config["hidden_size"], config["num_hidden_layers"]
+    inter, vocab = config["intermediate_size"], config["vocab_size"]
     head_dim = h // config["num_attention_heads"]
     q, kv = h, config["num_key_value_heads"] * head_dim
     weights = n * (h * (q + 2 * kv) + q * h + 3 * h * inter) * 4 + (vocab * h + h) * 4
@@ -409,7 +431,7 @@ def test_compare_eager_against_compiled():
     b = _anatomy(str(SAMPLES / "cpu_tiny-llama_compile" / "trace.json.gz"))
     result = compare_anatomy(a, b)
     rows = {r["category"]: r for r in result["categories"]}
-    ca, cb = a.median_categories(), b.median_categories()
+    ca = a.median_categories()
     for cat, row in rows.items():
         assert row["a_us"] == ca.get(cat, {}).get("time_us", 0.0)
         assert row["delta_us"] == pytest.approx(row["b_us"] - row["a_us"])
