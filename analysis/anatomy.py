@@ -28,7 +28,7 @@ from analysis.roofline.hardware import Hardware
 from analysis.roofline.model_config import ModelShape
 from analysis.roofline.sources import timeline_device
 from analysis.steps import _place
-from parsers.timeline import Timeline
+from parsers.timeline import GPU_KINDS, Timeline
 
 ROOFLINE_CATEGORIES = ("gemm", "attention")  # the ones a model config gives bytes for
 
@@ -83,10 +83,13 @@ def anatomy(
     rules: tuple[Rule, ...] = (),
 ) -> Anatomy:
     """Categories per step, layers and the per-category roofline of the median decode step."""
-    act = derive_activity(timeline)
+    ev = timeline.events
+    kind = ev["kind"]
+    on_gpu = bool(kind.isin(GPU_KINDS).any())
     steps = analysis.steps
     notes: list[str] = []
-    if act.on_gpu:
+    if on_gpu:
+        act = derive_activity(timeline)
         short, category = categorize(pd.Series(act.work_name), rules)
         work = pd.DataFrame(
             {
@@ -101,7 +104,7 @@ def anatomy(
             }
         )
     else:
-        ops = act.host_ops
+        ops = ev[(kind == "cpu_op").to_numpy()]  # sorted by ts, as the timeline is
         cats = host_op_categories(ops, rules) if len(ops) else _empty_host()
         work = pd.DataFrame(
             {
@@ -114,7 +117,7 @@ def anatomy(
                 "category": cats["category"].array,
                 "leaf": cats["leaf"].to_numpy(),
             }
-        ).sort_values("start_ns", kind="stable")
+        )
         names = pd.Categorical(work["name"])
         is_region = np.asarray([str(c).startswith("Torch-Compiled Region") for c in names.categories] + [False])
         region = is_region[names.codes]
@@ -135,11 +138,11 @@ def anatomy(
     kind = str(steps["kind"].iloc[median]) if median is not None else None
     if median is not None and kind != "decode":
         notes.append(f"no decode step: layers are read from the {kind} step with the most work")
-    layers = _layers_of(work, median, act.on_gpu)
-    if hardware is None and act.on_gpu:
+    layers = _layers_of(work, median, on_gpu)
+    if hardware is None and on_gpu:
         hardware = match_gpu(*timeline_device(timeline))
     roofline = category_roofline(step_categories, steps, median, model, hardware)
-    return Anatomy(act.on_gpu, work, step_categories, median, kind, layers, roofline, tuple(notes))
+    return Anatomy(on_gpu, work, step_categories, median, kind, layers, roofline, tuple(notes))
 
 
 def _empty_host() -> pd.DataFrame:
