@@ -36,7 +36,8 @@ ROOFLINE_CATEGORIES = ("gemm", "attention")  # the ones a model config gives byt
 @dataclass(frozen=True)
 class Anatomy:
     on_gpu: bool
-    work: pd.DataFrame  # step, start_ns, end_ns, time_ns, name, short, category, leaf (the sequence used for layers)
+    # step, start_ns, end_ns, time_ns, name, short, category, leaf (counted as a kernel), outer (in the layer sequence)
+    work: pd.DataFrame
     step_categories: pd.DataFrame  # step, kind, category, kernels, time_ns (only non-zero rows)
     median_step: int | None  # row in analysis.steps used for layers and the roofline
     median_kind: str | None
@@ -101,6 +102,7 @@ def anatomy(
                 "short": short,
                 "category": category,
                 "leaf": act.work_is_kernel,
+                "outer": act.work_is_kernel,
             }
         )
     else:
@@ -116,6 +118,7 @@ def anatomy(
                 "short": cats["short"].array,
                 "category": cats["category"].array,
                 "leaf": cats["leaf"].to_numpy(),
+                "outer": cats["outer"].to_numpy(),
             }
         )
         names = pd.Categorical(work["name"])
@@ -146,7 +149,7 @@ def anatomy(
 
 
 def _empty_host() -> pd.DataFrame:
-    return pd.DataFrame({c: [] for c in ("ts", "dur", "self_ns", "name", "short", "category", "leaf")})
+    return pd.DataFrame({c: [] for c in ("ts", "dur", "self_ns", "name", "short", "category", "leaf", "outer")})
 
 
 def _per_step(work: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -181,10 +184,12 @@ def median_step(analysis: Analysis) -> int | None:
 
 
 def _layers_of(work: pd.DataFrame, step: int | None, on_gpu: bool) -> LayerResult:
-    what = "kernels" if on_gpu else "host ops"
+    what = "kernels" if on_gpu else "compute ops"
     if step is None:
-        return detect_layers(np.array([]), np.array([]), np.array([]), np.array([]), what)
-    seq = work[(work["step"] == step) & work["leaf"]]
+        return LayerResult(None, None, None, None, None, None, None, None, (), (), "no step found: layers not counted")
+    # a GPU step's kernels; a CPU step's outermost compute ops (linear, sdpa, mul ...): its leaf ops
+    # mix in views and allocations that vary from layer to layer
+    seq = work[(work["step"] == step) & work["outer"]]
     if on_gpu:
         seq = seq.sort_values("start_ns", kind="stable")  # device order
     names = pd.Categorical(seq["short"].astype(str)).codes

@@ -43,6 +43,9 @@ CATEGORIES = (
     "other",
 )
 WEAK = ("framework",)  # host overhead: only where no compute op above claims the time
+# Host ops that wrap a whole graph: their category covers their own self time only and passes
+# nothing down (the ops run inside a compiled region keep their own categories).
+CONTAINERS = re.compile(r"^Torch-Compiled Region")
 
 _ATEN_VIEWS = (
     "view|_unsafe_view|view_as|reshape|_reshape_alias|as_strided|transpose|t|slice|select|narrow|expand|expand_as"
@@ -218,30 +221,44 @@ def self_times(parent: np.ndarray, dur: np.ndarray) -> np.ndarray:
     return np.maximum(dur - children, 0).astype(np.int64)
 
 
-def inherit_categories(parent: np.ndarray, depth: np.ndarray, own: np.ndarray) -> np.ndarray:
-    """Category code per op: its own if strong, else its nearest strong ancestor's; framework (weak)
-    only where no strong category is found above; "other" where nothing matched at all.
-    `own` holds CATEGORIES codes (ordered as `parent`)."""
+def inherit_categories(
+    parent: np.ndarray, depth: np.ndarray, own: np.ndarray, container: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(category code per op, outermost compute op mask).
+
+    An op's category is its own if strong, else its nearest strong ancestor's; framework (weak)
+    only where no strong category is found above; "other" where nothing matched at all. A
+    container keeps its own category and passes down what is above it. `own` holds CATEGORIES
+    codes (ordered as `parent`). An outermost compute op has a strong category of its own and no
+    strong ancestor: the sequence of those is a forward's ops at one level (linear, sdpa, ...)."""
     other, weak = CATEGORIES.index("other"), [CATEGORIES.index(w) for w in WEAK]
-    is_weak = np.isin(own, weak)
-    strong = np.where((own != other) & ~is_weak, own, -1)
+    container = np.zeros(len(own), dtype=bool) if container is None else container
+    is_weak = np.isin(own, weak) & ~container
+    strong = np.where((own != other) & ~is_weak & ~container, own, -1)
+    own_strong = strong >= 0
     weak_cat = np.where(is_weak, own, -1)
     for d in range(1, int(depth.max()) + 1 if len(depth) else 0):  # a loop over nesting levels, not events
         at = np.flatnonzero((depth == d) & (parent >= 0))
         p = parent[at]
         strong[at] = np.where(strong[at] >= 0, strong[at], strong[p])
         weak_cat[at] = np.where(weak_cat[at] >= 0, weak_cat[at], weak_cat[p])
-    return np.where(strong >= 0, strong, np.where(weak_cat >= 0, weak_cat, other))
+    above = np.where(parent >= 0, strong[np.maximum(parent, 0)], -1)
+    outer = own_strong & (above < 0)
+    result = np.where(strong >= 0, strong, np.where(weak_cat >= 0, weak_cat, other))
+    return np.where(container, own, result), outer
 
 
 def host_op_categories(ops: pd.DataFrame, user_rules: tuple[Rule, ...] = ()) -> pd.DataFrame:
     """Host ops (cpu_op rows) with their self time and inherited category, in their original order:
-    columns ts, dur, name, short, self_ns, category, leaf (no op nested inside it)."""
+    columns ts, dur, name, short, self_ns, category, leaf (no op nested inside it), outer (an
+    outermost compute op, see inherit_categories)."""
     tid, ts, dur = (ops[c].to_numpy(dtype=np.int64) for c in ("tid", "ts", "dur"))
     order, parent, depth = nesting_parents(tid, ts, dur)
     short, own = categorize(ops["name"], user_rules)
     own_codes = np.asarray(own.codes, dtype=np.int64)[order]
-    inherited = inherit_categories(parent, depth, own_codes)
+    names = ops["name"].array if isinstance(ops["name"].dtype, pd.CategoricalDtype) else pd.Categorical(ops["name"])
+    is_container = np.append([bool(CONTAINERS.search(str(c))) for c in names.categories], False)[names.codes]
+    inherited, outer = inherit_categories(parent, depth, own_codes, is_container[order])
     self_ns = self_times(parent, dur[order])
     leaf = np.bincount(parent[parent >= 0], minlength=len(order)) == 0
     back = np.empty_like(order)
@@ -255,6 +272,7 @@ def host_op_categories(ops: pd.DataFrame, user_rules: tuple[Rule, ...] = ()) -> 
             "self_ns": self_ns[back],
             "category": pd.Categorical.from_codes(inherited[back], categories=CATEGORIES),
             "leaf": leaf[back],
+            "outer": outer[back],
         },
         index=ops.index,
     )

@@ -382,6 +382,19 @@ def test_tiny_preset_compiled_has_its_configs_layers():
     assert anat.layers.layers == _run_config("cpu_tiny-llama_compile")["num_hidden_layers"] == 4
 
 
+@pytest.mark.parametrize(("preset", "mode"), [("tiny-qwen2", "eager"), ("tiny-phi3", "compile")])
+def test_captured_presets_have_their_configs_layers(tmp_path, preset, mode):
+    from collectors.run import RunSpec, run_profiled_generation
+
+    spec = RunSpec(preset=preset, device="cpu", prompt_tokens=8, new_tokens=4, mode=mode)
+    run_dir = run_profiled_generation(spec, tmp_path)
+    config = json.loads((run_dir / "run.json").read_text())["model"]["config"]
+    timeline = load_trace(run_dir / "trace.json.gz")
+    anat = anatomy(timeline, analyze(timeline))
+    assert anat.median_kind == "decode"
+    assert anat.layers.layers == config["num_hidden_layers"], anat.layers.evidence
+
+
 def test_no_repetition_says_so_instead_of_guessing():
     from analysis.layers import detect_layers
 
