@@ -453,3 +453,56 @@ def test_compare_eager_against_compiled():
     assert phrase.startswith("B removed 391 launches")
     moved = max((r for r in rows.values() if r["a_us"] > 0), key=lambda r: abs(r["delta_us"]))
     assert moved["category"] in phrase
+
+
+def test_summary_and_step_json_are_plain_json():
+    folder = "cpu_tiny-llama_eager"
+    timeline, result = _load(str(SAMPLES / folder / "trace.json.gz"))
+    shape = shape_from_config(_run_config(folder), dtype="float32")
+    hw = Hardware("test CPU", memory_bytes_per_s=10e9, flops_per_s=1e11, kind="cpu")
+    anat = anatomy(timeline, result, model=shape, hardware=hw)
+    text = json.dumps({"anatomy": anat.summary(), "steps": [anat.step_json(i) for i in range(len(result.steps))]})
+    back = json.loads(text)
+    assert back["anatomy"]["layers"] == 4
+    # each step's category times add up to its host ops' self time (nested ops counted once)
+    work = anat.work[anat.work["step"] >= 0]
+    per_step = work.groupby("step")["time_ns"].sum() / 1e3
+    for i, cats in enumerate(back["steps"]):
+        assert sum(c["time_us"] for c in cats.values()) == pytest.approx(per_step.get(i, 0.0), abs=0.01 * len(cats))
+    table = anat.step_table()
+    assert len(table) == len(result.steps) and "gemm_us" in table
+
+
+def test_user_rules_reach_the_anatomy(tmp_path):
+    rules_file = tmp_path / "cats.toml"
+    rules_file.write_text('sampling = ["^aten::mm$"]\n')
+    timeline, result = _load(str(SAMPLES / "cpu_tiny-llama_eager" / "trace.json.gz"))
+    plain = _anatomy(str(SAMPLES / "cpu_tiny-llama_eager" / "trace.json.gz"))
+    ruled = anatomy(timeline, result, rules=load_rules(rules_file))
+    step = plain.median_step
+    assert "gemm" in plain.step_json(step)
+    # aten::mm is now sampling; aten::linear/matmul around it stay gemm but keep only their own self time
+    assert ruled.step_json(step)["sampling"]["time_us"] > plain.step_json(step)["sampling"]["time_us"]
+    assert ruled.step_json(step)["gemm"]["time_us"] < plain.step_json(step)["gemm"]["time_us"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "<<<<",
+        ")))(((",
+        "void f<" * 2000,
+        "_Z" + "9" * 50,
+        "_ZN999999abcE",
+        "triton_poi_fused_",
+        "x" * 100_000,
+        "Memcpy \u202e evil <script>",
+    ],
+    ids=[f"hostile-{i}" for i in range(9)],
+)
+def test_hostile_names_get_a_short_label_without_error(name):
+    label = short_name(name)
+    assert isinstance(label, str) and len(label) <= MAX_CHARS
+    _, cat = categorize(pd.Series([name]))
+    assert str(cat[0]) in CATEGORIES
