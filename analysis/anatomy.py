@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.activity import derive_activity
-from analysis.categories import CATEGORIES, Rule, categorize, host_op_categories
+from analysis.categories import CATEGORIES, GENERIC, Rule, categorize, enclosing_categories, host_op_categories
 from analysis.layers import LayerResult, detect_layers
 from analysis.model import Analysis
 from analysis.roofline.accounting import decode_cost
@@ -28,7 +28,7 @@ from analysis.roofline.hardware import Hardware
 from analysis.roofline.model_config import ModelShape
 from analysis.roofline.sources import timeline_device
 from analysis.steps import _place
-from parsers.timeline import GPU_KINDS, Timeline
+from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 ROOFLINE_CATEGORIES = ("gemm", "attention")  # the ones a model config gives bytes for
 
@@ -92,6 +92,9 @@ def anatomy(
     if on_gpu:
         act = derive_activity(timeline)
         short, category = categorize(pd.Series(act.work_name), rules)
+        category, refined_note = _refine_by_module(ev, category, rules)
+        if refined_note:
+            notes.append(refined_note)
         work = pd.DataFrame(
             {
                 "start_ns": act.work_start,
@@ -146,6 +149,43 @@ def anatomy(
         hardware = match_gpu(*timeline_device(timeline))
     roofline = category_roofline(step_categories, steps, median, model, hardware)
     return Anatomy(on_gpu, work, step_categories, median, kind, layers, roofline, tuple(notes))
+
+
+def _refine_by_module(ev: pd.DataFrame, category: pd.Categorical, rules: tuple[Rule, ...]) -> tuple:
+    """Generic kernels (elementwise, other) launched inside a categorised nn.Module (the trace's
+    python stack, when recorded) take the module's category: an unfused RMSNorm's pow, mean, mul
+    and rsqrt kernels are norm time. Returns (categories, a note or None)."""
+    kind = ev["kind"]
+    modules = ev[(kind == "python").to_numpy()]  # nn.Module spans and python functions (with_stack)
+    if modules.empty:
+        return category, None
+    gpu = ev[kind.isin(GPU_KINDS).to_numpy()]
+    launches = ev[kind.isin(HOST_LAUNCH_KINDS).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
+    corr = launches["correlation"].to_numpy()
+    sort = np.argsort(corr, kind="stable")
+    corr = corr[sort]
+    gpu_corr = gpu["correlation"].to_numpy()
+    pos = np.clip(np.searchsorted(corr, gpu_corr), 0, max(len(corr) - 1, 0))
+    found = (len(corr) > 0) & (corr[pos] == gpu_corr) & (gpu_corr >= 0) if len(corr) else np.zeros(len(gpu), bool)
+    rows = sort[pos[found]]
+    module_cat = np.full(len(gpu), -1, dtype=np.int64)
+    module_cat[found] = enclosing_categories(
+        modules["tid"].to_numpy(),
+        modules["ts"].to_numpy(),
+        modules["dur"].to_numpy(),
+        modules["name"],
+        launches["tid"].to_numpy()[rows],
+        launches["ts"].to_numpy()[rows],
+        rules,
+    )
+    codes = np.asarray(category.codes, dtype=np.int64)
+    generic = np.isin(codes, [CATEGORIES.index(c) for c in GENERIC])
+    change = generic & (module_cat >= 0) & (module_cat != codes)
+    if not change.any():
+        return category, None
+    codes = np.where(change, module_cat, codes)
+    note = f"{int(change.sum())} generic kernels categorised by the nn.Module that launched them (python stack)"
+    return pd.Categorical.from_codes(codes, categories=CATEGORIES), note
 
 
 def _empty_host() -> pd.DataFrame:

@@ -85,7 +85,8 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     ("sampling", r"(?i)softmax|top_?k|top_?p|argmax|argmin|sampl|multinomial|penalt|logit|gumbel|exponential_"
      r"|radix_?sort|\bsort\b|^aten::sort|cumsum|scan|^aten::isin$|^rocprim::|^cub::|temperature"),
     ("gemm", r"(?i)gemm|gemv|matmul|cublas|cutlass|nvjet|xmma|wgmma|tensile|hipblaslt|splitk|marlin|machete"
-     r"|_scaled_mm|^aten::(mm|bmm|addmm|baddbmm|linear|matmul|_addmm_activation|dot|mv)$"),
+     r"|_scaled_mm|^aten::(mm|bmm|addmm|baddbmm|linear|matmul|_addmm_activation|dot|mv)$"
+     r"|^nn\.Module: (Linear|Conv1D|ColumnParallelLinear|RowParallelLinear|QKVParallelLinear|ReplicatedLinear)"),
     ("elementwise", r"(?i)^aten (elementwise|reduce|copy|indexing)|^triton fused|act_and_mul|silu|gelu|swiglu"
      r"|relu|activation|_quant|quantize|dequant|fill|copy|^aten::(" + _ATEN_ELEMENTWISE + r")$"),
     # inductor's fused C++ kernels run inside the compiled region without op events of their own, so the
@@ -276,3 +277,37 @@ def host_op_categories(ops: pd.DataFrame, user_rules: tuple[Rule, ...] = ()) -> 
         },
         index=ops.index,
     )
+
+
+GENERIC = ("elementwise", "other")  # kernel categories a surrounding module may refine
+
+
+def enclosing_categories(
+    span_tid: np.ndarray,
+    span_ts: np.ndarray,
+    span_dur: np.ndarray,
+    span_names: pd.Series,
+    point_tid: np.ndarray,
+    point_ts: np.ndarray,
+    user_rules: tuple[Rule, ...] = (),
+) -> np.ndarray:
+    """For each point (a launch call), the CATEGORIES code of the innermost categorised span that
+    holds it on its thread (-1 for none): nn.Module annotations say that the `mul` kernels of an
+    unfused RMSNorm are norm work, which their names cannot."""
+    n_span, n_point = len(span_ts), len(point_ts)
+    if n_span == 0 or n_point == 0:
+        return np.full(n_point, -1, dtype=np.int64)
+    _, span_cat = categorize(span_names, user_rules)
+    other = CATEGORIES.index("other")
+    own = np.concatenate([np.asarray(span_cat.codes, dtype=np.int64), np.full(n_point, other, dtype=np.int64)])
+    weak = np.isin(own, [CATEGORIES.index(w) for w in WEAK])
+    own[weak] = other  # a module named like a view says nothing
+    tid = np.concatenate([span_tid, point_tid]).astype(np.int64)
+    ts = np.concatenate([span_ts, point_ts]).astype(np.int64)
+    dur = np.concatenate([span_dur, np.zeros(n_point, dtype=np.int64)]).astype(np.int64)
+    order, parent, depth = nesting_parents(tid, ts, dur)
+    inherited, _ = inherit_categories(parent, depth, own[order])
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    result = inherited[back][n_span:]
+    return np.where(result == other, -1, result)

@@ -506,3 +506,26 @@ def test_hostile_names_get_a_short_label_without_error(name):
     assert isinstance(label, str) and len(label) <= MAX_CHARS
     _, cat = categorize(pd.Series([name]))
     assert str(cat[0]) in CATEGORIES
+
+
+def test_generic_kernels_take_the_category_of_the_module_that_launched_them():
+    """HF Qwen1.5 on H100 recorded its python stack: the elementwise kernels launched inside an
+    nn.Module Qwen2RMSNorm span are RMSNorm's (unfused pow/mean/add/rsqrt/mul)."""
+    path = str(real_trace("tracelens_hf_qwen1.5-0.5b_forward_h100.json.gz"))
+    timeline, _ = _load(path)
+    ev = timeline.events
+    spans = ev[(ev["kind"] == "python") & ev["name"].astype(str).str.startswith("nn.Module: Qwen2RMSNorm")]
+    launches = ev[ev["kind"] == "runtime"]
+    inside = np.zeros(len(launches), dtype=bool)
+    for ts, dur, tid in zip(spans["ts"], spans["dur"], spans["tid"], strict=True):
+        inside |= (launches["ts"].to_numpy() >= ts) & (launches["ts"].to_numpy() < ts + dur) & (
+            launches["tid"].to_numpy() == tid
+        )
+    corr = set(launches["correlation"].to_numpy()[inside].tolist())
+    kernels = ev[(ev["kind"] == "kernel") & ev["correlation"].isin(corr)]
+    assert len(kernels) >= 24 * 2 * 4  # two norms per layer, several kernels each
+    anat = _anatomy(path)
+    work = anat.work.set_index("start_ns")
+    cats = work.loc[kernels["ts"].to_numpy(), "category"].astype(str)
+    assert (cats == "norm").all(), cats.value_counts()
+    assert any("nn.Module" in note for note in anat.notes)
