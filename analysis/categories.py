@@ -183,7 +183,7 @@ def nesting_parents(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[n
     number of ops of its thread started before it minus those ended by its start.
     """
     n = len(ts)
-    order = np.lexsort((-dur, ts, tid))
+    order = _nesting_order(tid, ts, dur)
     t, s, e = tid[order], ts[order], ts[order] + dur[order]
     if n == 0:
         return order, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
@@ -212,6 +212,22 @@ def nesting_parents(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[n
     ok &= (t[cand] == t) & (depth[cand] == depth - 1)
     parent[ok] = cand[ok]
     return order, parent, depth
+
+
+def _nesting_order(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Indices sorting by (tid, ts, longest first); the identity when the input already is (a
+    timeline is sorted by ts and most CPU traces have one thread), which skips a costly lexsort."""
+    if len(ts) > 1:
+        same_tid = tid[1:] == tid[:-1]
+        same_ts = same_tid & (ts[1:] == ts[:-1])
+        in_order = (
+            (tid[1:] >= tid[:-1]).all()
+            and (~same_tid | (ts[1:] >= ts[:-1])).all()
+            and (~same_ts | (dur[1:] <= dur[:-1])).all()
+        )
+        if in_order:
+            return np.arange(len(ts))
+    return np.lexsort((-dur, ts, tid))
 
 
 def self_times(parent: np.ndarray, dur: np.ndarray) -> np.ndarray:
