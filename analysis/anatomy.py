@@ -21,7 +21,7 @@ import pandas as pd
 from analysis.activity import derive_activity
 from analysis.categories import CATEGORIES, GENERIC, Rule, categorize, enclosing_categories, host_op_categories
 from analysis.layers import LayerResult, detect_layers
-from analysis.model import Analysis
+from analysis.model import Analysis, Finding
 from analysis.roofline.accounting import decode_cost
 from analysis.roofline.gpus import match_gpu
 from analysis.roofline.hardware import Hardware
@@ -64,6 +64,30 @@ class Anatomy:
 
     def median_categories(self) -> dict[str, dict[str, float]]:
         return self.step_json(self.median_step) if self.median_step is not None else {}
+
+    def findings(self) -> tuple[Finding, ...]:
+        """The per-category roofline's finding: the category furthest below its roofline."""
+        roof = self.roofline
+        if roof.get("status") != "ok" or not roof.get("finding"):
+            return ()
+        worst = min(
+            (r for r in roof["categories"] if r["pct_of_roofline"] is not None), key=lambda r: r["pct_of_roofline"]
+        )
+        return (
+            Finding(
+                id="category-roofline",
+                severity="warn" if worst["pct_of_roofline"] < 50 else "info",
+                title=f"{worst['category']} runs at {worst['pct_of_roofline']:.0f}% of its memory roofline",
+                detail=roof["finding"],
+                evidence={
+                    "time_us": worst["time_us"],
+                    "floor_us": worst["floor_us"],
+                    "bytes": float(worst["bytes"]),
+                    "achieved_gb_s": worst["achieved_gb_s"],
+                    "pct_of_roofline": worst["pct_of_roofline"],
+                },
+            ),
+        )
 
     def summary(self) -> dict:
         """The `summary.anatomy` object for the CLI JSON."""
