@@ -319,6 +319,10 @@ def category_roofline(
                 "pct_of_roofline": (100.0 * floor_us / (t / 1e3)) if t > 0 else None,
             }
         )
+        if rows[-1]["pct_of_roofline"] is not None and rows[-1]["pct_of_roofline"] > 100:
+            rows[-1]["note"] = (
+                f"faster than {bw / 1e9:.0f} GB/s allows: the bytes came from cache, or the bandwidth figure is low"
+            )
     overhead = {c: float(t) / 1e3 for c, t in time_ns.items() if c not in ROOFLINE_CATEGORIES and t > 0}
     measured = [r for r in rows if r["pct_of_roofline"] is not None]
     finding = None
