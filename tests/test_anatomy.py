@@ -532,3 +532,12 @@ def test_generic_kernels_take_the_category_of_the_module_that_launched_them():
     cats = work.loc[kernels["ts"].to_numpy(), "category"].astype(str)
     assert (cats == "norm").all(), cats.value_counts()
     assert any("nn.Module" in note for note in anat.notes)
+
+
+@pytest.mark.parametrize("folder", ["cpu_tiny-llama_eager", "cpu_tiny-llama_compile"])
+def test_cpu_step_counts_are_the_steps_host_ops(folder):
+    path = str(SAMPLES / folder / "trace.json.gz")
+    _, result = _load(path)
+    anat = _anatomy(path)
+    per_step = anat.step_categories.groupby("step")["kernels"].sum().reindex(range(len(result.steps)), fill_value=0)
+    assert per_step.tolist() == result.steps["kernels"].tolist()
