@@ -36,7 +36,7 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
     summary = summarize(steps, act, busy_all, itl, outliers)
     findings = make_findings(steps, gaps, summary, outliers, options)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
-    return Analysis(
+    result = Analysis(
         steps=steps,
         gaps=gaps,
         summary=summary,
@@ -46,6 +46,11 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
         busy_intervals=busy_by_device,
         time_origin_ns=act.first_ts,
     )
+    if not options.anatomy:
+        return result
+    from analysis.anatomy import with_anatomy  # imports analysis.model, like this module
+
+    return with_anatomy(timeline, result, rules=options.category_rules)
 
 
 def one_process(timeline: Timeline, pid: int) -> Timeline:

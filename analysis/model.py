@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from analysis.summary import Summary
+
+if TYPE_CHECKING:  # analysis.anatomy imports this module
+    from analysis.anatomy import Anatomy
 
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | empty
@@ -56,3 +60,4 @@ class Analysis:
     top_kernels: pd.DataFrame  # phase, name, count, total_ns, share_pct
     busy_intervals: dict[int, tuple] = field(default_factory=dict)  # device -> (starts_ns, ends_ns) arrays
     time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
+    anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)
