@@ -50,7 +50,8 @@ def anatomy_lines(anatomy: dict) -> list[str]:
     cats = anatomy.get("categories") or {}
     if anatomy.get("step") is None:
         return ["", "inside a step: no step found"]
-    lines = ["", f"inside step {anatomy['step']} ({anatomy.get('step_kind')}, the median decode step when there is one)"]
+    kind = anatomy.get("step_kind")
+    lines = ["", f"inside step {anatomy['step']} ({kind}, the median decode step when there is one)"]
     total = sum(c["time_us"] for c in cats.values()) or 1.0
     lines.append(f"{'category':<15}{unit:>9}{'time us':>12}{'share':>8}")
     for name, c in sorted(cats.items(), key=lambda kv: -kv[1]["time_us"]):

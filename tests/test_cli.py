@@ -12,9 +12,10 @@ from tests.conftest import ROOT, real_trace
 from tests.synthetic_traces import synthetic_generation, write
 
 STEP_KEYS = {"kind", "request", "index", "start_us", "end_us", "tokens", "kernels", "launches", "gpu_busy_us",
-             "gpu_idle_us"}
+             "gpu_idle_us", "categories"}  # categories: issue 12's added key
 SUMMARY_KEYS = {"prefill_steps", "decode_steps", "ttft_ms", "itl_ms", "decode_tokens_per_s", "gpu_busy_pct",
-                "kernels_per_decode_step", "launches_per_decode_step", "gpu_idle_per_decode_step_us"}
+                "kernels_per_decode_step", "launches_per_decode_step", "gpu_idle_per_decode_step_us",
+                "anatomy"}  # anatomy: issue 12's added key
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
