@@ -59,8 +59,12 @@ def _detail_window(loaded) -> tuple[int, int]:
     steps = loaded.analysis.steps
     if len(steps) >= 2:
         last = len(steps) - 1
+        anat = loaded.analysis.anatomy
+        default = (0, min(last, 3))
+        if anat is not None and anat.layers.layers and anat.median_step is not None:
+            default = (anat.median_step, anat.median_step)  # open on the step drawn as layers
         first_row, last_row = st.slider(
-            "Steps drawn at kernel level", 0, last, (0, min(last, 3)), key=f"detail_steps_{loaded.sha256}",
+            "Steps drawn at kernel level", 0, last, default, key=f"detail_steps_{loaded.sha256}",
             help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
                  "The median decode step is also drawn as layers when it is in the range.",
         )
