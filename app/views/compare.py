@@ -60,14 +60,14 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
     st.subheader("Inside the median decode step")
     unit = "kernels" if on_gpu else "host ops"
     table = result.categories.rename(columns={
-        "a_us": f"A (us): {name_a}", "b_us": f"B (us): {name_b}", "delta_us": "B - A (us)", "ratio": "B / A",
+        "a_us": "A (us)", "b_us": "B (us)", "delta_us": "B - A (us)", "ratio": "B / A",
         "a_kernels": f"A {unit}", "b_kernels": f"B {unit}",
     })
     left, right = st.columns([3, 2])
     left.dataframe(table, width="stretch", hide_index=True, column_config={
         "B / A": st.column_config.NumberColumn(format="%.2fx"),
-        f"A (us): {name_a}": st.column_config.NumberColumn(format="%.1f"),
-        f"B (us): {name_b}": st.column_config.NumberColumn(format="%.1f"),
+        "A (us)": st.column_config.NumberColumn(format="%.1f", help=f"A: {name_a}"),
+        "B (us)": st.column_config.NumberColumn(format="%.1f", help=f"B: {name_b}"),
         "B - A (us)": st.column_config.NumberColumn(format="%+.1f"),
     })
     right.plotly_chart(compare_charts.category_bars(result.categories, f"A: {name_a}", f"B: {name_b}"),
