@@ -1,7 +1,8 @@
 """Run batch work in a local process pool sized to the cores and to memory; a worker that dies is replaced.
 
-A dead worker breaks a ProcessPoolExecutor for every task in it, so at most ``workers`` tasks are in flight at a
-time: when the pool breaks, exactly those are resubmitted to a fresh pool, each counting one attempt. A trace
+A dead worker breaks a ProcessPoolExecutor for every task in it, so at most ``IN_FLIGHT_PER_WORKER * workers``
+tasks are in flight at a time (enough that workers never wait while the caller writes tables): when the pool
+breaks, exactly those are resubmitted to a fresh pool, each counting one attempt. A trace
 that kills its worker ``MAX_ATTEMPTS`` times becomes an error row; the others lose nothing.
 """
 
@@ -17,6 +18,7 @@ from batch.inputs import BatchInput, memory_need_bytes
 from batch.work import analyze_one, error_result
 
 MAX_ATTEMPTS = 3
+IN_FLIGHT_PER_WORKER = 2
 
 
 def available_memory_bytes() -> int:
@@ -49,7 +51,7 @@ def run_local(inputs: list[BatchInput], workers: int, crash_once_dir: str | None
             in_flight = {}
             broken = False
             while (queue or in_flight) and not broken:
-                while queue and len(in_flight) < workers:
+                while queue and len(in_flight) < IN_FLIGHT_PER_WORKER * workers:
                     item = queue.pop()
                     attempts[item.key] = attempts.get(item.key, 0) + 1
                     future = pool.submit(analyze_one, item.key, item.path, item.size_bytes, item.copies, crash_once_dir)
