@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import socket
@@ -96,7 +97,7 @@ def shard_model(model: Any, rank: int, world: int) -> int:
     return reduces
 
 
-def _rank_main(rank: int, spec: TPSpec, port: int, out: str, results: Any) -> None:
+def _rank_main(rank: int, spec: TPSpec, port: int, out: str) -> None:
     """One rank: build, shard, warm up, profile one generation, export its trace."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import torch
@@ -132,7 +133,8 @@ def _rank_main(rank: int, spec: TPSpec, port: int, out: str, results: Any) -> No
         finally:
             window.stop()
         window.export_gzip(str(Path(out) / TRACE_NAME.format(rank=rank)))
-        results.put((rank, tracker.token_times_ms[0], reduces, sum(p.numel() for p in loaded.model.parameters())))
+        result = [rank, tracker.token_times_ms[0], reduces, sum(p.numel() for p in loaded.model.parameters())]
+        (Path(out) / f".rank-{rank}.result.json").write_text(json.dumps(result))  # files: no pipe to fill
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -154,15 +156,11 @@ def run_tensor_parallel(spec: TPSpec, out_dir: str | os.PathLike = "runs") -> Pa
     os.umask(mask)
     partial.chmod(0o777 & ~mask)  # mkdtemp makes it private; the run folder should not be
     try:
-        ctx = mp.get_context("spawn")
-        results = ctx.SimpleQueue()
-        ctx_procs = mp.start_processes(
-            _rank_main, args=(spec, _free_port(), str(partial), results), nprocs=spec.ranks, join=False,
-            start_method="spawn",
-        )
-        while not ctx_procs.join():
-            pass
-        per_rank = sorted(results.get() for _ in range(spec.ranks))
+        mp.start_processes(_rank_main, args=(spec, _free_port(), str(partial)), nprocs=spec.ranks, start_method="spawn")
+        results = [partial / f".rank-{r}.result.json" for r in range(spec.ranks)]
+        per_rank = sorted(json.loads(p.read_text()) for p in results)
+        for p in results:
+            p.unlink()
         config = preset_config(spec.preset)
         import torch
 
@@ -197,7 +195,8 @@ def run_tensor_parallel(spec: TPSpec, out_dir: str | os.PathLike = "runs") -> Pa
     except CollectorError:
         raise
     except Exception as exc:
-        raise CollectorError(f"tensor-parallel run failed: {type(exc).__name__}: {str(exc).splitlines()[:1]}") from exc
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise CollectorError(f"tensor-parallel run failed: {type(exc).__name__}: {first_line}") from exc
     finally:
         shutil.rmtree(partial, ignore_errors=True)
 
