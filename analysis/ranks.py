@@ -42,7 +42,8 @@ COMM_BOUND_PCT = 50.0  # a step spending at least this share of its time in expo
 IMBALANCE_PCT = 10.0  # median over steps of (max - min) non-waiting time / median step time
 
 RANK_STEP_COLUMNS = (
-    "step", "rank", "kind", "start_ns", "end_ns", "dur_ns", "comm_ns", "exposed_comm_ns", "wait_ns", "work_ns",
+    "step", "rank", "kind", "start_ns", "end_ns", "dur_ns", "idle_ns", "comm_ns", "exposed_comm_ns", "wait_ns",
+    "work_ns",
 )
 
 
@@ -194,6 +195,7 @@ def analyze_ranks(run: RankedRun, options: AnalysisOptions | None = None) -> Ran
                     "start_ns": lo,
                     "end_ns": hi,
                     "dur_ns": hi - lo,
+                    "idle_ns": a.steps["gpu_idle_ns"].to_numpy()[idx],  # device idle (no op running, on a CPU)
                     "comm_ns": comm_ns,
                     "exposed_comm_ns": exposed,
                     "wait_ns": waits[r],

@@ -6,11 +6,15 @@ reads each rank the same way; ``run`` adds the cross-rank figures of analysis/ra
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from analysis.ranks import RankRun
+from analysis.options import AnalysisOptions
+from analysis.ranks import RankRun, analyze_ranks
 from analysis.report import _clean, contract
-from parsers.ranks import RankedRun
+from parsers.limits import ReadLimits
+from parsers.ranks import RankedRun, load_ranks
 
 
 def _percentiles(values: np.ndarray, scale: float) -> dict | None:
@@ -63,3 +67,11 @@ def multi_rank_contract(ranked: RankedRun, result: RankRun) -> dict:
         per_rank.append({**contract(timeline, analysis), "rank": f.rank, "rank_source": f.rank_source,
                          "file": f.path.name})
     return {"ranks": per_rank, "run": run_summary(result)}
+
+
+def analyze_run_folder(
+    source: str | os.PathLike, options: AnalysisOptions | None = None, limits: ReadLimits | None = None
+) -> dict:
+    """``analyze DIR --json`` for a folder or glob of rank traces. Raises TraceError (one line) on a bad file."""
+    ranked = load_ranks(source, limits)
+    return multi_rank_contract(ranked, analyze_ranks(ranked, options))

@@ -6,6 +6,7 @@ address; a user with a Ray cluster points the batch at a shared folder every nod
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 from batch.inputs import BatchInput, memory_need_bytes
@@ -20,6 +21,20 @@ def _largest_node_memory(ray) -> int | None:
     return max(sizes) if sizes else None
 
 
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on a cluster address nobody answers at: Ray itself retries for minutes before giving up."""
+    if address == "auto":
+        return
+    hostport = address.removeprefix("ray://").rsplit("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConnectionError(f"not a Ray address (auto, HOST:PORT or ray://HOST:PORT): {address[:100]}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"no Ray cluster answers at {address[:100]}: {exc.strerror or exc}") from None
+
+
 def run_ray(inputs: list[BatchInput], address: str = "auto", crash_once_dir: str | None = None) -> Iterator[dict]:
     try:
         import ray
@@ -27,6 +42,7 @@ def run_ray(inputs: list[BatchInput], address: str = "auto", crash_once_dir: str
         raise RuntimeError("Ray is not installed: pip install -r requirements-ray.txt") from None
     started_here = False
     if not ray.is_initialized():
+        check_reachable(address)
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         except ConnectionError:

@@ -145,6 +145,14 @@ def test_cli_batch_and_bad_source(inputs, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error:")
 
 
+def test_unreachable_ray_address_is_one_line_error(inputs, tmp_path, capsys):
+    pytest.importorskip("ray")
+    folder, _ = inputs
+    assert batch_main(["batch", str(folder), "--out", str(tmp_path / "o"), "--ray", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error:") and "127.0.0.1:1" in err[-1]
+
+
 def test_ray_matches_local_and_survives_a_killed_worker(inputs, local_out, tmp_path):
     ray = pytest.importorskip("ray")
     folder, expect = inputs

@@ -199,3 +199,22 @@ def test_hta_two_rank_training_pair_groups_as_one_run():
         assert 0 < row["exposed_comm_ns"] <= row["comm_ns"] <= nccl["dur"].sum()
     run = multi_rank_contract(ranked, result)["run"]
     assert run["ranks"] == 2 and run["aligned_steps"] == 0 and run["comm_pct"] > 0
+
+
+def test_run_folder_json_and_bad_rank_file(tmp_path):
+    from analysis.ranks_report import analyze_run_folder
+    from parsers.errors import TraceError
+
+    out = analyze_run_folder(TP_SAMPLE)
+    text = json.dumps(out, allow_nan=False)
+    assert [r["rank"] for r in out["ranks"]] == [0, 1]
+    single_keys = {"format", "device", "events", "segmentation", "requests", "steps", "summary", "findings"}
+    assert all(single_keys <= set(r) for r in out["ranks"])
+    assert {"ranks", "aligned_steps", "step_time_ms", "skew_us", "comm_pct", "exposed_comm_pct", "slowest_rank"} <= set(
+        out["run"]
+    )
+    assert "NaN" not in text
+    folder = write_run(tmp_path / "run")
+    (folder / "rank-9.json").write_bytes(b"{not json")
+    with pytest.raises(TraceError, match=r"rank-9\.json"):
+        analyze_run_folder(folder)
