@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TextIO
 
 from batch.inputs import discover, keyed_inputs
@@ -28,8 +29,10 @@ class BatchReport:
 class Progress:
     """A live count and rate on one terminal line (stderr), at most a few updates a second."""
 
-    def __init__(self, total: int, stream: TextIO | None = None) -> None:
-        self.total, self.stream = total, stream
+    def __init__(
+        self, total: int, stream: TextIO | None = None, callback: Callable[[int, int, int], None] | None = None
+    ) -> None:
+        self.total, self.stream, self.callback = total, stream, callback
         self.done = self.errors = 0
         self.started = self.last = time.perf_counter()
 
@@ -37,6 +40,8 @@ class Progress:
         self.done += 1
         self.errors += not ok
         now = time.perf_counter()
+        if self.callback:  # e.g. the app's progress bar: (done, total, errors)
+            self.callback(self.done, self.total, self.errors)
         if self.stream and (now - self.last > 0.25 or self.done == self.total):
             self.last = now
             rate = self.done / max(now - self.started, 1e-9)
@@ -55,12 +60,13 @@ def run_batch(
     ray_address: str | None = None,
     progress: TextIO | None = sys.stderr,
     crash_once_dir: str | None = None,
+    on_progress: Callable[[int, int, int], None] | None = None,
 ) -> BatchReport:
     started = time.perf_counter()
     tables = TableSet(out_dir)
     inputs, unreadable = keyed_inputs(discover(source))
     todo = [i for i in inputs if i.key not in tables.done_keys]
-    meter = Progress(len(todo), progress)
+    meter = Progress(len(todo), progress, on_progress)
     if ray_address:
         from batch.ray_runner import run_ray
 

@@ -118,7 +118,9 @@ def test_resume_after_cut_short_flush_redoes_only_missing(inputs, local_out, tmp
     eager = expect["eager_key"]
     keep = [k != eager for k in traces.column("key").to_pylist()]
     pq.write_table(traces.filter(keep), out / "traces.parquet")  # steps of `eager` on disk, its traces row not
-    report = run_batch(str(folder), str(out), workers=1, progress=None)
+    seen = []
+    report = run_batch(str(folder), str(out), workers=1, progress=None, on_progress=lambda *a: seen.append(a))
+    assert seen == [(1, 1, 0)]
     assert report.analysed == 1 and report.skipped == expect["distinct"] - 1
     steps = pq.read_table(out / "steps.parquet").to_pandas()
     assert (steps["key"] == eager).sum() == 32  # not doubled
