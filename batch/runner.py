@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TextIO
 
 from batch.inputs import discover, keyed_inputs
