@@ -14,18 +14,17 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batch.work import GAP_FIELDS, STEP_FIELDS, TRACE_FIELDS
+from analysis.metrics import METRICS
+from batch.work import COUNT_METRICS, GAP_FIELDS, STEP_FIELDS, TRACE_FIELDS
 
 SCHEMAS = {
     "traces": pa.schema(
         [("key", pa.string()), ("path", pa.string()), ("size_bytes", pa.int64()), ("copies", pa.int64()),
          ("status", pa.string()), ("error", pa.string()), ("format", pa.string()), ("device", pa.string()),
          ("model", pa.string()), ("mode", pa.string()), ("events", pa.int64()),
-         ("segmentation_method", pa.string()), ("segmentation_confidence", pa.float64()), ("steps", pa.int64()),
-         ("prefill_steps", pa.int64()), ("decode_steps", pa.int64()), ("ttft_ms", pa.float64()),
-         ("itl_p50_ms", pa.float64()), ("itl_p90_ms", pa.float64()), ("decode_tokens_per_s", pa.float64()),
-         ("gpu_busy_pct", pa.float64()), ("kernels_per_decode_step", pa.float64()),
-         ("gpu_idle_per_decode_step_us", pa.float64()), ("analyze_s", pa.float64())]
+         ("segmentation_method", pa.string()), ("segmentation_confidence", pa.float64()), ("steps", pa.int64())]
+        + [(m.key, pa.int64() if m.key in COUNT_METRICS else pa.float64()) for m in METRICS]
+        + [("analyze_s", pa.float64())]
     ),
     "steps": pa.schema(
         [("key", pa.string()), ("step", pa.int64()), ("kind", pa.string()), ("request", pa.int64()),

@@ -11,11 +11,12 @@ import os
 import time
 from pathlib import Path
 
+from analysis.metrics import METRICS
+
+COUNT_METRICS = ("prefill_steps", "decode_steps")  # integers; every other metric is a float
 TRACE_FIELDS = (
     "key", "path", "size_bytes", "copies", "status", "error", "format", "device", "model", "mode", "events",
-    "segmentation_method", "segmentation_confidence", "steps", "prefill_steps", "decode_steps", "ttft_ms",
-    "itl_p50_ms", "itl_p90_ms", "decode_tokens_per_s", "gpu_busy_pct", "kernels_per_decode_step",
-    "gpu_idle_per_decode_step_us", "analyze_s",
+    "segmentation_method", "segmentation_confidence", "steps", *(m.key for m in METRICS), "analyze_s",
 )
 STEP_FIELDS = ("key", "step", "kind", "request", "index", "start_us", "end_us", "tokens", "kernels", "launches",
                "gpu_busy_us", "gpu_idle_us")
@@ -33,29 +34,18 @@ def _num(value) -> float | None:
 
 
 def summary_fields(analysis) -> dict:
-    """The summary figures a batch keeps. The only place that reads Analysis.summary (a dict today)."""
-    s = analysis.summary
-    itl = s.get("itl_ms") or {}
-    return {
-        "prefill_steps": int(s.get("prefill_steps") or 0),
-        "decode_steps": int(s.get("decode_steps") or 0),
-        "ttft_ms": _num(s.get("ttft_ms")),
-        "itl_p50_ms": _num(itl.get("p50")),
-        "itl_p90_ms": _num(itl.get("p90")),
-        "decode_tokens_per_s": _num(s.get("decode_tokens_per_s")),
-        "gpu_busy_pct": _num(s.get("gpu_busy_pct")),
-        "kernels_per_decode_step": _num(s.get("kernels_per_decode_step")),
-        "gpu_idle_per_decode_step_us": _num(s.get("gpu_idle_per_decode_step_us")),
-    }
+    """The summary figures a batch keeps: every metric of the registry, null when unknown."""
+    fields = {m.key: _num(m.value(analysis.summary)) for m in METRICS}
+    for count in COUNT_METRICS:
+        fields[count] = int(fields[count] or 0)
+    return fields
 
 
 def _run_facts(timeline) -> dict:
-    run = timeline.meta.extra.get("run")
-    run = run if isinstance(run, dict) else {}
-    model = run.get("model") if isinstance(run.get("model"), dict) else {}
-    spec = run.get("spec") if isinstance(run.get("spec"), dict) else {}
+    run = timeline.meta.extra.get("run")  # a contracts.run_record.RunRecord, or None
+    model = getattr(run, "model", None) or {}
     text = lambda v: v[:200] if isinstance(v, str) and v else None  # noqa: E731
-    return {"model": text(model.get("source")), "mode": text(spec.get("mode"))}
+    return {"model": text(model.get("source")), "mode": text(getattr(run, "mode", None))}
 
 
 def _one_line(exc: BaseException) -> str:

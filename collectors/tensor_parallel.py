@@ -145,7 +145,9 @@ def run_tensor_parallel(spec: TPSpec, out_dir: str | os.PathLike = "runs") -> Pa
     import torch.multiprocessing as mp
 
     from .presets import preset_config
-    from .run_record import build_record, json_safe, timings, write_json_atomically
+    from contracts.run_record import write_run_record
+
+    from .run_record import build_record, json_safe, timings
 
     if spec.ranks < 2:
         raise CollectorError("ranks must be at least 2")
@@ -179,8 +181,7 @@ def run_tensor_parallel(spec: TPSpec, out_dir: str | os.PathLike = "runs") -> Pa
             timing=timings([per_rank[0][1]], spec.new_tokens - 1, False),
             expected_markers={"prefill": 1, "decode": spec.new_tokens - 1},
         )
-        record["trace"] = TRACE_NAME.format(rank=0)
-        record["tensor_parallel"] = {
+        tensor_parallel = {
             "world_size": spec.ranks,
             "backend": "gloo",
             "traces": [TRACE_NAME.format(rank=r) for r in range(spec.ranks)],
@@ -188,7 +189,10 @@ def run_tensor_parallel(spec: TPSpec, out_dir: str | os.PathLike = "runs") -> Pa
             "split": "column: q/k/v, gate/up; row: o_proj, down_proj (+ all-reduce)",
             "token_times_ms_per_rank": [r[1] for r in per_rank],
         }
-        write_json_atomically(partial / "run.json", record)
+        record = dataclasses.replace(
+            record, trace=TRACE_NAME.format(rank=0), extra={**record.extra, "tensor_parallel": tensor_parallel}
+        )
+        write_run_record(partial, record)
         final = runs_dir / f"{time.strftime('%Y%m%d-%H%M%S')}_cpu_{spec.preset}_tp{spec.ranks}_eager"
         os.replace(partial, final)
         return final

@@ -99,8 +99,8 @@ def _distributed(timeline: Timeline) -> tuple[int | None, int | None]:
 def _host(timeline: Timeline) -> str | None:
     host = timeline.meta.extra.get("host_name")
     if not isinstance(host, str) or not host.strip():
-        run = timeline.meta.extra.get("run")
-        host = run.get("host") if isinstance(run, dict) else None
+        run = timeline.meta.extra.get("run")  # a contracts.run_record.RunRecord, or None
+        host = getattr(run, "extra", {}).get("host")
     return host.strip()[:200] if isinstance(host, str) and host.strip() else None
 
 
