@@ -144,9 +144,9 @@ def run_tensor_parallel(spec: TPSpec, out_dir: str | os.PathLike = "runs") -> Pa
     """Run ``spec.ranks`` processes, write one trace per rank plus run.json into a new run folder atomically."""
     import torch.multiprocessing as mp
 
-    from .presets import preset_config
     from contracts.run_record import write_run_record
 
+    from .presets import preset_config
     from .run_record import build_record, json_safe, timings
 
     if spec.ranks < 2:

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from contracts.markers import format_marker
 
 from analysis.ranks import analyze_ranks, collective_ops
 from analysis.ranks_report import multi_rank_contract
+from contracts.markers import format_marker
 from parsers.ranks import find_trace_files, load_ranks, rank_from_name
 from tests.synthetic_traces import annotation, kernel, launch
 
