@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from itertools import count
 from operator import attrgetter
-from typing import Union
+from typing import Any, Union
 
 import msgspec
 import numpy as np
@@ -129,6 +129,8 @@ class _TraceDoc(msgspec.Struct):
     baseTimeNanoseconds: int | None = None  # noqa: N815
     schemaVersion: int | str | None = None  # noqa: N815
     traceName: str | None = None  # noqa: N815
+    distributedInfo: Any = None  # noqa: N815 - rank, world_size, backend of a torch.distributed job (checked by its reader)
+    host_name: Any = None
 
 
 _ROOT_DECODER = msgspec.json.Decoder(_TraceDoc)
@@ -193,7 +195,12 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Time
         unknown_categories=dict(builder.unknown_categories),
         skipped=dict(builder.skipped),
         warnings=tuple(builder.warnings()),
-        extra={"trace_name": doc.traceName, "schema_version": doc.schemaVersion},
+        extra={
+            "trace_name": doc.traceName,
+            "schema_version": doc.schemaVersion,
+            "distributed": doc.distributedInfo,
+            "host_name": doc.host_name,
+        },
     )
     return Timeline(events=events, meta=meta)
 

@@ -1,0 +1,131 @@
+"""One trace -> its rows of the batch tables. Runs in a worker process (local pool or Ray task).
+
+Whatever the input does, the result is rows: a trace that cannot be read or analysed becomes one error row
+with a one-line reason, never an exception that would fail the batch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+from analysis.metrics import METRICS
+
+COUNT_METRICS = ("prefill_steps", "decode_steps")  # integers; every other metric is a float
+TRACE_FIELDS = (
+    "key", "path", "size_bytes", "copies", "status", "error", "format", "device", "model", "mode", "events",
+    "segmentation_method", "segmentation_confidence", "steps", *(m.key for m in METRICS), "analyze_s",
+)
+STEP_FIELDS = ("key", "step", "kind", "request", "index", "start_us", "end_us", "tokens", "kernels", "launches",
+               "gpu_busy_us", "gpu_idle_us")
+GAP_FIELDS = ("key", "start_us", "end_us", "dur_us", "device", "placement", "step", "cause")
+TIMING_FIELDS = ("analyze_s",)
+PATH_FIELDS = ("path",)
+CRASH_MARK = "crashed-once"
+
+
+def _num(value) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def summary_fields(analysis) -> dict:
+    """The summary figures a batch keeps: every metric of the registry, null when unknown."""
+    fields = {m.key: _num(m.value(analysis.summary)) for m in METRICS}
+    for count in COUNT_METRICS:
+        fields[count] = int(fields[count] or 0)
+    return fields
+
+
+def _run_facts(timeline) -> dict:
+    run = timeline.meta.extra.get("run")  # a contracts.run_record.RunRecord, or None
+    model = getattr(run, "model", None) or {}
+    text = lambda v: v[:200] if isinstance(v, str) and v else None  # noqa: E731
+    return {"model": text(model.get("source")), "mode": text(getattr(run, "mode", None))}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_once_dir: str | None = None) -> dict:
+    """Rows for one trace: {"trace": {...}, "steps": {col: [...]}, "gaps": {col: [...]}}, plain and picklable.
+
+    ``crash_once_dir`` is a test hook: the first call anywhere that creates its mark file kills its own process,
+    as a worker killed mid-batch would die.
+    """
+    if crash_once_dir:
+        try:
+            os.close(os.open(os.path.join(crash_once_dir, CRASH_MARK), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os._exit(17)
+        except FileExistsError:
+            pass
+    from analysis import analyze
+    from parsers.errors import TraceError
+    from parsers.load import load_trace
+
+    started = time.perf_counter()
+    row = {f: None for f in TRACE_FIELDS}
+    row.update(key=key, path=path, size_bytes=size_bytes, copies=copies)
+    steps = {f: [] for f in STEP_FIELDS}
+    gaps = {f: [] for f in GAP_FIELDS}
+    try:
+        timeline = load_trace(Path(path))
+        analysis = analyze(timeline)
+        row.update(
+            status="ok",
+            format=timeline.meta.source_format,
+            device=timeline.device_name,
+            events=len(timeline.events),
+            segmentation_method=analysis.segmentation.method,
+            segmentation_confidence=float(analysis.segmentation.confidence),
+            steps=len(analysis.steps),
+            **summary_fields(analysis),
+            **_run_facts(timeline),
+        )
+        s = analysis.steps
+        steps = {
+            "key": [key] * len(s),
+            "step": list(range(len(s))),
+            "kind": s["kind"].astype(str).tolist(),
+            "request": s["request"].astype("int64").tolist(),
+            "index": s["index"].astype("int64").tolist(),
+            "start_us": (s["start_ns"] / 1000.0).tolist(),
+            "end_us": (s["end_ns"] / 1000.0).tolist(),
+            "tokens": [None if v is None or v != v else int(v) for v in s["tokens"].astype(object).where(
+                s["tokens"].notna(), None)],
+            "kernels": s["kernels"].astype("int64").tolist(),
+            "launches": s["launches"].astype("int64").tolist(),
+            "gpu_busy_us": (s["gpu_busy_ns"] / 1000.0).tolist(),
+            "gpu_idle_us": (s["gpu_idle_ns"] / 1000.0).tolist(),
+        }
+        g = analysis.gaps
+        gaps = {
+            "key": [key] * len(g),
+            "start_us": (g["start_ns"] / 1000.0).tolist(),
+            "end_us": (g["end_ns"] / 1000.0).tolist(),
+            "dur_us": (g["dur_ns"] / 1000.0).tolist(),
+            "device": g["device"].astype("int64").tolist(),
+            "placement": g["placement"].astype(str).tolist(),
+            "step": g["step"].astype("int64").tolist(),
+            "cause": g["cause"].astype(str).tolist(),
+        }
+    except TraceError as exc:
+        row.update(status="error", error=str(exc)[:300])
+    except MemoryError:
+        row.update(status="error", error="out of memory analysing this trace")
+    except Exception as exc:  # a hostile input must become a row, whatever it raises
+        row.update(status="error", error=f"analysis failed: {_one_line(exc)}")
+    row["analyze_s"] = time.perf_counter() - started
+    return {"trace": row, "steps": steps, "gaps": gaps}
+
+
+def error_result(key: str, path: str, size_bytes: int, copies: int, reason: str) -> dict:
+    row = {f: None for f in TRACE_FIELDS}
+    row.update(key=key, path=path, size_bytes=size_bytes, copies=copies, status="error", error=reason[:300])
+    return {"trace": row, "steps": {f: [] for f in STEP_FIELDS}, "gaps": {f: [] for f in GAP_FIELDS}}
