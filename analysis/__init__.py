@@ -8,6 +8,7 @@ import pandas as pd
 from analysis.activity import busy_union, derive_activity
 from analysis.findings import make_findings
 from analysis.gaps import find_gaps
+from analysis.kernel_names import short_names
 from analysis.model import Analysis, Finding, Segmentation
 from analysis.options import AnalysisOptions
 from analysis.step_finding import find_steps
@@ -36,7 +37,7 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
     summary = summarize(steps, act, busy_all, itl, outliers)
     findings = make_findings(steps, gaps, summary, outliers, options)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
-    return Analysis(
+    result = Analysis(
         steps=steps,
         gaps=gaps,
         summary=summary,
@@ -46,6 +47,11 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
         busy_intervals=busy_by_device,
         time_origin_ns=act.first_ts,
     )
+    if not options.anatomy:
+        return result
+    from analysis.anatomy import with_anatomy  # imports analysis.model, like this module
+
+    return with_anatomy(timeline, result, rules=options.category_rules)
 
 
 def one_process(timeline: Timeline, pid: int) -> Timeline:
@@ -75,9 +81,11 @@ def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10)
         }
     )
     if frame.empty:
-        return pd.DataFrame(columns=["phase", "name", "count", "total_ns", "share_pct"])
+        return pd.DataFrame(columns=["phase", "short", "name", "count", "total_ns", "share_pct"])
     grouped = frame.groupby(["phase", "name"], observed=True, sort=False)["dur"].agg(["count", "sum"]).reset_index()
     grouped = grouped.rename(columns={"sum": "total_ns"})
     grouped["share_pct"] = 100.0 * grouped["total_ns"] / grouped.groupby("phase")["total_ns"].transform("sum")
     grouped = grouped.sort_values(["phase", "total_ns"], ascending=[True, False])
-    return grouped.groupby("phase", sort=False).head(top).reset_index(drop=True)
+    grouped = grouped.groupby("phase", sort=False).head(top).reset_index(drop=True)
+    grouped.insert(1, "short", short_names(grouped["name"].astype(str)).astype(str))  # readable, <= 80 chars
+    return grouped

@@ -13,7 +13,7 @@ timed by its self time so that nested ops are not counted twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -44,6 +44,18 @@ class Anatomy:
     layers: LayerResult
     roofline: dict  # per-category roofline of the median step, or {"status": why not}
     notes: tuple[str, ...] = field(default_factory=tuple)
+    hardware: Hardware | None = None  # the device the roofline reads bandwidth from (matched from the trace or given)
+
+    def steps_json(self, n_steps: int) -> list[dict[str, dict[str, float]]]:
+        """`step_json` of every step 0..n_steps-1 in one pass (the CLI JSON's per-step `categories`)."""
+        out: list[dict[str, dict[str, float]]] = [{} for _ in range(n_steps)]
+        frame = self.step_categories
+        for step, cat, kernels, time_ns in zip(
+            frame["step"].to_numpy(), frame["category"].astype(str), frame["kernels"], frame["time_ns"], strict=True
+        ):
+            if 0 <= step < n_steps:
+                out[step][cat] = {"kernels": int(kernels), "time_us": round(float(time_ns) / 1e3, 3)}
+        return out
 
     def step_json(self, step: int) -> dict[str, dict[str, float]]:
         rows = self.step_categories[self.step_categories["step"] == step]
@@ -172,7 +184,37 @@ def anatomy(
     if hardware is None and on_gpu:
         hardware = match_gpu(*timeline_device(timeline))
     roofline = category_roofline(step_categories, steps, median, model, hardware)
-    return Anatomy(on_gpu, work, step_categories, median, kind, layers, roofline, tuple(notes))
+    return Anatomy(on_gpu, work, step_categories, median, kind, layers, roofline, tuple(notes), hardware)
+
+
+def with_anatomy(
+    timeline: Timeline,
+    analysis: Analysis,
+    model: ModelShape | None = None,
+    hardware: Hardware | None = None,
+    rules: tuple[Rule, ...] = (),
+) -> Analysis:
+    """The analysis with its `anatomy` set and the anatomy's findings joined to its own."""
+    anat = anatomy(timeline, analysis, model, hardware, rules)
+    return replace(analysis, anatomy=anat, findings=_joined(analysis.findings, anat))
+
+
+def with_category_roofline(analysis: Analysis, model: ModelShape | None, hardware: Hardware | None = None) -> Analysis:
+    """Re-read the per-category roofline for a model known only after analyze(): a run.json beside
+    the trace, the CLI's --model, the app's picker. Categories and layers stay as they are;
+    `hardware` None keeps the device the anatomy matched from the trace."""
+    anat = analysis.anatomy
+    if anat is None:
+        return analysis
+    hardware = hardware or anat.hardware
+    roofline = category_roofline(anat.step_categories, analysis.steps, anat.median_step, model, hardware)
+    anat = replace(anat, roofline=roofline, hardware=hardware)
+    return replace(analysis, anatomy=anat, findings=_joined(analysis.findings, anat))
+
+
+def _joined(findings: tuple[Finding, ...], anat: Anatomy) -> tuple[Finding, ...]:
+    own = {f.id for f in anat.findings()} | {"category-roofline"}
+    return tuple(f for f in findings if f.id not in own) + anat.findings()
 
 
 def _refine_by_module(ev: pd.DataFrame, category: pd.Categorical, rules: tuple[Rule, ...]) -> tuple:

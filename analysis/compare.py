@@ -7,16 +7,18 @@ numbers and the CLI or a notebook can print the same comparison.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
+from analysis.anatomy_compare import anatomy_phrase, compare_anatomy
 from analysis.metrics import HEADLINE, Metric, metric
 from analysis.model import Analysis
 from analysis.summary import Summary
 
 COMPARED_METRICS: tuple[Metric, ...] = HEADLINE  # in the registry's order
 METRIC_COLUMNS = ("metric", "label", "unit", "a", "b", "delta", "ratio")
+CATEGORY_COLUMNS = ("category", "a_us", "b_us", "delta_us", "ratio", "a_kernels", "b_kernels")
 _NOTABLE_CHANGE = 0.10  # a secondary metric enters the sentence when it moved by more than this share
 
 
@@ -26,6 +28,18 @@ class Comparison:
     label_b: str
     metrics: pd.DataFrame  # METRIC_COLUMNS; delta = b - a, ratio = b / a (NaN when unknown)
     sentence: str
+    # the median decode step of each, by category (CATEGORY_COLUMNS; ratio NaN where A has none); empty
+    # when either analysis has no anatomy
+    categories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CATEGORY_COLUMNS)))
+    layers: dict = field(default_factory=dict)  # {"a": layer figures, "b": ...} (analysis.layers.LayerResult.as_dict)
+
+    def anatomy_json(self) -> dict:
+        """The compare JSON's `categories` and `layers` keys (null ratios where A has no time)."""
+        rows = [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in self.categories.to_dict("records")
+        ]
+        return {"categories": rows, "layers": self.layers}
 
 
 def summary_value(summary: Summary, key: str) -> float:
@@ -42,7 +56,15 @@ def compare(a: Analysis, b: Analysis, label_a: str = "A", label_b: str = "B") ->
         ratio = vb / va if va and not math.isnan(va) else math.nan
         rows.append((m.key, m.label_for(on_gpu), m.unit, va, vb, vb - va, ratio))
     metrics = pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
-    return Comparison(label_a, label_b, metrics, _sentence(metrics, label_a, label_b))
+    sentence = _sentence(metrics, label_a, label_b)
+    if a.anatomy is None or b.anatomy is None:
+        return Comparison(label_a, label_b, metrics, sentence)
+    inside = compare_anatomy(a.anatomy, b.anatomy)
+    categories = pd.DataFrame(inside["categories"], columns=list(CATEGORY_COLUMNS)).astype({"ratio": float})
+    phrase = anatomy_phrase(inside)
+    if phrase:  # "...; elementwise time fell 40%; gemm unchanged."
+        sentence = f"{sentence.removesuffix('.')}; inside the median decode step, {phrase}."
+    return Comparison(label_a, label_b, metrics, sentence, categories, inside["layers"])
 
 
 def _subject(label_a: str, label_b: str) -> str:

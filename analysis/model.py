@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from analysis.summary import Summary
+
+if TYPE_CHECKING:  # analysis.anatomy imports this module
+    from analysis.anatomy import Anatomy
 
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | empty
@@ -53,6 +57,7 @@ class Analysis:
     summary: Summary  # headline figures; analysis.report picks the CLI contract's keys from it
     findings: tuple[Finding, ...]
     segmentation: Segmentation
-    top_kernels: pd.DataFrame  # phase, name, count, total_ns, share_pct
+    top_kernels: pd.DataFrame  # phase, short (readable name), name, count, total_ns, share_pct
     busy_intervals: dict[int, tuple] = field(default_factory=dict)  # device -> (starts_ns, ends_ns) arrays
     time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
+    anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)

@@ -15,7 +15,15 @@ SUMMARY_KEYS = contract_fields()  # the Summary fields marked for the contract, 
 
 
 def contract(timeline: Timeline, analysis: Analysis) -> dict:
-    """One JSON-ready object exactly as DESIGN.md's analyze --json promises."""
+    """One JSON-ready object exactly as DESIGN.md's analyze --json promises; with the analysis's
+    anatomy, each step adds `categories` and the summary `anatomy` (added keys, DESIGN.md)."""
+    steps = [_step(row) for row in analysis.steps.itertuples(index=False)]
+    summary = {k: _clean(getattr(analysis.summary, k)) for k in SUMMARY_KEYS}
+    anat = analysis.anatomy
+    if anat is not None:
+        for step, categories in zip(steps, anat.steps_json(len(steps)), strict=True):
+            step["categories"] = categories
+        summary["anatomy"] = _clean(anat.summary())
     return {
         "format": timeline.meta.source_format,
         "device": timeline.device_name,
@@ -27,8 +35,8 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
             "evidence": list(analysis.segmentation.evidence),
         },
         "requests": int(analysis.steps["request"].nunique()) if len(analysis.steps) else 0,
-        "steps": [_step(row) for row in analysis.steps.itertuples(index=False)],
-        "summary": {k: _clean(getattr(analysis.summary, k)) for k in SUMMARY_KEYS},
+        "steps": steps,
+        "summary": summary,
         "findings": [
             {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in analysis.findings
         ],
@@ -56,6 +64,8 @@ def _clean(value):
         return _clean(dataclasses.asdict(value))
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if hasattr(value, "item"):

@@ -11,6 +11,7 @@ import streamlit as st
 
 from analysis.metrics import HEADLINE
 from analysis.summary import Summary
+from app import tables
 from app.cache import LoadedTrace
 from app.safe_text import for_markdown
 
@@ -81,9 +82,9 @@ def downloads(loaded: LoadedTrace, key: str) -> None:
     base = file_base(loaded.name)
     summary = {k: v for k, v in loaded.report.items() if k != "steps"}
     left, middle, right = st.columns(3)
-    left.download_button("Steps (CSV)", loaded.analysis.steps.to_csv(index=False), f"{base}_steps.csv",
-                         "text/csv", key=f"{key}_steps_csv")
-    middle.download_button("Gaps (CSV)", loaded.analysis.gaps.to_csv(index=False), f"{base}_gaps.csv",
+    left.download_button("Steps (CSV)", tables.steps_table(loaded.analysis).to_csv(index=False),
+                         f"{base}_steps.csv", "text/csv", key=f"{key}_steps_csv")
+    middle.download_button("Gaps (CSV)", tables.gaps_table(loaded.analysis).to_csv(index=False), f"{base}_gaps.csv",
                            "text/csv", key=f"{key}_gaps_csv")
     right.download_button("Summary (JSON)", json.dumps(summary, indent=1), f"{base}_summary.json",
                           "application/json", key=f"{key}_summary_json")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from analysis.anatomy import with_category_roofline
 from analysis.roofline import (
     GPUS,
     TYPICAL_FRACTIONS,
@@ -27,7 +28,7 @@ from analysis.roofline import (
     timeline_device,
 )
 from analysis.roofline.compare import format_bytes
-from app import components
+from app import components, tables
 from app.cache import LoadedTrace
 from app.model_shapes import model_shape
 from app.safe_text import for_markdown
@@ -245,3 +246,41 @@ def summary_line(report: RooflineReport | None) -> None:
     if parts:
         device = for_markdown(report.hardware.name)
         st.markdown(" · ".join(parts) + f" on {device}; details under Expected vs measured.")
+
+
+def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None:
+    """The median decode step's categories against their own floors (gemm: weights, attention: KV
+    cache), with the model and device picked above; the rest is overhead."""
+    anat = loaded.analysis.anatomy
+    if anat is None or anat.median_step is None:
+        return
+    st.subheader("Roofline per category (median decode step)")
+    if report is None:
+        st.info("The per-category roofline needs a model and a device: pick them under Expected vs measured "
+                "(a run.json beside the trace gives the model).")
+        return
+    roofline = with_category_roofline(loaded.analysis, report.shape, report.hardware).anatomy.roofline
+    if roofline.get("status") != "ok":
+        st.info(f"No per-category roofline: {for_markdown(roofline.get('status', 'unknown'))}.")
+        return
+    st.caption(
+        f"{for_markdown(roofline['model'])} on {for_markdown(roofline['hardware'])} at "
+        f"{roofline['memory_gb_s']:,.0f} GB/s; step {anat.median_step}, context {roofline['context']} tokens, "
+        f"batch {roofline['batch']}. gemm reads every layer's weights and lm_head once; attention reads the KV "
+        "cache; the rest has no byte floor here and counts as overhead."
+    )
+    st.dataframe(
+        tables.category_roofline_table(roofline), hide_index=True, width="stretch",
+        column_config={
+            "time_us": st.column_config.NumberColumn("measured (us)", format="%.1f"),
+            "bytes_MB": st.column_config.NumberColumn("bytes (MB)", format="%.2f"),
+            "floor_us": st.column_config.NumberColumn("floor (us)", format="%.1f"),
+            "achieved_GB_s": st.column_config.NumberColumn("achieved (GB/s)", format="%.1f"),
+            "pct_of_roofline": st.column_config.NumberColumn("% of roofline", format="%.0f%%"),
+        },
+    )
+    for row in roofline["categories"]:
+        if row.get("note"):
+            st.caption(f"{row['category']}: {for_markdown(row['note'])}")
+    if roofline.get("finding"):
+        st.warning(for_markdown(roofline["finding"]))

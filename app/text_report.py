@@ -35,10 +35,56 @@ def render_text(report: dict) -> str:
             )
         if len(report["steps"]) > 40:
             lines.append(f"  ... {len(report['steps']) - 40} more (use --json for all)")
+    anatomy = summary.get("anatomy")
+    if anatomy:
+        lines += anatomy_lines(anatomy)
     if report["findings"]:
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}" for f in report["findings"]]
     return "\n".join(lines) + "\n"
+
+
+def anatomy_lines(anatomy: dict) -> list[str]:
+    """The median decode step by category, its layers and the per-category roofline."""
+    unit = anatomy.get("unit", "kernels")
+    cats = anatomy.get("categories") or {}
+    if anatomy.get("step") is None:
+        return ["", "inside a step: no step found"]
+    kind = anatomy.get("step_kind")
+    lines = ["", f"inside step {anatomy['step']} ({kind}, the median decode step when there is one)"]
+    total = sum(c["time_us"] for c in cats.values()) or 1.0
+    lines.append(f"{'category':<15}{unit:>9}{'time us':>12}{'share':>8}")
+    for name, c in sorted(cats.items(), key=lambda kv: -kv[1]["time_us"]):
+        lines.append(f"{name:<15}{c['kernels']:>9}{c['time_us']:>12.1f}{100 * c['time_us'] / total:>7.1f}%")
+    layers = anatomy.get("layers")
+    if layers:
+        lu = anatomy.get("layer_us") or {}
+        lines.append(
+            f"layers   {layers} x {anatomy.get('kernels_per_layer')} {unit}; per layer p50 {lu.get('p50', 0):.1f} us "
+            f"(min {lu.get('min', 0):.1f}, max {lu.get('max', 0):.1f}, first {lu.get('first', 0):.1f}, "
+            f"last {lu.get('last', 0):.1f}); head {anatomy.get('head_us') or 0:.1f} us, "
+            f"tail {anatomy.get('tail_us') or 0:.1f} us"
+        )
+    else:
+        lines.append("layers   not counted")
+    lines.append(f"         {anatomy.get('evidence', '')}")
+    roof = anatomy.get("roofline") or {}
+    if roof.get("status") == "ok":
+        lines.append(
+            f"per-category roofline ({roof['model']} on {roof['hardware']}, {roof['memory_gb_s']:.0f} GB/s, "
+            f"context {roof['context']}, batch {roof['batch']}):"
+        )
+        for r in roof["categories"]:
+            pct = "n/a" if r["pct_of_roofline"] is None else f"{r['pct_of_roofline']:.0f}%"
+            lines.append(
+                f"  {r['category']:<12} {r['time_us']:>10.1f} us for {r['bytes'] / 1e6:>10.1f} MB "
+                f"(floor {r['floor_us']:.1f} us): {pct} of roofline"
+            )
+        lines.append(f"  {'overhead':<12} {roof['overhead_total_us']:>10.1f} us (neither gemm nor attention)")
+    elif roof:
+        lines.append(f"per-category roofline: {roof.get('status')}")
+    lines += [f"note     {n}" for n in anatomy.get("notes") or []]
+    return lines
 
 
 def _num(value: float, unit: str) -> str:

@@ -94,3 +94,36 @@ def test_cpu_only_pairs_name_host_ops_not_gpu():
     assert labels["kernels_per_decode_step"] == "host ops per decode step"
     assert "GPU" not in " ".join(labels) and "GPU" not in result.sentence
     assert compare(EAGER, GRAPH).metrics.set_index("metric")["label"]["gpu_busy_pct"] == "GPU busy"
+
+
+def test_comparison_carries_per_category_deltas_and_layers():
+    """The shipped CPU samples (real captures): eager against torch.compile, both tiny-llama (4 layers)."""
+    import json
+
+    from analysis import analyze
+    from parsers import load_trace
+    from tests.conftest import ROOT
+
+    eager, compiled = (
+        analyze(load_trace(ROOT / "sample_traces" / name / "trace.json.gz"))
+        for name in ("cpu_tiny-llama_eager", "cpu_tiny-llama_compile")
+    )
+    result = compare(eager, compiled, "eager", "compile")
+    cats = result.categories.set_index("category")
+    # each side's time is that side's own median decode step, read independently of compare()
+    for side, analysis in (("a_us", eager), ("b_us", compiled)):
+        own = analysis.anatomy.median_categories()
+        assert {c: v["time_us"] for c, v in own.items()} == {c: t for c, t in cats[side].items() if t > 0}
+    assert (cats["delta_us"] == cats["b_us"] - cats["a_us"]).all()
+    assert math.isclose(cats.loc["gemm", "ratio"], cats.loc["gemm", "b_us"] / cats.loc["gemm", "a_us"])
+    assert result.layers["a"]["layers"] == result.layers["b"]["layers"] == 4
+    body = result.anatomy_json()
+    json.dumps(body, allow_nan=False)  # JSON-ready: no NaN
+    assert {"category", "a_us", "b_us", "delta_us", "ratio"} <= set(body["categories"][0])
+    assert "inside the median decode step" in result.sentence and result.sentence.endswith(".")
+
+
+def test_without_anatomy_the_comparison_has_no_categories():
+    result = compare(EAGER, GRAPH, "eager", "cuda-graph")
+    assert result.categories.empty and result.layers == {}
+    assert "inside" not in result.sentence

@@ -12,9 +12,10 @@ from tests.conftest import ROOT, real_trace
 from tests.synthetic_traces import synthetic_generation, write
 
 STEP_KEYS = {"kind", "request", "index", "start_us", "end_us", "tokens", "kernels", "launches", "gpu_busy_us",
-             "gpu_idle_us"}
+             "gpu_idle_us", "categories"}  # categories: issue 12's added key
 SUMMARY_KEYS = {"prefill_steps", "decode_steps", "ttft_ms", "itl_ms", "decode_tokens_per_s", "gpu_busy_pct",
-                "kernels_per_decode_step", "launches_per_decode_step", "gpu_idle_per_decode_step_us"}
+                "kernels_per_decode_step", "launches_per_decode_step", "gpu_idle_per_decode_step_us",
+                "anatomy"}  # anatomy: issue 12's added key
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -107,3 +108,46 @@ def test_every_subcommand_reports_user_errors_through_one_exit(capsys):
         captured = capsys.readouterr()
         assert captured.err.startswith(start) and captured.err.count("\n") == 1, captured.err
         assert captured.out == ""
+
+
+def test_steps_carry_categories_and_user_rules_come_first(tmp_path):
+    """synthetic_generation: 5 kernels of 10 us per step (kernel_0..kernel_4) and one D2H copy."""
+    path = write(tmp_path / "synthetic.json", synthetic_generation(decode_steps=3, kernels_per_step=5, kernel_us=10.0))
+    report = json.loads(run_cli("analyze", str(path), "--json").stdout)
+    for step in report["steps"]:
+        assert sum(c["kernels"] for c in step["categories"].values()) == step["kernels"] == 5
+    rules = tmp_path / "mine.toml"
+    rules.write_text('gemm = ["^kernel_[0-2]$"]\nnorm = "kernel_4"\n')
+    result = run_cli("analyze", str(path), "--json", "--categories", str(rules))
+    assert result.returncode == 0, result.stderr
+    mine = json.loads(result.stdout)
+    for step in mine["steps"]:
+        assert step["categories"]["gemm"] == {"kernels": 3, "time_us": 30.0}
+        assert step["categories"]["norm"] == {"kernels": 1, "time_us": 10.0}
+        assert step["categories"]["memcpy"]["kernels"] == 0 and step["categories"]["memcpy"]["time_us"] > 0
+    anatomy = mine["summary"]["anatomy"]
+    assert anatomy["step_kind"] == "decode" and anatomy["categories"]["gemm"]["kernels"] == 3
+    assert "needs a model" in anatomy["roofline"]["status"]
+
+
+def test_model_flag_reaches_the_category_roofline_and_bad_flags_are_one_line(tmp_path):
+    path = write(tmp_path / "synthetic.json", synthetic_generation(decode_steps=3))
+    report = json.loads(run_cli("analyze", str(path), "--json", "--model", "tiny-llama").stdout)
+    # the model is known now; the synthetic GPU is in no table, so the bandwidth is what is missing
+    assert "memory bandwidth" in report["summary"]["anatomy"]["roofline"]["status"]
+    bad = run_cli("analyze", str(path), "--model", "no-such-model")
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and len(bad.stderr.splitlines()) == 1
+    toml = tmp_path / "bad.toml"
+    toml.write_text('bogus = ["x"]\n')
+    bad = run_cli("analyze", str(path), "--categories", str(toml))
+    assert bad.returncode == 2 and "unknown category 'bogus'" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_readable_output_has_the_category_table_and_layers():
+    sample = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
+    result = run_cli("analyze", str(sample))
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "inside step" in text and "host ops" in text
+    assert "layers   4 x" in text  # tiny-llama: 4 decoder layers (collectors/presets.py)
+    assert "per-category roofline (tiny-llama" in text  # run.json beside the sample names the model

@@ -23,7 +23,6 @@ def run_analyze(args: argparse.Namespace) -> int:
     from analysis.report import contract
 
     timeline, result = read_and_analyze(args)
-    result = _with_roofline(args.trace, timeline, result)
     report = contract(timeline, result)
     if args.json:
         json.dump(report, sys.stdout, separators=(",", ":"))
@@ -33,15 +32,3 @@ def run_analyze(args: argparse.Namespace) -> int:
 
         sys.stdout.write(render_text(report))
     return 0
-
-
-def _with_roofline(trace_path: str, timeline, result):
-    """Expected-vs-measured findings when a run.json beside the trace names the model and the GPU is known."""
-    from analysis.roofline import roofline_for_trace, timeline_device, with_roofline
-
-    try:
-        roofline = roofline_for_trace(trace_path, result, *timeline_device(timeline))
-    except ValueError as exc:  # the run.json beside the trace is optional: never fail the analysis over it
-        print(f"note: no roofline: {' '.join(str(exc).split())}", file=sys.stderr)
-        return result
-    return result if roofline is None else with_roofline(result, roofline)

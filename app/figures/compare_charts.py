@@ -87,3 +87,16 @@ def one_step_each(a: LoadedTrace, b: LoadedTrace) -> go.Figure | None:
     fig.update_layout(height=520, margin={"l": 10, "r": 10, "t": 40, "b": 30}, hovermode="closest")
     fig.update_xaxes(title="us from the step's start", row=2, col=1)
     return fig
+
+
+def category_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Figure:
+    """Time per category in the median decode step of A and of B, side by side (analysis.compare)."""
+    fig = go.Figure()
+    for col, label, color in (("a_us", label_a, palette.TRACE_A), ("b_us", label_b, palette.TRACE_B)):
+        fig.add_bar(x=categories["category"], y=categories[col], name=label, marker={"color": color},
+                    hovertemplate="%{x}<br>%{y:,.1f} us<extra>" + label + "</extra>")
+    fig.update_layout(title={"text": "Median decode step by category", "font": {"size": 14}}, height=320,
+                      barmode="group", margin={"l": 10, "r": 10, "t": 40, "b": 30},
+                      legend={"orientation": "h", "y": -0.2})
+    fig.update_yaxes(title="us")
+    return fig

@@ -71,3 +71,20 @@ def gap_histogram(gaps: pd.DataFrame) -> go.Figure:
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="gap length")
     return fig
+
+
+def category_chart(step_categories: pd.DataFrame, on_gpu: bool) -> go.Figure:
+    """Each step's kernel (host op) time stacked by category (analysis.anatomy's step_categories)."""
+    fig = go.Figure()
+    for category, part in step_categories.groupby("category", observed=True, sort=True):
+        fig.add_bar(
+            x=part["step"], y=part["time_ns"] / 1e6, name=str(category),
+            marker={"color": palette.CATEGORY.get(str(category), palette.OTHER_STEP)},
+            customdata=part["kernels"],
+            hovertemplate=f"{category}<br>step %{{x}}<br>%{{y:.3f}} ms<br>%{{customdata}} "
+            + ("kernels" if on_gpu else "host ops") + "<extra></extra>",
+        )
+    what = "kernel time" if on_gpu else "host op self time"
+    _layout(fig, f"Per-step {what} by category", "ms")
+    fig.update_layout(barmode="stack", height=CHART_HEIGHT + 60, legend={"orientation": "h", "y": -0.25})
+    return fig
