@@ -1,4 +1,4 @@
-"""The batch's output folder: traces.parquet, steps.parquet, gaps.parquet, written atomically, read back to resume.
+"""The batch's output folder: traces, steps, gaps and categories .parquet, written atomically, read back to resume.
 
 Every write goes to a temporary file in the folder and is renamed into place, so an interrupted batch never
 leaves a half-written table. ``traces`` is written last and is the record of what is done: on resume, step and
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.metrics import METRICS
-from batch.work import COUNT_METRICS, GAP_FIELDS, STEP_FIELDS, TRACE_FIELDS
+from batch.work import CATEGORY_FIELDS, COUNT_METRICS, GAP_FIELDS, ROW_TABLES, STEP_FIELDS, TRACE_FIELDS
 
 SCHEMAS = {
     "traces": pa.schema(
@@ -36,8 +36,12 @@ SCHEMAS = {
         [("key", pa.string()), ("start_us", pa.float64()), ("end_us", pa.float64()), ("dur_us", pa.float64()),
          ("device", pa.int64()), ("placement", pa.string()), ("step", pa.int64()), ("cause", pa.string())]
     ),
+    "categories": pa.schema(
+        [("key", pa.string()), ("step", pa.int64()), ("step_kind", pa.string()), ("category", pa.string()),
+         ("kernels", pa.int64()), ("time_us", pa.float64())]
+    ),
 }
-FIELDS = {"traces": TRACE_FIELDS, "steps": STEP_FIELDS, "gaps": GAP_FIELDS}
+FIELDS = {"traces": TRACE_FIELDS, "steps": STEP_FIELDS, "gaps": GAP_FIELDS, "categories": CATEGORY_FIELDS}
 assert all(tuple(SCHEMAS[t].names) == FIELDS[t] for t in SCHEMAS)
 
 
@@ -49,7 +53,7 @@ class TableSet:
         self.out.mkdir(parents=True, exist_ok=True)
         self.tables = {name: self._read(name) for name in SCHEMAS}
         done = set(self.tables["traces"].column("key").to_pylist())
-        for name in ("steps", "gaps"):  # rows of a trace whose traces row never made it to disk are redone
+        for name in ROW_TABLES:  # rows of a trace whose traces row never made it to disk are redone
             t = self.tables[name]
             if t.num_rows:
                 keep = [k in done for k in t.column("key").to_pylist()]
@@ -65,7 +69,7 @@ class TableSet:
 
     def add(self, result: dict) -> None:
         self.pending["traces"].append({"rows": [result["trace"]]})
-        for name in ("steps", "gaps"):
+        for name in ROW_TABLES:
             self.pending[name].append({"columns": result[name]})
         self.done_keys.add(result["trace"]["key"])
 
@@ -73,7 +77,7 @@ class TableSet:
         """Append pending rows and rewrite every table atomically; traces last."""
         if not self.pending["traces"]:
             return
-        for name in ("steps", "gaps", "traces"):
+        for name in (*ROW_TABLES, "traces"):
             schema = SCHEMAS[name]
             parts = [self.tables[name]]
             for item in self.pending[name]:

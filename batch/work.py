@@ -21,6 +21,9 @@ TRACE_FIELDS = (
 STEP_FIELDS = ("key", "step", "kind", "request", "index", "start_us", "end_us", "tokens", "kernels", "launches",
                "gpu_busy_us", "gpu_idle_us")
 GAP_FIELDS = ("key", "start_us", "end_us", "dur_us", "device", "placement", "step", "cause")
+# the anatomy of each trace's median decode step (analysis/anatomy.py): time and kernels (host ops) per category
+CATEGORY_FIELDS = ("key", "step", "step_kind", "category", "kernels", "time_us")
+ROW_TABLES = ("steps", "gaps", "categories")  # the column tables of one result, besides its traces row
 TIMING_FIELDS = ("analyze_s",)
 PATH_FIELDS = ("path",)
 CRASH_MARK = "crashed-once"
@@ -53,8 +56,32 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _empty(fields: tuple[str, ...]) -> dict:
+    return {f: [] for f in fields}
+
+
+def category_rows(key: str, timeline, analysis) -> dict:
+    """The categories of the median decode step (time in us, kernels or host ops), one row per category."""
+    from analysis.anatomy import anatomy
+
+    an = anatomy(timeline, analysis)
+    rows = _empty(CATEGORY_FIELDS)
+    if an.median_step is None:
+        return rows
+    sc = an.step_categories[an.step_categories["step"] == an.median_step]
+    rows.update(
+        key=[key] * len(sc),
+        step=[int(an.median_step)] * len(sc),
+        step_kind=[an.median_kind] * len(sc),
+        category=sc["category"].astype(str).tolist(),
+        kernels=sc["kernels"].astype("int64").tolist(),
+        time_us=(sc["time_ns"] / 1000.0).tolist(),
+    )
+    return rows
+
+
 def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_once_dir: str | None = None) -> dict:
-    """Rows for one trace: {"trace": {...}, "steps": {col: [...]}, "gaps": {col: [...]}}, plain and picklable.
+    """Rows for one trace: {"trace": {...}, "steps"|"gaps"|"categories": {col: [...]}}, plain and picklable.
 
     ``crash_once_dir`` is a test hook: the first call anywhere that creates its mark file kills its own process,
     as a worker killed mid-batch would die.
@@ -74,6 +101,7 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
     row.update(key=key, path=path, size_bytes=size_bytes, copies=copies)
     steps = {f: [] for f in STEP_FIELDS}
     gaps = {f: [] for f in GAP_FIELDS}
+    categories = _empty(CATEGORY_FIELDS)
     try:
         timeline = load_trace(Path(path))
         analysis = analyze(timeline)
@@ -115,6 +143,7 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
             "step": g["step"].astype("int64").tolist(),
             "cause": g["cause"].astype(str).tolist(),
         }
+        categories = category_rows(key, timeline, analysis)
     except TraceError as exc:
         row.update(status="error", error=str(exc)[:300])
     except MemoryError:
@@ -122,10 +151,13 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
     except Exception as exc:  # a hostile input must become a row, whatever it raises
         row.update(status="error", error=f"analysis failed: {_one_line(exc)}")
     row["analyze_s"] = time.perf_counter() - started
-    return {"trace": row, "steps": steps, "gaps": gaps}
+    if row["status"] != "ok":  # an error row has no rows elsewhere, whatever failed after the steps
+        steps, gaps, categories = _empty(STEP_FIELDS), _empty(GAP_FIELDS), _empty(CATEGORY_FIELDS)
+    return {"trace": row, "steps": steps, "gaps": gaps, "categories": categories}
 
 
 def error_result(key: str, path: str, size_bytes: int, copies: int, reason: str) -> dict:
     row = {f: None for f in TRACE_FIELDS}
     row.update(key=key, path=path, size_bytes=size_bytes, copies=copies, status="error", error=reason[:300])
-    return {"trace": row, "steps": {f: [] for f in STEP_FIELDS}, "gaps": {f: [] for f in GAP_FIELDS}}
+    empty = {"steps": _empty(STEP_FIELDS), "gaps": _empty(GAP_FIELDS), "categories": _empty(CATEGORY_FIELDS)}
+    return {"trace": row, **empty}

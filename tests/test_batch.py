@@ -70,10 +70,11 @@ def local_out(inputs, tmp_path_factory):
 
 def comparable(out: Path) -> dict:
     tables = {}
-    for name in ("traces", "steps", "gaps"):
+    for name in ("traces", "steps", "gaps", "categories"):
         t = pq.read_table(out / f"{name}.parquet").to_pandas()
         t = t.drop(columns=[c for c in (*TIMING_FIELDS, *PATH_FIELDS) if c in t.columns])
-        tables[name] = t.sort_values(list(t.columns[:2]), kind="stable").reset_index(drop=True)
+        by = ["key", "step", "category"] if name == "categories" else list(t.columns[:2])
+        tables[name] = t.sort_values(by, kind="stable").reset_index(drop=True)
     return tables
 
 
@@ -99,6 +100,42 @@ def test_local_batch_rows_errors_and_steps(inputs, local_out):
     assert all(per_key.get(k, 0) == n for k, n in ok.items())
     assert len(pq.read_table(out / "gaps.parquet")) > 0
     assert not list(out.glob(".*partial"))
+
+
+def _root_host_op_us(trace: Path, lo_us: float, hi_us: float) -> float:
+    """Total duration of the outermost host ops (per thread) starting in [lo, hi), read from the raw JSON: the
+    self times of all ops nested under them add up to exactly this."""
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    by_thread: dict = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            by_thread.setdefault(e["tid"], []).append((e["ts"], -e["dur"]))
+    total = 0.0
+    for ops in by_thread.values():
+        end = -1.0
+        for ts, neg_dur in sorted(ops):
+            if ts >= end:  # not inside an earlier op: an outermost one
+                total += -neg_dur if lo_us <= ts < hi_us else 0.0
+            end = max(end, ts - neg_dur)
+    return total
+
+
+def test_categories_table_is_the_median_decode_steps_anatomy(inputs, local_out):
+    _, expect = inputs
+    out, _ = local_out
+    cats = pq.read_table(out / "categories.parquet").to_pandas()
+    steps = pq.read_table(out / "steps.parquet").to_pandas()
+    traces = pq.read_table(out / "traces.parquet").to_pandas()
+    assert set(cats["key"]) <= set(traces.loc[traces["status"] == "ok", "key"])
+    eager = cats[cats["key"] == expect["eager_key"]]
+    assert eager["step"].nunique() == 1 and set(eager["step_kind"]) == {"decode"}
+    assert {"gemm", "attention", "norm"} <= set(eager["category"])
+    row = steps[(steps["key"] == expect["eager_key"]) & (steps["step"] == int(eager["step"].iloc[0]))].iloc[0]
+    decode = steps[(steps["key"] == expect["eager_key"]) & (steps["kind"] == "decode")]
+    spans = (decode["end_us"] - decode["start_us"]).sort_values().to_numpy()
+    assert spans[0] <= row["end_us"] - row["start_us"] <= spans[-1]
+    raw = _root_host_op_us(SAMPLES / "cpu_tiny-llama_eager" / "trace.json.gz", row["start_us"], row["end_us"])
+    assert eager["time_us"].sum() == pytest.approx(raw, rel=1e-6)
 
 
 def test_resume_skips_done_work(inputs, local_out):
