@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from batch.inputs import sha256_of_file
+from batch.inputs import rank_run_folders, run_key, sha256_of_file
 from parsers.ranks import TRACE_SUFFIXES
 
 FLEET_METRICS = ("ttft_ms", "itl_p50_ms", "gpu_busy_pct", "kernels_per_decode_step")  # the distributions shown
@@ -82,16 +82,23 @@ def slowest(fleet: Fleet, n: int = 20, by: str = "itl_p50_ms") -> pd.DataFrame:
     """The n slowest analysed traces by a metric, plus every outlier, slowest first."""
     t = fleet.traces[fleet.traces["status"] == "ok"]
     top = t.nlargest(n, by) if by in t else t.head(0)
-    return pd.concat([top, t[t["outlier"]]]).drop_duplicates("key").sort_values(by, ascending=False)
+    subset = [c for c in ("key", "rank") if c in t]  # one row per trace, per rank of a multi-rank run
+    return pd.concat([top, t[t["outlier"]]]).drop_duplicates(subset).sort_values(by, ascending=False)
 
 
-def openable_trace(path: str, key: str) -> Path | None:
+def openable_trace(path: str, key: str, rank: int | None = None) -> Path | None:
     """The trace file of a batch row, only if it still holds the bytes the batch analysed (its content hash is
-    the row's key) and looks like a trace: the page never opens an arbitrary path typed or planted in a table."""
+    the row's key; for one rank of a run, the run's key over its folder) and looks like a trace: the page never
+    opens an arbitrary path typed or planted in a table."""
     p = Path(path)
     if not p.name.lower().endswith(TRACE_SUFFIXES) or not p.is_file():
         return None
     try:
+        if rank is not None and rank == rank:  # one rank of a multi-rank run (NaN: a single trace)
+            folder = p.parent
+            files = [q for q in folder.iterdir() if q.is_file() and q.name.lower().endswith(TRACE_SUFFIXES)
+                     and q.name != "run.json"]
+            return p if folder in rank_run_folders(files) and run_key(files)[0] == key else None
         return p if sha256_of_file(p) == key else None
     except OSError:
         return None

@@ -19,25 +19,29 @@ from batch.work import CATEGORY_FIELDS, COUNT_METRICS, GAP_FIELDS, ROW_TABLES, S
 
 SCHEMAS = {
     "traces": pa.schema(
-        [("key", pa.string()), ("path", pa.string()), ("size_bytes", pa.int64()), ("copies", pa.int64()),
+        [("key", pa.string()), ("rank", pa.int64()), ("path", pa.string()), ("size_bytes", pa.int64()),
+         ("copies", pa.int64()),
          ("status", pa.string()), ("error", pa.string()), ("format", pa.string()), ("device", pa.string()),
          ("model", pa.string()), ("mode", pa.string()), ("events", pa.int64()),
          ("segmentation_method", pa.string()), ("segmentation_confidence", pa.float64()), ("steps", pa.int64())]
         + [(m.key, pa.int64() if m.key in COUNT_METRICS else pa.float64()) for m in METRICS]
-        + [("analyze_s", pa.float64())]
+        + [("comm_pct", pa.float64()), ("exposed_comm_pct", pa.float64()), ("analyze_s", pa.float64())]
     ),
     "steps": pa.schema(
-        [("key", pa.string()), ("step", pa.int64()), ("kind", pa.string()), ("request", pa.int64()),
+        [("key", pa.string()), ("rank", pa.int64()), ("step", pa.int64()), ("kind", pa.string()),
+         ("request", pa.int64()),
          ("index", pa.int64()), ("start_us", pa.float64()), ("end_us", pa.float64()), ("tokens", pa.int64()),
          ("kernels", pa.int64()), ("launches", pa.int64()), ("gpu_busy_us", pa.float64()),
          ("gpu_idle_us", pa.float64())]
     ),
     "gaps": pa.schema(
-        [("key", pa.string()), ("start_us", pa.float64()), ("end_us", pa.float64()), ("dur_us", pa.float64()),
+        [("key", pa.string()), ("rank", pa.int64()), ("start_us", pa.float64()), ("end_us", pa.float64()),
+         ("dur_us", pa.float64()),
          ("device", pa.int64()), ("placement", pa.string()), ("step", pa.int64()), ("cause", pa.string())]
     ),
     "categories": pa.schema(
-        [("key", pa.string()), ("step", pa.int64()), ("step_kind", pa.string()), ("category", pa.string()),
+        [("key", pa.string()), ("rank", pa.int64()), ("step", pa.int64()), ("step_kind", pa.string()),
+         ("category", pa.string()),
          ("kernels", pa.int64()), ("time_us", pa.float64())]
     ),
 }
@@ -65,10 +69,14 @@ class TableSet:
         path = self.out / f"{name}.parquet"
         if not path.exists():
             return SCHEMAS[name].empty_table()
-        return pq.read_table(path).select(list(SCHEMAS[name].names)).cast(SCHEMAS[name])
+        table = pq.read_table(path)
+        for field in SCHEMAS[name]:  # an output written before a column existed (rank, comm_pct): nulls there
+            if field.name not in table.column_names:
+                table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))
+        return table.select(list(SCHEMAS[name].names)).cast(SCHEMAS[name])
 
     def add(self, result: dict) -> None:
-        self.pending["traces"].append({"rows": [result["trace"]]})
+        self.pending["traces"].append({"rows": result.get("traces") or [result["trace"]]})
         for name in ROW_TABLES:
             self.pending[name].append({"columns": result[name]})
         self.done_keys.add(result["trace"]["key"])

@@ -102,7 +102,7 @@ def comparable(out: Path) -> dict:
     for name in ("traces", "steps", "gaps", "categories"):
         t = pq.read_table(out / f"{name}.parquet").to_pandas()
         t = t.drop(columns=[c for c in (*TIMING_FIELDS, *PATH_FIELDS) if c in t.columns])
-        by = ["key", "step", "category"] if name == "categories" else list(t.columns[:2])
+        by = ["key", "rank", "step", "category"] if name == "categories" else list(t.columns[:2])
         tables[name] = t.sort_values(by, kind="stable").reset_index(drop=True)
     return tables
 

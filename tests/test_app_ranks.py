@@ -127,8 +127,7 @@ def test_ranks_a_broken_upload_is_one_error(samples):
 def fleet_batch(samples, tmp_path) -> Path:
     source = tmp_path / "fleet_in"
     source.mkdir()
-    for p in TP2.glob("*.gz"):
-        shutil.copy(p, source / p.name)
+    shutil.copytree(TP2, source / "tp2")  # a folder of rank files: one input, a row per rank
     shutil.copy(samples / "cpu_tiny-llama_eager" / "trace.json.gz", source / "eager.json.gz")
     (source / "hostile.json").write_bytes(b"\x00not a trace")
     run_batch(str(source), str(tmp_path / "fleet" / "nightly"), workers=1, progress=None)
@@ -143,17 +142,22 @@ def test_fleet_shows_a_batch_and_opens_a_trace_in_analyze(fleet_batch):
     assert len(at.get("plotly_chart")) == 4
     slow = at.dataframe[0].value
     assert list(slow["itl_p50_ms"]) == sorted(slow["itl_p50_ms"], reverse=True)
-    chosen = at.selectbox(key="fleet_open_choice").value
-    at.button(key="fleet_open").click().run()
-    assert not at.exception
-    path = Path(slow.set_index("key").loc[chosen, "path"])
-    assert at.session_state[ANALYZE_KEY] == "upload:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert sorted(slow["rank"].dropna().astype(int)) == [0, 1] and slow["key"].nunique() == 2
+    for row in (int(slow.reset_index(drop=True).index[slow["rank"].isna().to_numpy()][0]),  # the single trace
+                int(slow.reset_index(drop=True).index[(slow["rank"] == 1).to_numpy()][0])):  # rank 1 of the run
+        at.selectbox(key="fleet_open_choice").set_value(row).run()
+        at.button(key="fleet_open").click().run()
+        assert not at.exception and not at.error
+        path = Path(slow.iloc[row]["path"])
+        assert at.session_state[ANALYZE_KEY] == "upload:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_fleet_refuses_a_trace_whose_file_changed(fleet_batch):
     at = _page("fleet.py").run()
-    chosen = at.selectbox(key="fleet_open_choice").value
-    path = Path(at.dataframe[0].value.set_index("key").loc[chosen, "path"])
+    slow = at.dataframe[0].value.reset_index(drop=True)
+    chosen = int(slow.index[slow["rank"].isna().to_numpy()][0])
+    at.selectbox(key="fleet_open_choice").set_value(chosen).run()
+    path = Path(slow.iloc[chosen]["path"])
     path.write_bytes(path.read_bytes() + b" ")
     at.button(key="fleet_open").click().run()
     assert not at.exception

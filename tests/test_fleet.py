@@ -52,3 +52,19 @@ def test_a_row_opens_only_while_its_file_holds_the_analysed_bytes(tmp_path):
     assert openable_trace(str(trace), key) is None
     (tmp_path / "secret.txt").write_bytes(b"x")
     assert openable_trace(str(tmp_path / "secret.txt"), hashlib.sha256(b"x").hexdigest()) is None
+
+
+def test_a_rank_row_opens_only_while_its_run_is_unchanged(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from batch.inputs import run_key
+
+    run = tmp_path / "tp2"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_tiny-llama_tp2_eager", run)
+    files = sorted(run.glob("rank-*"))
+    key = run_key(files)[0]
+    assert openable_trace(str(files[1]), key, rank=1) == files[1]
+    assert openable_trace(str(files[1]), hashlib.sha256(files[1].read_bytes()).hexdigest(), rank=1) is None
+    files[0].write_bytes(files[0].read_bytes() + b" ")  # the other rank changed: not the analysed run any more
+    assert openable_trace(str(files[1]), key, rank=1) is None

@@ -22,7 +22,7 @@ from app.uploads import register_upload
 from batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
 
 FLEET_KEY = "fleet_folder"
-TABLE_COLUMNS = ("path", "group", "outlier_reason", "ttft_ms", "itl_p50_ms", "itl_p90_ms", "gpu_busy_pct",
+TABLE_COLUMNS = ("path", "rank", "group", "outlier_reason", "ttft_ms", "itl_p50_ms", "itl_p90_ms", "gpu_busy_pct",
                  "kernels_per_decode_step", "decode_steps", "device", "model", "mode", "format", "key")
 
 
@@ -87,11 +87,12 @@ def render() -> None:
     shown = table[[c for c in TABLE_COLUMNS if c in table]]
     st.dataframe(shown, width="stretch", hide_index=True)  # sortable by clicking a column header
     if len(table):
-        labels = {row.key: f"{Path(str(row.path)).name}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
-                  for row in table.itertuples()}
-        key = st.selectbox("Trace", list(labels), format_func=labels.get, key="fleet_open_choice")
+        labels = {i: f"{Path(str(row.path)).name}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
+                  for i, row in enumerate(table.itertuples())}
+        choice = st.selectbox("Trace", list(labels), format_func=labels.get, key="fleet_open_choice")
         if st.button("Open in Analyze", key="fleet_open"):
-            path = openable_trace(str(table.set_index("key").loc[key, "path"]), key)
+            row = table.iloc[choice]
+            path = openable_trace(str(row["path"]), str(row["key"]), row.get("rank"))
             if path is None:
                 st.error("That trace is no longer where the batch read it (or its content changed).")
             else:
