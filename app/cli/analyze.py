@@ -58,12 +58,13 @@ def _with_roofline(trace_path: str, timeline, result):
 
 def _rank_files(source: str) -> list:
     """The trace files of a folder or glob (several: a multi-rank run); [] for a plain file path."""
+    import glob
     from pathlib import Path
 
     from parsers.ranks import find_trace_files
 
-    if Path(source).is_file():
-        return []
+    if Path(source).is_file() or (not Path(source).is_dir() and not glob.has_magic(source)):
+        return []  # a file, or a missing one (load_trace says "cannot open ...")
     return find_trace_files(source)  # TraceError "no trace files in ..." when there are none
 
 
