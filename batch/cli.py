@@ -1,4 +1,4 @@
-"""``batch GLOB_OR_DIR --out DIR [--workers N] [--ray auto|ADDRESS]``: the lead wires add_batch_parser into app.cli."""
+"""``batch GLOB_OR_DIR --out DIR [--workers N] [--ray auto|ADDRESS]``: registered in app.cli (app/cli/__init__.py)."""
 
 from __future__ import annotations
 
