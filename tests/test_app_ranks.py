@@ -23,6 +23,7 @@ from app.navigation import ANALYZE_KEY
 from app.rank_runs import RANK_UPLOADS_KEY, RANKS_KEY
 from batch.runner import run_batch
 from tests.app_samples import FIXTURE_SAMPLES, XSS_KERNEL
+from tests.conftest import real_trace
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "app" / "views"
@@ -168,3 +169,18 @@ def test_fleet_without_batches_says_how_to_make_one(samples):
     at = _page("fleet.py").run()
     assert not at.exception
     assert any("No batch output" in i.value for i in at.info)
+
+
+def test_ranks_shows_the_hta_pair_without_steps(samples):
+    folder = real_trace("hta_sampled_2rank")
+    at = _page("ranks.py")
+    at.session_state[RANK_UPLOADS_KEY] = tuple((p.name, p.read_bytes()) for p in sorted(folder.glob("*.json.gz")))
+    at.session_state[RANKS_KEY] = "ranks:upload"
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Ranks"] == "2" and metrics["Aligned steps"] == "0"
+    assert float(metrics["Communication"].rstrip("%")) > 0  # NCCL kernels over each rank's whole trace
+    assert any("world of 128" in w.value for w in at.warning)
+    totals = at.dataframe[0].value
+    assert sorted(totals["rank"]) == [0, 1] and (totals["collectives"] > 0).all()
