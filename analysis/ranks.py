@@ -6,9 +6,10 @@ analysed with the same ``analyze()`` as a single trace; this module then
 
 - aligns steps across ranks by (request, index) when every rank has markers/annotations, else by position;
 - per rank and step measures communication (collective kernels on a GPU, collective host ops on a CPU-only
-  trace: one rule, ``communication_mask``), exposed communication (not overlapped with that rank's compute),
-  and time waiting at collectives (on one clock: the latest peer's arrival at the same collective minus this
-  rank's arrival; across clocks: this rank's collective duration minus the fastest rank's);
+  trace: the categories module's `communication` rule, ``communication_mask``), exposed communication (not
+  overlapped with that rank's compute), and time waiting at collectives (on one clock: the latest peer's
+  arrival at the same collective minus this rank's arrival; across clocks: this rank's collective duration
+  minus the fastest rank's);
 - per step across ranks: the slowest rank (most step time not spent waiting for peers), the skew (latest end
   minus earliest end on one clock, else the spread of durations);
 - findings: a straggler rank with its evidence, communication-bound steps, imbalance.
@@ -16,7 +17,6 @@ analysed with the same ``analyze()`` as a single trace; this module then
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,18 +24,11 @@ import pandas as pd
 
 from analysis import Analysis, AnalysisOptions, analyze
 from analysis.activity import busy_union, covered_time, derive_activity
+from analysis.categories import categorize
 from analysis.model import Finding
-from analysis.names import name_matches
 from parsers.ranks import RankedRun
 from parsers.timeline import GPU_KINDS, Timeline
 
-# The one rule for "this is communication", until analysis/categories.py's `communication` category lands:
-# NCCL/RCCL kernels, vLLM/SGLang custom all-reduce kernels, and torch.distributed's host ops (c10d::, gloo).
-COMMUNICATION_RE = re.compile(
-    r"nccl|rccl|c10d::|gloo:|cross_device_reduce|custom_?all_?reduce|all_?reduce|all_?gather|reduce_?scatter"
-    r"|all_?to_?all|quick_?all_?reduce",
-    re.IGNORECASE,
-)
 STRAGGLER_SHARE = 0.6  # slowest in at least this share of aligned steps
 STRAGGLER_MIN_EXCESS_PCT = 5.0  # and its non-waiting time exceeds the others' median by this much
 COMM_BOUND_PCT = 50.0  # a step spending at least this share of its time in exposed communication
@@ -48,8 +41,12 @@ RANK_STEP_COLUMNS = (
 
 
 def communication_mask(names: pd.Series) -> np.ndarray:
-    """Which events are collectives, by name. Replace with the categories module's `communication` when it lands."""
-    return name_matches(names, COMMUNICATION_RE)
+    """Which events are collectives, by name: the anatomy's `communication` category (analysis/categories.py),
+    the one rule for NCCL/RCCL kernels, custom all-reduce kernels and torch.distributed's c10d::/gloo host ops."""
+    if not len(names):
+        return np.zeros(0, dtype=bool)
+    _, category = categorize(names)
+    return np.asarray(category == "communication", dtype=bool)
 
 
 @dataclass(frozen=True)

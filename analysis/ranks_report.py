@@ -70,8 +70,8 @@ def multi_rank_contract(ranked: RankedRun, result: RankRun) -> dict:
 
 
 def analyze_run_folder(
-    source: str | os.PathLike, options: AnalysisOptions | None = None, limits: ReadLimits | None = None
+    source: str | os.PathLike | list, options: AnalysisOptions | None = None, limits: ReadLimits | None = None
 ) -> dict:
-    """``analyze DIR --json`` for a folder or glob of rank traces. Raises TraceError (one line) on a bad file."""
+    """``analyze DIR --json`` for a folder, glob or list of rank traces. Raises TraceError (one line) on a bad file."""
     ranked = load_ranks(source, limits)
     return multi_rank_contract(ranked, analyze_ranks(ranked, options))

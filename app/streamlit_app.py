@@ -17,6 +17,8 @@ pages = {
     "analyze": st.Page(PAGE_FILES["analyze"], title="Analyze", icon=":material/monitoring:", default=True),
     "run": st.Page(PAGE_FILES["run"], title="Run", icon=":material/play_arrow:"),
     "compare": st.Page(PAGE_FILES["compare"], title="Compare", icon=":material/compare_arrows:"),
+    "ranks": st.Page(PAGE_FILES["ranks"], title="Ranks", icon=":material/view_week:"),
+    "fleet": st.Page(PAGE_FILES["fleet"], title="Fleet", icon=":material/dataset:"),
 }
 register_pages(pages)
 st.navigation(list(pages.values())).run()

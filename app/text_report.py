@@ -93,3 +93,41 @@ def _num(value: float, unit: str) -> str:
     if not unit:
         return f"{value:,.3f}".rstrip("0").rstrip(".")  # counts print as counts, medians with their decimals
     return f"{value:,.3f} {unit}"
+
+
+def render_ranks_text(report: dict) -> str:
+    """The readable form of a multi-rank run: one line per rank, the cross-rank figures, warnings, findings."""
+    run = report["run"]
+    lines = [
+        f"run      {run['ranks']} rank(s), {run['aligned_steps']} aligned step(s) (by {run.get('alignment', '?')})",
+        f"clock    {run.get('clock_note', '')}",
+        "",
+        f"{'rank':>4} {'file':<40} {'steps':>6} {'ITL p50 ms':>11} {'busy %':>8}",
+    ]
+    for r in report["ranks"]:
+        s = r["summary"]
+        itl, busy = (s.get("itl_ms") or {}).get("p50"), s.get("gpu_busy_pct")
+        lines.append(
+            f"{r['rank']:>4} {str(r.get('file', ''))[:40]:<40} {len(r['steps']):>6} "
+            f"{_opt(itl, ''):>11} {_opt(busy, ''):>8}"
+        )
+    step = run.get("step_time_ms") or {}
+    skew = run.get("skew_us") or {}
+    lines += [
+        "",
+        f"{'step time (slowest rank)':<26}p50 {_opt(step.get('p50'), 'ms')}, p90 {_opt(step.get('p90'), 'ms')}",
+        f"{'skew (' + run.get('skew_basis', '') + ')':<26}p50 {_opt(skew.get('p50'), 'us')}, "
+        f"p90 {_opt(skew.get('p90'), 'us')}",
+        f"{'communication':<26}{_opt(run.get('comm_pct'), '%')}",
+        f"{'exposed communication':<26}{_opt(run.get('exposed_comm_pct'), '%')}",
+        f"{'slowest rank':<26}{'n/a' if run.get('slowest_rank') is None else run['slowest_rank']}",
+    ]
+    lines += [f"warning  {w}" for w in run.get("warnings", [])]
+    if run.get("findings"):
+        lines.append("")
+        lines += [f"[{f['severity']}] {f['title']}: {f['detail']}" for f in run["findings"]]
+    return "\n".join(lines) + "\n"
+
+
+def _opt(value: float | None, unit: str) -> str:
+    return "n/a" if value is None else _num(float(value), unit)

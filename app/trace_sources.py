@@ -45,6 +45,12 @@ def runs_dir() -> Path:
     return Path(os.environ.get("STEPSCOPE_RUNS_DIR") or REPO / "runs")
 
 
+def fleet_root() -> Path:
+    """Where the Fleet page may open batch outputs (and write new ones): STEPSCOPE_FLEET_ROOT, else the runs
+    folder. The page lists folders under it and never takes a typed path."""
+    return Path(os.environ.get("STEPSCOPE_FLEET_ROOT") or runs_dir())
+
+
 def _folder_sources(root: Path, origin: str, newest_first: bool) -> list[TraceSource]:
     if not root.is_dir():
         return []

@@ -1,4 +1,4 @@
-"""``batch GLOB_OR_DIR --out DIR [--workers N] [--ray auto|ADDRESS]``: the lead wires add_batch_parser into app.cli."""
+"""``batch GLOB_OR_DIR --out DIR [--workers N] [--ray auto|ADDRESS]``: registered in app.cli (app/cli/__init__.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 def add_batch_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("batch", help="analyse many traces into Parquet tables (locally or on Ray)")
     p.add_argument("source", help="a folder (searched recursively) or a glob of trace files")
-    p.add_argument("--out", required=True, help="output folder: traces/steps/gaps.parquet (resumed if present)")
+    p.add_argument("--out", required=True, help="output folder: traces/steps/gaps/categories.parquet (resumed)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: cores, memory)")
     p.add_argument("--ray", default=None, metavar="auto|ADDRESS", help="run as Ray tasks on this cluster")
     p.set_defaults(handler=handle_batch)

@@ -2,6 +2,10 @@
 
 The key is the sha256 of the file's bytes, as the app's parse cache uses, so the same trace copied to two
 places is analysed once, and a second batch over the same folder knows what it has already done.
+
+A folder whose trace files all name a rank (vLLM ``rank-N``, SGLang ``TP-N-...``, torchrun ``rank_N``; the
+patterns of parsers/ranks.py), two or more, distinct, is one multi-rank run: one input, keyed by the hashes of
+its files, analysed together (one row per rank).
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from parsers.ranks import NOT_TRACES, TRACE_SUFFIXES
+from parsers.errors import TraceError
+from parsers.ranks import NOT_TRACES, TRACE_SUFFIXES, find_trace_files, rank_from_name
 
 HASH_CHUNK = 1 << 22
 
@@ -47,14 +52,46 @@ def discover(source: str) -> list[Path]:
     )
 
 
+def rank_run_folders(paths: list[Path]) -> list[Path]:
+    """Folders whose trace files (all of them, as analyze DIR reads them) name two or more distinct ranks."""
+    by_folder: dict[Path, list[Path]] = {}
+    for p in paths:
+        by_folder.setdefault(p.parent, []).append(p)
+    runs = []
+    for folder, files in sorted(by_folder.items()):
+        ranks = [rank_from_name(p.name) for p in files]
+        if len(files) < 2 or any(r is None for r in ranks) or len({r[0] for r in ranks}) != len(files):
+            continue
+        try:
+            if sorted(find_trace_files(folder)) == sorted(files):
+                runs.append(folder)
+        except (OSError, TraceError):  # an unlistable folder: its files stay single inputs
+            continue
+    return runs
+
+
+def run_key(files: list[Path]) -> tuple[str, int]:
+    """(key, total bytes) of a rank run: the sha256 over its files' names and content hashes."""
+    digest = hashlib.sha256(b"rank-run\n")
+    size = 0
+    for p in sorted(files, key=lambda q: q.name):
+        digest.update(f"{p.name}:{sha256_of_file(p)}\n".encode())
+        size += p.stat().st_size
+    return digest.hexdigest(), size
+
+
 def keyed_inputs(paths: list[Path]) -> tuple[list[BatchInput], list[tuple[str, str]]]:
-    """One input per distinct content (the first path, or the first beside a run.json), and (path, reason)
-    for files that could not be read."""
+    """One input per distinct content (the first path, or the first beside a run.json), a rank-run folder as
+    one input, and (path, reason) for files that could not be read."""
     by_key: dict[str, BatchInput] = {}
     unreadable: list[tuple[str, str]] = []
-    for p in paths:
+    runs = rank_run_folders(paths)
+    in_runs = set(runs)
+    items = [(folder, [p for p in paths if p.parent == folder]) for folder in runs]
+    items += [(p, None) for p in paths if p.parent not in in_runs]
+    for p, run_files in items:
         try:
-            key, size = sha256_of_file(p), p.stat().st_size
+            key, size = run_key(run_files) if run_files else (sha256_of_file(p), p.stat().st_size)
         except OSError as exc:
             unreadable.append((str(p), f"cannot read the file: {exc.strerror or exc}"))
             continue
@@ -68,6 +105,6 @@ def keyed_inputs(paths: list[Path]) -> tuple[list[BatchInput], list[tuple[str, s
 
 
 def memory_need_bytes(path: str, size_bytes: int) -> int:
-    """Memory to analyse one trace: ~2.5x the JSON (a 200 MB trace needs ~0.5 GB), gzip expanding ~10x, +300 MB."""
-    expanded = size_bytes * (10 if path.endswith(".gz") else 1)
+    """Memory to analyse one input: ~2.5x the JSON (a 200 MB trace needs ~0.5 GB), gzip expanding ~10x, +300 MB."""
+    expanded = size_bytes * (10 if path.endswith(".gz") or Path(path).is_dir() else 1)  # a rank folder: gzip
     return int(2.5 * expanded) + (300 << 20)

@@ -1,4 +1,4 @@
-"""The batch's output folder: traces.parquet, steps.parquet, gaps.parquet, written atomically, read back to resume.
+"""The batch's output folder: traces, steps, gaps and categories .parquet, written atomically, read back to resume.
 
 Every write goes to a temporary file in the folder and is renamed into place, so an interrupted batch never
 leaves a half-written table. ``traces`` is written last and is the record of what is done: on resume, step and
@@ -15,29 +15,37 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.metrics import METRICS
-from batch.work import COUNT_METRICS, GAP_FIELDS, STEP_FIELDS, TRACE_FIELDS
+from batch.work import CATEGORY_FIELDS, COUNT_METRICS, GAP_FIELDS, ROW_TABLES, STEP_FIELDS, TRACE_FIELDS
 
 SCHEMAS = {
     "traces": pa.schema(
-        [("key", pa.string()), ("path", pa.string()), ("size_bytes", pa.int64()), ("copies", pa.int64()),
+        [("key", pa.string()), ("rank", pa.int64()), ("path", pa.string()), ("size_bytes", pa.int64()),
+         ("copies", pa.int64()),
          ("status", pa.string()), ("error", pa.string()), ("format", pa.string()), ("device", pa.string()),
          ("model", pa.string()), ("mode", pa.string()), ("events", pa.int64()),
          ("segmentation_method", pa.string()), ("segmentation_confidence", pa.float64()), ("steps", pa.int64())]
         + [(m.key, pa.int64() if m.key in COUNT_METRICS else pa.float64()) for m in METRICS]
-        + [("analyze_s", pa.float64())]
+        + [("comm_pct", pa.float64()), ("exposed_comm_pct", pa.float64()), ("analyze_s", pa.float64())]
     ),
     "steps": pa.schema(
-        [("key", pa.string()), ("step", pa.int64()), ("kind", pa.string()), ("request", pa.int64()),
+        [("key", pa.string()), ("rank", pa.int64()), ("step", pa.int64()), ("kind", pa.string()),
+         ("request", pa.int64()),
          ("index", pa.int64()), ("start_us", pa.float64()), ("end_us", pa.float64()), ("tokens", pa.int64()),
          ("kernels", pa.int64()), ("launches", pa.int64()), ("gpu_busy_us", pa.float64()),
          ("gpu_idle_us", pa.float64())]
     ),
     "gaps": pa.schema(
-        [("key", pa.string()), ("start_us", pa.float64()), ("end_us", pa.float64()), ("dur_us", pa.float64()),
+        [("key", pa.string()), ("rank", pa.int64()), ("start_us", pa.float64()), ("end_us", pa.float64()),
+         ("dur_us", pa.float64()),
          ("device", pa.int64()), ("placement", pa.string()), ("step", pa.int64()), ("cause", pa.string())]
     ),
+    "categories": pa.schema(
+        [("key", pa.string()), ("rank", pa.int64()), ("step", pa.int64()), ("step_kind", pa.string()),
+         ("category", pa.string()),
+         ("kernels", pa.int64()), ("time_us", pa.float64())]
+    ),
 }
-FIELDS = {"traces": TRACE_FIELDS, "steps": STEP_FIELDS, "gaps": GAP_FIELDS}
+FIELDS = {"traces": TRACE_FIELDS, "steps": STEP_FIELDS, "gaps": GAP_FIELDS, "categories": CATEGORY_FIELDS}
 assert all(tuple(SCHEMAS[t].names) == FIELDS[t] for t in SCHEMAS)
 
 
@@ -49,7 +57,7 @@ class TableSet:
         self.out.mkdir(parents=True, exist_ok=True)
         self.tables = {name: self._read(name) for name in SCHEMAS}
         done = set(self.tables["traces"].column("key").to_pylist())
-        for name in ("steps", "gaps"):  # rows of a trace whose traces row never made it to disk are redone
+        for name in ROW_TABLES:  # rows of a trace whose traces row never made it to disk are redone
             t = self.tables[name]
             if t.num_rows:
                 keep = [k in done for k in t.column("key").to_pylist()]
@@ -61,11 +69,15 @@ class TableSet:
         path = self.out / f"{name}.parquet"
         if not path.exists():
             return SCHEMAS[name].empty_table()
-        return pq.read_table(path).select(list(SCHEMAS[name].names)).cast(SCHEMAS[name])
+        table = pq.read_table(path)
+        for field in SCHEMAS[name]:  # an output written before a column existed (rank, comm_pct): nulls there
+            if field.name not in table.column_names:
+                table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))
+        return table.select(list(SCHEMAS[name].names)).cast(SCHEMAS[name])
 
     def add(self, result: dict) -> None:
-        self.pending["traces"].append({"rows": [result["trace"]]})
-        for name in ("steps", "gaps"):
+        self.pending["traces"].append({"rows": result.get("traces") or [result["trace"]]})
+        for name in ROW_TABLES:
             self.pending[name].append({"columns": result[name]})
         self.done_keys.add(result["trace"]["key"])
 
@@ -73,7 +85,7 @@ class TableSet:
         """Append pending rows and rewrite every table atomically; traces last."""
         if not self.pending["traces"]:
             return
-        for name in ("steps", "gaps", "traces"):
+        for name in (*ROW_TABLES, "traces"):
             schema = SCHEMAS[name]
             parts = [self.tables[name]]
             for item in self.pending[name]:

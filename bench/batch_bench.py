@@ -99,10 +99,11 @@ def comparable(out: Path) -> dict:
     import pyarrow.parquet as pq
 
     tables = {}
-    for name in ("traces", "steps", "gaps"):
+    for name in ("traces", "steps", "gaps", "categories"):
         t = pq.read_table(out / f"{name}.parquet").to_pandas()
         t = t.drop(columns=[c for c in (*TIMING_FIELDS, *PATH_FIELDS) if c in t.columns])
-        tables[name] = t.sort_values(list(t.columns[:2]), kind="stable").reset_index(drop=True)
+        by = ["key", "rank", "step", "category"] if name == "categories" else list(t.columns[:2])
+        tables[name] = t.sort_values(by, kind="stable").reset_index(drop=True)
     return tables
 
 

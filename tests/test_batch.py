@@ -49,8 +49,13 @@ def build_inputs(folder: Path) -> dict:
     for name, data in HOSTILE.items():
         (folder / name).write_bytes(data)
     files = [p for p in folder.rglob("*") if p.is_file() and p.name != "run.json"]
-    keys = {hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
-    return {"files": len(files), "distinct": len(keys), "errors": len(HOSTILE),
+    # the shipped tensor-parallel sample keeps its rank-N files together: one input, one row per rank
+    tp2 = folder / "samples" / "cpu_tiny-llama_tp2_eager"
+    single = [p for p in files if p.parent != tp2]
+    keys = {hashlib.sha256(p.read_bytes()).hexdigest() for p in single}
+    tp2_ranks = len(list(tp2.glob("rank-*")))
+    return {"files": len(files), "distinct": len(keys) + 1, "rows": len(keys) + tp2_ranks, "tp2": tp2,
+            "tp2_ranks": tp2_ranks, "errors": len(HOSTILE),
             "eager_key": hashlib.sha256(eager.read_bytes()).hexdigest()}
 
 
@@ -70,10 +75,11 @@ def local_out(inputs, tmp_path_factory):
 
 def comparable(out: Path) -> dict:
     tables = {}
-    for name in ("traces", "steps", "gaps"):
+    for name in ("traces", "steps", "gaps", "categories"):
         t = pq.read_table(out / f"{name}.parquet").to_pandas()
         t = t.drop(columns=[c for c in (*TIMING_FIELDS, *PATH_FIELDS) if c in t.columns])
-        tables[name] = t.sort_values(list(t.columns[:2]), kind="stable").reset_index(drop=True)
+        by = ["key", "rank", "step", "category"] if name == "categories" else list(t.columns[:2])
+        tables[name] = t.sort_values(by, kind="stable").reset_index(drop=True)
     return tables
 
 
@@ -83,7 +89,9 @@ def test_local_batch_rows_errors_and_steps(inputs, local_out):
     assert expect["files"] >= 20
     assert report.inputs == expect["distinct"] <= expect["files"] - 1  # exact duplicates are one input
     traces = pq.read_table(out / "traces.parquet").to_pandas()
-    assert len(traces) == expect["distinct"] and traces["key"].is_unique
+    assert expect["tp2_ranks"] == 2
+    assert len(traces) == expect["rows"] and traces["key"].nunique() == expect["distinct"]
+    assert not traces.duplicated(["key", "rank"]).any()
     errors = traces[traces["status"] == "error"]
     assert len(errors) == expect["errors"] == report.errors
     assert sorted(Path(p).name for p in errors["path"]) == sorted(HOSTILE)
@@ -94,11 +102,69 @@ def test_local_batch_rows_errors_and_steps(inputs, local_out):
     run = json.loads((SAMPLES / "cpu_tiny-llama_eager" / "run.json").read_text())
     expected_steps = run["markers"]["prefill"] + run["markers"]["decode"]
     assert (steps["key"] == expect["eager_key"]).sum() == expected_steps == eager["steps"]
-    per_key = steps.groupby("key").size()
-    ok = traces[traces["status"] == "ok"].set_index("key")["steps"]
-    assert all(per_key.get(k, 0) == n for k, n in ok.items())
+    per_key = steps.groupby(["key", steps["rank"].fillna(-1)]).size()
+    ok = traces[traces["status"] == "ok"]
+    assert all(per_key.get((k, -1 if r != r else r), 0) == n for k, r, n in zip(ok["key"], ok["rank"], ok["steps"],
+                                                                               strict=True))
     assert len(pq.read_table(out / "gaps.parquet")) > 0
     assert not list(out.glob(".*partial"))
+
+
+def _root_host_op_us(trace: Path, lo_us: float, hi_us: float) -> float:
+    """Total duration of the outermost host ops (per thread) starting in [lo, hi), read from the raw JSON: the
+    self times of all ops nested under them add up to exactly this."""
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    by_thread: dict = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            by_thread.setdefault(e["tid"], []).append((e["ts"], -e["dur"]))
+    total = 0.0
+    for ops in by_thread.values():
+        end = -1.0
+        for ts, neg_dur in sorted(ops):
+            if ts >= end:  # not inside an earlier op: an outermost one
+                total += -neg_dur if lo_us <= ts < hi_us else 0.0
+            end = max(end, ts - neg_dur)
+    return total
+
+
+def test_categories_table_is_the_median_decode_steps_anatomy(inputs, local_out):
+    _, expect = inputs
+    out, _ = local_out
+    cats = pq.read_table(out / "categories.parquet").to_pandas()
+    steps = pq.read_table(out / "steps.parquet").to_pandas()
+    traces = pq.read_table(out / "traces.parquet").to_pandas()
+    assert set(cats["key"]) <= set(traces.loc[traces["status"] == "ok", "key"])
+    eager = cats[cats["key"] == expect["eager_key"]]
+    assert eager["step"].nunique() == 1 and set(eager["step_kind"]) == {"decode"}
+    assert {"gemm", "attention", "norm"} <= set(eager["category"])
+    row = steps[(steps["key"] == expect["eager_key"]) & (steps["step"] == int(eager["step"].iloc[0]))].iloc[0]
+    decode = steps[(steps["key"] == expect["eager_key"]) & (steps["kind"] == "decode")]
+    spans = (decode["end_us"] - decode["start_us"]).sort_values().to_numpy()
+    assert spans[0] <= row["end_us"] - row["start_us"] <= spans[-1]
+    raw = _root_host_op_us(SAMPLES / "cpu_tiny-llama_eager" / "trace.json.gz", row["start_us"], row["end_us"])
+    assert eager["time_us"].sum() == pytest.approx(raw, rel=1e-6)
+
+
+def test_a_folder_of_ranks_is_one_input_with_a_rank_column(local_out):
+    out, _ = local_out
+    traces = pq.read_table(out / "traces.parquet").to_pandas()
+    run = traces[traces["path"].str.contains("cpu_tiny-llama_tp2_eager")].sort_values("rank")
+    assert run["key"].nunique() == 1 and run["rank"].tolist() == [0, 1]
+    assert [Path(p).name for p in run["path"]] == ["rank-0.trace.json.gz", "rank-1.trace.json.gz"]
+    assert (run["status"] == "ok").all() and (run["comm_pct"] > 0).all()
+    assert (run["mode"] == "eager").all()
+    # each rank's share of communication recomputed from its steps and its raw c10d all-reduces
+    steps = pq.read_table(out / "steps.parquet").to_pandas()
+    for rank, path in zip(run["rank"], run["path"], strict=True):
+        mine = steps[(steps["key"] == run["key"].iloc[0]) & (steps["rank"] == rank)]
+        events = json.loads(gzip.decompress(Path(path).read_bytes()))["traceEvents"]
+        colls = [(e["ts"], e["ts"] + e["dur"]) for e in events
+                 if e.get("ph") == "X" and e["name"] == "c10d::allreduce_"]
+        inside = sum(max(0.0, min(b, hi) - max(a, lo)) for lo, hi in zip(mine["start_us"], mine["end_us"], strict=True)
+                     for a, b in colls)
+        share = 100.0 * inside / (mine["end_us"] - mine["start_us"]).sum()
+        assert run.set_index("rank").loc[rank, "comm_pct"] == pytest.approx(share, rel=0.02)
 
 
 def test_resume_skips_done_work(inputs, local_out):

@@ -214,3 +214,21 @@ def test_run_page_sweeps_prefill_and_plots_it(browser, app_url):
     page.screenshot(path=str(SCREENSHOTS / "sweep.png"), full_page=True)
     assert not dialogs
     page.close()
+
+
+def test_ranks_page_shows_the_tp2_run(browser, app_url):
+    page, dialogs = _open(browser, f"{app_url}/ranks")
+    page.wait_for_selector("[data-testid='stMetric']", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 3", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_timeout(1500)  # let the heatmap and WebGL lanes paint before the screenshot
+    text = " ".join(page.locator("[data-testid='stMetric']").all_inner_texts())
+    assert "Ranks" in text and "Communication" in text and "Slowest rank" in text
+    body = page.inner_text("body")
+    assert "rank-0.trace.json.gz" in body and "rank-1.trace.json.gz" in body
+    assert page.locator(".js-plotly-plot .heatmaplayer, .js-plotly-plot .hm").count() > 0
+    assert "cpu_tiny-llama_tp2_eager" in page.locator("[data-testid='stSelectbox'] input").first.input_value()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "ranks.png"), full_page=True)
+    assert page.get_by_role("link", name="Fleet").count() == 1
+    assert not dialogs
+    page.close()

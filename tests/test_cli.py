@@ -151,3 +151,88 @@ def test_readable_output_has_the_category_table_and_layers():
     assert "inside step" in text and "host ops" in text
     assert "layers   4 x" in text  # tiny-llama: 4 decoder layers (collectors/presets.py)
     assert "per-category roofline (tiny-llama" in text  # run.json beside the sample names the model
+
+
+# -- a folder or glob of rank traces: DESIGN.md's {"ranks": [...], "run": {...}} --------------------------------
+
+TP2 = ROOT / "sample_traces" / "cpu_tiny-llama_tp2_eager"
+RUN_KEYS = {"ranks", "aligned_steps", "step_time_ms", "skew_us", "comm_pct", "exposed_comm_pct", "slowest_rank"}
+
+
+def _collective_us_in_steps(trace_path, steps) -> tuple[float, float]:
+    """(c10d all-reduce time inside the steps, total step time), in us, read straight from the trace JSON."""
+    import gzip
+
+    events = json.loads(gzip.decompress(trace_path.read_bytes()))["traceEvents"]
+    colls = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
+                   and e["name"] == "c10d::allreduce_")
+    inside = sum(min(end, s["end_us"]) - max(start, s["start_us"]) for s in steps for start, end in colls
+                 if start < s["end_us"] and end > s["start_us"])
+    return inside, sum(s["end_us"] - s["start_us"] for s in steps)
+
+
+def test_folder_of_two_ranks_is_one_run_with_its_allreduces():
+    result = run_cli("analyze", str(TP2), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report) == {"ranks", "run"}
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    assert all({"format", "steps", "summary", "findings"} <= set(r) for r in report["ranks"])
+    run = report["run"]
+    assert set(run) >= RUN_KEYS and run["ranks"] == 2
+    assert run["aligned_steps"] == len(report["ranks"][0]["steps"]) == len(report["ranks"][1]["steps"]) > 0
+    # communication share recomputed from the raw events of both ranks (c10d::allreduce_ wraps gloo's work)
+    inside, total = map(sum, zip(*(_collective_us_in_steps(TP2 / f"rank-{r['rank']}.trace.json.gz", r["steps"])
+                                   for r in report["ranks"]), strict=True))
+    assert inside > 0
+    assert run["comm_pct"] == pytest.approx(100.0 * inside / total, rel=0.02)
+    assert run["step_time_ms"]["p50"] <= run["step_time_ms"]["p90"]
+
+
+def test_glob_of_the_hta_pair_groups_as_one_run_and_a_single_file_is_unchanged():
+    folder = real_trace("hta_sampled_2rank")
+    result = run_cli("analyze", str(folder / "*.json.gz"), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["run"]["ranks"] == 2 and sorted(r["rank"] for r in report["ranks"]) == [0, 1]
+    assert report["run"]["comm_pct"] > 0  # NCCL kernels are really there
+    single = run_cli("analyze", str(folder / "sampled_rank-0.json.gz"), "--json")
+    assert single.returncode == 0 and "ranks" not in json.loads(single.stdout)
+
+
+def test_readable_multi_rank_output():
+    result = run_cli("analyze", str(TP2))
+    assert result.returncode == 0, result.stderr
+    assert "2 rank(s)" in result.stdout and "rank-1.trace.json.gz" in result.stdout
+    assert "exposed communication" in result.stdout
+
+
+def test_folder_errors_are_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "rank-0.json").write_bytes((TP2 / "rank-0.trace.json.gz").read_bytes())
+    (bad / "rank-1.json").write_bytes(b'{"traceEvents": [')
+    for source in (empty, bad, tmp_path / "*.nothing"):
+        result = run_cli("analyze", str(source), "--json")
+        assert result.returncode == 2, source
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:") and result.stdout == ""
+
+
+def test_batch_subcommand_through_app_cli(tmp_path):
+    source = tmp_path / "in"
+    source.mkdir()
+    for p in TP2.glob("*.gz"):
+        (source / p.name).write_bytes(p.read_bytes())
+    (source / "hostile.json").write_bytes(b"\x00junk")
+    out = tmp_path / "out"
+    result = run_cli("batch", str(source), "--out", str(out), "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    import pandas as pd
+
+    traces = pd.read_parquet(out / "traces.parquet")
+    assert len(traces) == 3 and traces["error"].fillna("").astype(bool).sum() == 1
+    bad = run_cli("batch", str(source), "--out", str(out), "--workers", "0")
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("error:") and len(bad.stderr.strip().splitlines()) == 1

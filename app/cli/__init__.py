@@ -1,7 +1,7 @@
-"""Command line: `python -m app.cli analyze|roofline|export|sweep ...`.
+"""Command line: `python -m app.cli analyze|roofline|export|sweep|batch ...`.
 
-One subcommand per module (analyze, roofline, export, sweep); each registers its parser and a handler
-that returns the exit status. Anything the user can fix ends here, in `main`, as exit status 2
+One subcommand per module (analyze, roofline, export, sweep; batch lives in batch/cli.py); each registers its
+parser and a handler that returns the exit status. Anything the user can fix ends here, in `main`, as exit status 2
 and one line on stderr starting with "error:"; a traceback would be a bug.
 """
 
@@ -35,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from app.cli import analyze, export, roofline, sweep
+    from batch.cli import add_batch_parser
 
     parser = argparse.ArgumentParser(prog="python -m app.cli", description="Stepscope: where every token's time goes.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -42,4 +43,5 @@ def build_parser() -> argparse.ArgumentParser:
     roofline.add_parser(sub)
     export.add_parser(sub)
     sweep.add_parser(sub)
+    add_batch_parser(sub)
     return parser
