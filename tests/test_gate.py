@@ -77,7 +77,7 @@ def test_bad_expressions_raise_one_line(expr, message):
 
 
 def test_unknown_metric_lists_the_known_ones():
-    with pytest.raises(GateError, match="known metrics: .*itl_p50_ms.*gpu_busy_pct"):
+    with pytest.raises(GateError, match=r"known metrics: .*itl_p50_ms.*gpu_busy_pct"):
         parse_gate("nope<=1x", KEYS)
 
 
