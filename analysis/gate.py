@@ -61,7 +61,7 @@ class GateResult:
         return self.gate.expr
 
     def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'} {self.gate.expr}: {self.detail}"
+        return f"{'ok' if self.ok else 'FAIL'} {self.gate.expr}: {self.detail}"
 
 
 def parse_gate(expr: str, known_keys: Iterable[str]) -> Gate:
@@ -122,7 +122,7 @@ def evaluate_gate(gate: Gate, metrics: pd.DataFrame) -> GateResult:
     delta_unit = " pt" if unit == "%" else unit_text
     shown_unit = {"ratio": "", "delta": delta_unit, "absolute": unit_text}[gate.mode]
     bound = {"ratio": f"{gate.bound:g}x", "delta": f"{gate.bound:+g}", "absolute": f"{gate.bound:g}"}[gate.mode]
-    a_text = _number(a) if not math.isnan(a) else "null"
+    a_text = f"{_number(a)}{unit_text}" if not math.isnan(a) else "null"
     detail = f"{gate.what} = {shown}{shown_unit} (A {a_text}, B {_number(b)}{unit_text}); bound {gate.op} {bound}"
     return GateResult(gate, bool(ok), detail)
 
