@@ -114,3 +114,32 @@ def test_report_command_writes_one_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
     missing_dir = run_cli("report", EAGER, "-o", tmp_path / "nope" / "r.html")
     assert missing_dir.returncode == 2 and missing_dir.stderr.startswith("error: cannot write")
+
+
+def test_app_command_serves_the_app(tmp_path):
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "app", "--headless", "--port", str(port), "--logdir", str(tmp_path / "r")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                assert server.poll() is None, server.stdout.read().decode(errors="replace")[-2000:]
+                time.sleep(0.5)
+        else:
+            pytest.fail("the app did not start within 60 s")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
