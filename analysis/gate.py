@@ -7,7 +7,8 @@ A gate bounds one compared metric of trace B against baseline A. The bound's for
 A metric the bound needs that is unknown (null) in A or B fails the gate with a line saying so, as does a
 ratio whose baseline is 0: a CI gate that cannot be checked must not pass silently.
 
-Pure Python over a Comparison's metrics frame, so the CLI, a notebook or a CI script gate the same way.
+Metric names, units and values come from the registry (analysis.metrics), so every metric there can be
+gated, not only the ones the Compare table shows. Pure Python: the CLI, a notebook or a CI script gate alike.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import pandas as pd
+from analysis.metrics import BY_KEY, Metric
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
@@ -64,7 +65,7 @@ class GateResult:
         return f"{'ok' if self.ok else 'FAIL'} {self.gate.expr}: {self.detail}"
 
 
-def parse_gate(expr: str, known_keys: Iterable[str]) -> Gate:
+def parse_gate(expr: str, known_keys: Iterable[str] = BY_KEY) -> Gate:
     """One expression -> Gate. Raises GateError naming what is wrong (and the known metrics for a typo)."""
     match = _GATE.match(expr or "")
     if not match:
@@ -86,7 +87,7 @@ def parse_gate(expr: str, known_keys: Iterable[str]) -> Gate:
     return Gate(expr.strip(), key, match["op"], mode, bound)
 
 
-def parse_gates(exprs: Iterable[str], known_keys: Iterable[str]) -> list[Gate]:
+def parse_gates(exprs: Iterable[str], known_keys: Iterable[str] = BY_KEY) -> list[Gate]:
     known = list(known_keys)
     return [parse_gate(expr, known) for expr in exprs]
 
@@ -95,14 +96,12 @@ def _number(value: float) -> str:
     return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
 
 
-def evaluate_gate(gate: Gate, metrics: pd.DataFrame) -> GateResult:
-    """Check one gate against a Comparison's metrics frame (columns metric, unit, a, b, delta, ratio)."""
-    rows = metrics[metrics["metric"] == gate.key]
-    if rows.empty:
-        return GateResult(gate, False, f"{gate.key} is not in the comparison")
-    row = rows.iloc[0]
-    a, b = float(row["a"]), float(row["b"])
-    unit = str(row.get("unit", "") or "")
+def evaluate_gate(gate: Gate, summary_a: object, summary_b: object) -> GateResult:
+    """Check one gate on two summaries (analysis Summary objects or the JSON contract's summary mappings)."""
+    m: Metric | None = BY_KEY.get(gate.key)
+    if m is None:
+        return GateResult(gate, False, f"{gate.key} is not a known metric")
+    a, b = m.value(summary_a), m.value(summary_b)
     needs_a = gate.mode != "absolute"
     missing = [side for side, value, needed in (("A", a, needs_a), ("B", b, True)) if needed and math.isnan(value)]
     if missing:
@@ -118,8 +117,8 @@ def evaluate_gate(gate: Gate, metrics: pd.DataFrame) -> GateResult:
         measured = b
     ok = OPERATORS[gate.op](measured, gate.bound)
     shown = f"{measured:.3f}x" if gate.mode == "ratio" else f"{measured:+.4g}" if gate.mode == "delta" else _number(b)
-    unit_text = f" {unit}" if unit else ""
-    delta_unit = " pt" if unit == "%" else unit_text
+    unit_text = f" {m.unit}" if m.unit else ""
+    delta_unit = " pt" if m.unit == "%" else unit_text
     shown_unit = {"ratio": "", "delta": delta_unit, "absolute": unit_text}[gate.mode]
     bound = {"ratio": f"{gate.bound:g}x", "delta": f"{gate.bound:+g}", "absolute": f"{gate.bound:g}"}[gate.mode]
     a_text = f"{_number(a)}{unit_text}" if not math.isnan(a) else "null"
@@ -127,5 +126,10 @@ def evaluate_gate(gate: Gate, metrics: pd.DataFrame) -> GateResult:
     return GateResult(gate, bool(ok), detail)
 
 
-def evaluate_gates(gates: Iterable[Gate], metrics: pd.DataFrame) -> list[GateResult]:
-    return [evaluate_gate(gate, metrics) for gate in gates]
+def evaluate_gates(gates: Iterable[Gate], summary_a: object, summary_b: object) -> list[GateResult]:
+    return [evaluate_gate(gate, summary_a, summary_b) for gate in gates]
+
+
+def gate_help() -> str:
+    """The metrics a gate may name, with units, for --help."""
+    return ", ".join(f"{m.key} ({m.unit or 'count'})" for m in BY_KEY.values())

@@ -24,8 +24,9 @@ import pandas as pd
 import plotly.io as pio
 import plotly.offline
 
-from analysis.compare import _CPU_LABELS, COMPARED_METRICS, Comparison, summary_value
+from analysis.compare import Comparison
 from analysis.gap_table import gaps_by_cause
+from analysis.metrics import HEADLINE
 from analysis.model import Analysis
 from app.figures import compare_charts, step_charts, timeline
 from exporters.compare_formats import format_delta, format_ratio, format_value
@@ -104,16 +105,15 @@ def _num(digits: int):
     return lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f}"
 
 
-def _cards(summary: dict) -> str:
-    cpu_only = summary.get("on_gpu") is False
+def _cards(summary) -> str:
+    """The app's summary cards (the registry's headline metrics), as HTML."""
+    on_gpu = summary.on_gpu
     cards = []
-    for key, label, unit, _ in COMPARED_METRICS:
-        label = _CPU_LABELS.get(key, label) if cpu_only else label
-        value = format_value(summary_value(summary, key), unit)
-        cards.append(f'<div class="card"><div class="label">{esc(label)}</div>'
-                     f'<div class="value">{esc(value)}</div></div>')
+    for m in HEADLINE:
+        cards.append(f'<div class="card"><div class="label">{esc(m.label_for(on_gpu))}</div>'
+                     f'<div class="value">{esc(m.format(m.value(summary)))}</div></div>')
     note = ('<p class="note">CPU-only trace: host ops stand in for kernels and "GPU idle" means no op running.</p>'
-            if cpu_only else "")
+            if not on_gpu else "")
     return f'<div class="cards">{"".join(cards)}</div>{note}'
 
 

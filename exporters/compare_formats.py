@@ -12,11 +12,10 @@ import math
 import re
 from collections.abc import Sequence
 
-from analysis.compare import COMPARED_METRICS, Comparison
+from analysis.compare import Comparison
 from analysis.gate import GateResult
+from analysis.metrics import BY_KEY, format_value
 
-BETTER = {True: "lower", False: "higher", None: None}
-_BETTER_BY_KEY = {key: BETTER[lower] for key, _, _, lower in COMPARED_METRICS}
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]|~$])")  # with < > & as entities: nothing renders as markup
 
 
@@ -27,7 +26,9 @@ def _json_number(value: float) -> float | None:
 
 def comparison_json(comparison: Comparison, summary_a: dict, summary_b: dict,
                     gates: Sequence[GateResult] = ()) -> dict:
-    """DESIGN.md's `compare --json` object. summary_a/b: the analyze contract's summary objects."""
+    """DESIGN.md's `compare --json` object. summary_a/b: the analyze contract's summary objects.
+
+    `metrics` holds the Compare page's rows; `better` comes from the metric registry (null: neither)."""
     metrics = [
         {
             "key": row.metric,
@@ -37,7 +38,7 @@ def comparison_json(comparison: Comparison, summary_a: dict, summary_b: dict,
             "b": _json_number(row.b),
             "delta": _json_number(row.delta),
             "ratio": _json_number(row.ratio),
-            "better": _BETTER_BY_KEY.get(row.metric),
+            "better": BY_KEY[row.metric].better if row.metric in BY_KEY else None,
         }
         for row in comparison.metrics.itertuples(index=False)
     ]
@@ -49,18 +50,6 @@ def comparison_json(comparison: Comparison, summary_a: dict, summary_b: dict,
         "sentence": comparison.sentence,
         "gates": [{"expr": r.expr, "ok": r.ok, "detail": r.detail} for r in gates],
     }
-
-
-def format_value(value: float, unit: str) -> str:
-    """A metric value with its unit, 'n/a' when unknown."""
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    if unit == "us" and abs(value) >= 1000:
-        return f"{value / 1000:,.2f} ms"
-    if unit == "ms" and 0 < abs(value) < 1:
-        return f"{value * 1000:,.1f} us"
-    text = f"{value:,.2f}" if abs(value) < 100 and value != int(value) else f"{value:,.0f}"
-    return f"{text}%" if unit == "%" else f"{text} {unit}".strip()
 
 
 def format_delta(value: float, unit: str) -> str:

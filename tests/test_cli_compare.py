@@ -143,3 +143,41 @@ def test_app_command_serves_the_app(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("analyz", "x"), ("compare", "only-one"), ("compare", "a", "b", "--format", "yaml"), ("report", "t"), ()],
+)
+def test_usage_errors_are_one_line_and_exit_2(args):
+    result = run_cli(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+
+
+def test_help_lists_every_subcommand_and_compare_lists_the_metrics():
+    from analysis.metrics import METRICS
+
+    top = run_cli("--help")
+    assert top.returncode == 0
+    for command in ("analyze", "compare", "report", "export", "roofline", "run", "sweep", "app"):
+        assert command in top.stdout
+    compare_help = " ".join(run_cli("compare", "--help").stdout.split())
+    assert all(m.key in compare_help for m in METRICS)
+
+
+def test_run_passes_its_options_to_the_collector():
+    result = run_cli("run", "--help")
+    assert result.returncode == 0 and "--new-tokens" in result.stdout and "--mode" in result.stdout
+
+
+def test_missing_collect_extra_is_one_line(monkeypatch, capsys):
+    from app.cli import main, run
+
+    def no_torch(args):
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(run, "run_collector", no_torch)
+    assert main(["run", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.strip() == "error: `run` needs torch: pip install 'stepscope[collect]'"

@@ -11,11 +11,12 @@ import math
 import pandas as pd
 import pytest
 
-from analysis.compare import COMPARED_METRICS, Comparison
-from analysis.gate import GateError, evaluate_gate, evaluate_gates, parse_gate, parse_gates
+from analysis.compare import Comparison
+from analysis.gate import GateError, evaluate_gate, evaluate_gates, gate_help, parse_gate, parse_gates
+from analysis.metrics import METRICS
 from exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
 
-KEYS = [key for key, *_ in COMPARED_METRICS]
+KEYS = [m.key for m in METRICS]
 NAN = math.nan
 
 
@@ -28,14 +29,28 @@ def _metrics(rows: dict[str, tuple[float, float, str]]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["metric", "label", "unit", "a", "b", "delta", "ratio"])
 
 
-FRAME = _metrics({
+ROWS = {
     "itl_p50_ms": (10.0, 10.4, "ms"),  # +4 %
     "kernels_per_decode_step": (100.0, 112.0, ""),  # +12
     "gpu_busy_pct": (80.0, 77.5, "%"),  # -2.5 points
     "ttft_ms": (NAN, 20.0, "ms"),  # unknown in A
     "launches_per_decode_step": (0.0, 5.0, ""),  # zero baseline
     "decode_tokens_per_s": (100.0, NAN, "tok/s"),  # unknown in B
-})
+}
+FRAME = _metrics(ROWS)
+
+
+def _summary(side: int) -> dict:
+    """The contract's summary object of side 0 (A) or 1 (B), null where ROWS has NaN."""
+    value = {key: (None if math.isnan(pair[side]) else pair[side]) for key, pair in ROWS.items()}
+    return {
+        "itl_ms": {"p50": value.pop("itl_p50_ms")},
+        "prefill_steps": 1,
+        **value,
+    }
+
+
+A, B = _summary(0), _summary(1)
 
 
 @pytest.mark.parametrize(
@@ -98,29 +113,37 @@ def test_unknown_metric_lists_the_known_ones():
     ],
 )
 def test_evaluate(expr, ok):
-    result = evaluate_gate(parse_gate(expr, KEYS), FRAME)
+    result = evaluate_gate(parse_gate(expr), A, B)
     assert result.ok is ok, result.line()
 
 
+def test_every_registry_metric_can_be_gated():
+    for key in KEYS:
+        assert parse_gate(f"{key}<=1.1x").key == key
+        assert key in gate_help()
+    steps = evaluate_gate(parse_gate("prefill_steps<=+0"), A, B)  # not a Compare row, gated all the same
+    assert steps.ok and "B-A = +0" in steps.detail
+
+
 def test_null_and_zero_baselines_fail_with_a_reason():
-    ttft = evaluate_gate(parse_gate("ttft_ms<=1.1x", KEYS), FRAME)
+    ttft = evaluate_gate(parse_gate("ttft_ms<=1.1x"), A, B)
     assert not ttft.ok and "null in A" in ttft.detail
-    rate = evaluate_gate(parse_gate("decode_tokens_per_s>=-5", KEYS), FRAME)
+    rate = evaluate_gate(parse_gate("decode_tokens_per_s>=-5"), A, B)
     assert not rate.ok and "null in B" in rate.detail
-    absolute_b_null = evaluate_gate(parse_gate("decode_tokens_per_s>=1", KEYS), FRAME)
+    absolute_b_null = evaluate_gate(parse_gate("decode_tokens_per_s>=1"), A, B)
     assert not absolute_b_null.ok and "null in B" in absolute_b_null.detail
-    zero = evaluate_gate(parse_gate("launches_per_decode_step<=2x", KEYS), FRAME)
+    zero = evaluate_gate(parse_gate("launches_per_decode_step<=2x"), A, B)
     assert not zero.ok and "0 in A" in zero.detail
-    zero_delta = evaluate_gate(parse_gate("launches_per_decode_step<=+5", KEYS), FRAME)
+    zero_delta = evaluate_gate(parse_gate("launches_per_decode_step<=+5"), A, B)
     assert zero_delta.ok  # a delta is defined on a zero baseline: 5 - 0 = 5
 
 
 def test_result_lines_show_measured_value_and_bound():
-    result = evaluate_gate(parse_gate("gpu_busy_pct>=-2", KEYS), FRAME)
+    result = evaluate_gate(parse_gate("gpu_busy_pct>=-2"), A, B)
     line = result.line()
     assert line.startswith("FAIL gpu_busy_pct>=-2: ")
     assert "B-A = -2.5 pt" in line and "bound >= -2" in line
-    ok = evaluate_gate(parse_gate("itl_p50_ms<=1.05x", KEYS), FRAME).line()
+    ok = evaluate_gate(parse_gate("itl_p50_ms<=1.05x"), A, B).line()
     assert ok.startswith("ok") and "B/A = 1.040x" in ok
 
 
@@ -129,7 +152,7 @@ def _comparison() -> Comparison:
 
 
 def test_json_follows_the_design_contract():
-    gates = evaluate_gates(parse_gates(["itl_p50_ms<=1.05x", "gpu_busy_pct>=-2"], KEYS), FRAME)
+    gates = evaluate_gates(parse_gates(["itl_p50_ms<=1.05x", "gpu_busy_pct>=-2"]), A, B)
     out = comparison_json(_comparison(), {"ttft_ms": None}, {"ttft_ms": 20.0}, gates)
     text = json.dumps(out, allow_nan=False)  # no NaN reaches JSON
     back = json.loads(text)
@@ -147,7 +170,7 @@ def test_json_follows_the_design_contract():
 
 
 def test_text_and_markdown_show_every_metric_and_escape_names():
-    gates = evaluate_gates(parse_gates(["kernels_per_decode_step<=+10"], KEYS), FRAME)
+    gates = evaluate_gates(parse_gates(["kernels_per_decode_step<=+10"]), A, B)
     text = comparison_text(_comparison(), gates)
     assert "FAIL kernels_per_decode_step<=+10" in text
     assert "+12" in text and "1.04x" in text

@@ -51,7 +51,7 @@ def _report_trace(tmp_path: Path, name: str, document: dict) -> ReportTrace:
 
 def test_report_holds_cards_charts_gaps_and_findings(tmp_path):
     trace = _report_trace(tmp_path, "synthetic run", synthetic_steps(12))
-    assert trace.analysis.summary["decode_steps"] == 11  # the builder's count, as the analysis sees it
+    assert trace.analysis.summary.decode_steps == 11  # the builder's count, as the analysis sees it
     html = build_report(trace)
     assert html.startswith("<!DOCTYPE html>")
     cards = dict(re.findall(r'<div class="label">([^<]*)</div><div class="value">([^<]*)</div>', html))

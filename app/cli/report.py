@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-EXIT_BAD_INPUT = 2
+from app.cli.errors import UserError
+from app.cli.options import add_analysis_options
 
 
-def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the `report` subcommand."""
-    from app.cli_common import add_analysis_options
-
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     report = subparsers.add_parser(
         "report",
         help="write one self-contained HTML report (opens offline, no Python needed to read it)",
@@ -28,23 +25,19 @@ def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 
 def run_report(args: argparse.Namespace) -> int:
+    """Load, analyse, build, write atomically. Raises TraceError/ValueError/UserError."""
     from analysis.report import contract
-    from app.cli_compare import load, trace_label
+    from app.cli.compare import load, trace_label
     from app.report_html import ReportTrace, build_report, write_report
-    from parsers import TraceError
 
+    traces = []
+    for path in [args.trace] + ([args.vs] if args.vs else []):
+        timeline, analysis = load(path, args)
+        traces.append(ReportTrace(trace_label(path), timeline, analysis, contract(timeline, analysis)))
+    html = build_report(*traces)
     try:
-        traces = []
-        for path in [args.trace] + ([args.vs] if args.vs else []):
-            timeline, analysis = load(path, args)
-            traces.append(ReportTrace(trace_label(path), timeline, analysis, contract(timeline, analysis)))
-        html = build_report(*traces)
         written = write_report(html, args.output)
-    except (TraceError, ValueError) as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except OSError as exc:
-        print(f"error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     print(f"wrote {args.output} ({written / 1e6:.1f} MB); it opens offline in any browser")
     return 0

@@ -1,7 +1,7 @@
-"""`app [--logdir DIR] [--port N]`: start the Streamlit app (the same as `streamlit run app/streamlit_app.py`).
+"""`app [--logdir DIR] [--port N] [--headless]`: start the Streamlit app (as `streamlit run app/streamlit_app.py`).
 
 Runs Streamlit's own command line in a child process with this interpreter, so the app gets a fresh
-Streamlit runtime and Ctrl-C stops both. Past runs made on the Run page go to --logdir (STEPSCOPE_RUNS_DIR).
+Streamlit runtime and Ctrl-C stops both. Runs made on the Run page go to --logdir (STEPSCOPE_RUNS_DIR).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-APP_SCRIPT = Path(__file__).resolve().parent / "streamlit_app.py"
+from app.cli.errors import EXIT_INTERRUPTED
+
+APP_SCRIPT = Path(__file__).resolve().parents[1] / "streamlit_app.py"
 
 
-def add_app_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     app = subparsers.add_parser("app", help="start the web app (Analyze, Run, Compare) in the browser",
                                 description="Start Stepscope's Streamlit app. Ctrl-C stops it.")
     app.add_argument("--logdir", default="runs", metavar="DIR",
@@ -40,4 +42,4 @@ def run_app(args: argparse.Namespace) -> int:
     try:
         return subprocess.call(streamlit_command(args), env=env)
     except KeyboardInterrupt:  # the child got the same Ctrl-C and stops on its own
-        return 130
+        return EXIT_INTERRUPTED
