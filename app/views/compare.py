@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
-
 import streamlit as st
 
 from analysis.compare import compare
