@@ -21,6 +21,17 @@ _root = _os.path.dirname(_here)
 if not _os.path.isdir(_os.path.join(_here, "parsers")) and _os.path.isdir(_os.path.join(_root, "parsers")):
     __path__.append(_root)  # a checkout: stepscope.parsers is ./parsers
 
-from stepscope.api import Trace, TraceComparison, analyze, compare, frames, load  # noqa: E402
-
 __all__ = ["Trace", "TraceComparison", "analyze", "compare", "frames", "load"]
+
+
+def __getattr__(name: str):
+    """The API is imported on first use: `import stepscope.contracts` (say) must not pull in pandas."""
+    if name in __all__:
+        from stepscope import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'stepscope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

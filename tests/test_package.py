@@ -107,3 +107,12 @@ def test_api_numbers_match_the_cli(tmp_path):
     assert set(frames) == {"events", "steps", "gaps", "top_kernels", "findings"}
     assert len(frames["events"]) == json.loads(cli.stdout)["events"]
     assert trace.name == "cpu_tiny-llama_eager"
+
+
+def test_importing_the_package_is_light():
+    """`import stepscope` (run before any stepscope.<folder> import) loads no pandas, numpy or torch."""
+    code = "import sys, stepscope; print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'numpy', 'torch'}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    assert callable(__import__("stepscope").load)  # and the API is there on first use
