@@ -17,6 +17,11 @@ from tests.conftest import ROOT
 OURS = {"contracts", "collectors", "parsers", "analysis", "exporters", "batch", "app"}
 
 
+def _top(module: str) -> str:
+    """The folder an import names: `stepscope.parsers.x` (the installed namespace) counts as `parsers`."""
+    return module.removeprefix("stepscope.").split(".")[0]
+
+
 def _imports(package: str) -> dict[str, set[str]]:
     """Top-level package of every import in each module of `package` (relative imports stay inside it)."""
     found = {}
@@ -24,9 +29,9 @@ def _imports(package: str) -> dict[str, set[str]]:
         names = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
-                names |= {a.name.split(".")[0] for a in node.names}
+                names |= {_top(a.name) for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module.split(".")[0])
+                names.add(_top(node.module))
         found[str(path.relative_to(ROOT))] = names
     return found
 
