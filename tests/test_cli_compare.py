@@ -161,7 +161,7 @@ def test_help_lists_every_subcommand_and_compare_lists_the_metrics():
 
     top = run_cli("--help")
     assert top.returncode == 0
-    for command in ("analyze", "compare", "report", "export", "roofline", "run", "sweep", "app"):
+    for command in ("analyze", "compare", "report", "export", "roofline", "run", "sweep", "batch", "app"):
         assert command in top.stdout
     compare_help = " ".join(run_cli("compare", "--help").stdout.split())
     assert all(m.key in compare_help for m in METRICS)

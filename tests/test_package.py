@@ -64,7 +64,7 @@ def test_wheel_puts_every_folder_under_stepscope(wheel_files):
                    "stepscope/app/cli/compare.py", "stepscope/app/streamlit_app.py", "stepscope/app/views/analyze.py",
                    "stepscope/app/figures/timeline.py", "stepscope/analysis/roofline/__init__.py",
                    "stepscope/analysis/metrics.py", "stepscope/parsers/__init__.py", "stepscope/exporters/__init__.py",
-                   "stepscope/collectors/run.py", "stepscope/contracts/__init__.py"):
+                   "stepscope/collectors/run.py", "stepscope/contracts/__init__.py", "stepscope/batch/cli.py"):
         assert module in wheel_files, module
     for sample in ("cpu_tiny-llama_eager", "cpu_tiny-llama_compile"):
         assert f"stepscope/sample_traces/{sample}/trace.json.gz" in wheel_files
