@@ -181,3 +181,17 @@ def test_missing_collect_extra_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(run, "run_collector", no_torch)
     assert main(["run", "--device", "cpu"]) == 2
     assert capsys.readouterr().err.strip() == "error: `run` needs torch: pip install 'stepscope[collect]'"
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
+    """`analyze --json | head -c 1` on a trace whose JSON is far larger than a pipe's buffer."""
+    from tests.synthetic_traces import write
+    from tests.test_report_html import synthetic_steps
+
+    trace = write(tmp_path / "many_steps.json", synthetic_steps(3_000))  # SYNTHETIC: ~0.5 MB of steps in the JSON
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(1) == b"{"
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and "Traceback" not in stderr, stderr

@@ -9,6 +9,7 @@ usage errors included); a traceback would be a bug.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from app.cli.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
 __all__ = ["EXIT_BAD_INPUT", "UserError", "build_parser", "main"]
 
 
+EXIT_BROKEN_PIPE = 141  # as a shell reports a writer stopped by SIGPIPE
 COLLECT_MODULES = ("torch", "transformers")  # the `collect` extra: run and sweep need them
 
 
@@ -39,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `stepscope analyze T --json | head`: the reader left early; no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout again at exit
+        return EXIT_BROKEN_PIPE
     except MemoryError:
         print("error: out of memory while reading the trace", file=sys.stderr)
         return EXIT_BAD_INPUT
