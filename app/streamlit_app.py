@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `streamlit run` puts app/ first, not the repo
+_ROOT = Path(__file__).resolve().parents[1]
+if (_ROOT / "stepscope" / "__init__.py").exists():  # a checkout: `streamlit run` puts app/ on the path, not the repo
+    sys.path.insert(0, str(_ROOT))  # (installed, the package is already importable and nothing is added)
 
-import streamlit as st
+import streamlit as st  # noqa: E402
 
 st.set_page_config(page_title="Stepscope", page_icon=":material/timeline:", layout="wide")
 

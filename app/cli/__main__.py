@@ -1,7 +1,7 @@
-"""`python -m app.cli ...`: the package's entry point (app.cli itself is imported once, as a package)."""
+"""`python -m app.cli ...`: the package's entry point (the `stepscope` command runs the same main)."""
 
 import sys
 
-from app.cli import main
+from app.cli.main import main
 
 sys.exit(main())

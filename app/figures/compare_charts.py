@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.cache import LoadedTrace
 from app.figures import palette
 from app.figures.timeline import detail_lanes
+
+if TYPE_CHECKING:  # only .name, .timeline and .analysis are read: the HTML report passes its own records
+    from app.cache import LoadedTrace
 
 COLORS = (palette.TRACE_A, palette.TRACE_B)
 

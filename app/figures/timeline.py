@@ -89,7 +89,8 @@ def _step_of(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     return np.where(inside, row, -1)
 
 
-def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple[int, int] | None) -> None:
+def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple[int, int] | None,
+                  budget: int = OVERVIEW_SEGMENT_BUDGET) -> None:
     steps, gaps = analysis.steps, analysis.gaps
     on_gpu = analysis.summary.on_gpu
     unit = "kernels" if on_gpu else "host ops"
@@ -99,6 +100,9 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
         lo, hi = window
         steps = steps[(steps["end_ns"] > lo) & (steps["start_ns"] < hi)]
         gaps = gaps[(gaps["end_ns"] > lo) & (gaps["start_ns"] < hi)]
+    elif len(steps) > budget:  # the overview of a very long run: the longest steps, like the gaps below
+        steps = steps.assign(_span=steps["end_ns"] - steps["start_ns"]).nlargest(budget, "_span").sort_index()
+        lanes.note += f"Longest {budget:,} of {len(analysis.steps):,} steps drawn. "
     y = lanes.lane(PHASE_LANE)
     if len(steps):
         labels = _step_label(steps)
@@ -120,9 +124,9 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
                 lanes.traces.append(_segments(_ms(part["start_ns"], origin), _ms(part["end_ns"], origin), y,
                                               hover[mask].tolist(), color, name, LANE_WIDTH_PX + 8))
     if len(gaps):
-        if len(gaps) > OVERVIEW_SEGMENT_BUDGET:
-            gaps = gaps.nlargest(OVERVIEW_SEGMENT_BUDGET, "dur_ns").sort_values("start_ns")
-            lanes.note += f"Longest {OVERVIEW_SEGMENT_BUDGET:,} of {len(analysis.gaps):,} gaps drawn. "
+        if len(gaps) > budget:
+            gaps = gaps.nlargest(budget, "dur_ns").sort_values("start_ns")
+            lanes.note += f"Longest {budget:,} of {len(analysis.gaps):,} gaps drawn. "
         dur_us = gaps["dur_ns"].to_numpy() / 1e3
         hover = [f"{idle} {d:,.1f} us<br>{c}, {p}<br>step {s}" for d, c, p, s in
                  zip(dur_us, gaps["cause"], gaps["placement"], gaps["step"], strict=True)]
@@ -179,15 +183,15 @@ def _thin(starts: np.ndarray, ends: np.ndarray, budget: int) -> tuple[np.ndarray
     return starts[first], np.maximum.accumulate(ends)[last]
 
 
-def overview_lanes(analysis: Analysis) -> LaneSet:
-    """Step-level lanes for the whole run: phases and gaps, then each device's busy time."""
+def overview_lanes(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET) -> LaneSet:
+    """Step-level lanes for the whole run: phases and gaps, then each device's busy time (budget segments each)."""
     lanes = LaneSet([], [])
     origin = analysis.time_origin_ns
-    _phase_traces(lanes, analysis, origin, None)
+    _phase_traces(lanes, analysis, origin, None, budget)
     for device, (starts, ends) in sorted(analysis.busy_intervals.items()):
         if len(starts) == 0:
             continue
-        starts, ends = _thin(np.asarray(starts), np.asarray(ends), OVERVIEW_SEGMENT_BUDGET)
+        starts, ends = _thin(np.asarray(starts), np.asarray(ends), budget)
         name = f"GPU {device} busy" if device >= 0 else "host ops busy (CPU trace)"
         hover = [f"{name}<br>{(e - s) / 1e3:,.1f} us" for s, e in zip(starts, ends, strict=True)]
         lanes.traces.append(_segments(_ms(starts, origin), _ms(ends, origin), lanes.lane(name), hover,
@@ -295,8 +299,8 @@ def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title:
     return fig
 
 
-def overview_figure(analysis: Analysis):
-    lanes = overview_lanes(analysis)
+def overview_figure(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET):
+    lanes = overview_lanes(analysis, budget)
     return lanes_figure(lanes, "Whole run: steps, idle gaps and busy time"), lanes.note
 
 

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
-
 import streamlit as st
 
-from app import components, perfetto_panel, roofline_panel, tables
+from app import components, perfetto_panel, report_panel, roofline_panel, tables
 from app.analysis_settings import settings_expander
 from app.figures import step_charts, timeline
 from app.navigation import ANALYZE_KEY
@@ -215,6 +210,7 @@ def render() -> None:
     components.findings_list(loaded)
     st.subheader("Downloads")
     components.downloads(loaded, "analyze")
+    report_panel.report_download(loaded)
     perfetto_panel.perfetto_downloads(loaded)
 
 

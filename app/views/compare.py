@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
-
 import streamlit as st
 
 from analysis.compare import compare
-from app import components
+from app import components, report_panel
 from app.figures import compare_charts
 from app.navigation import COMPARE_KEYS
 from app.safe_text import for_markdown
@@ -112,6 +107,7 @@ def render() -> None:
     else:
         st.plotly_chart(figure, width="stretch", key="compare_steps")
     with st.expander("Downloads"):
+        report_panel.report_download(a, b, result)
         for item, tag in zip(loaded, ("a", "b"), strict=True):
             st.markdown(f"**{for_markdown(item.name)}**")
             components.downloads(item, f"compare_{tag}")
