@@ -1,4 +1,4 @@
-"""The real traces in ../shared/real_traces give the right answers (sources: PROVENANCE.md there;
+"""The real traces in tests/data/real give the right answers (sources: PROVENANCE.md there;
 AMD-AGI/TraceLens, facebookresearch/HolisticTraceAnalysis, pytorch/kineto, facebookresearch/param)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Every real trace in ../shared/real_traces loads with per-kind counts that match the file.
+"""Every real trace in tests/data/real loads with per-kind counts that match the file.
 
-Sources (MIT / BSD-3-Clause, see ../shared/real_traces/PROVENANCE.md): AMD-AGI/TraceLens,
+Sources (MIT / BSD-3-Clause, see tests/data/real/PROVENANCE.md): AMD-AGI/TraceLens,
 facebookresearch/HolisticTraceAnalysis, pytorch/kineto, facebookresearch/param.
 The expected counts are computed here independently, with the standard json module.
 """
