@@ -1,8 +1,11 @@
 """Read a trace file's bytes within size limits, unzipping gzip safely.
 
-Limits default to sizes that fit a 24 GiB machine with room for analysis; they
-can be raised with STEPSCOPE_MAX_FILE_MB / STEPSCOPE_MAX_DECOMPRESSED_MB or
-per call. A gzip bomb stops at the decompression limit instead of eating RAM.
+Limits default to sizes that fit a 24 GiB machine running the app alongside other
+work; they can be raised with STEPSCOPE_MAX_FILE_MB / STEPSCOPE_MAX_DECOMPRESSED_MB /
+STEPSCOPE_MAX_EVENTS or per call. A gzip bomb stops at the decompression limit
+instead of eating RAM, and a file of millions of tiny events is refused by count
+before its frame is built (memory grows with events, not bytes). Gzip files of many
+members are read in fixed input chunks, so their cost stays linear.
 """
 
 from __future__ import annotations
@@ -17,18 +20,34 @@ from parsers.errors import TraceError
 MiB = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 16 * MiB
+_IN_CHUNK = 1 * MiB
+DEFAULT_MAX_DECOMPRESSED_MB = 2048
+DEFAULT_MAX_EVENTS = 20_000_000
+MAX_EVENTS_ENV = "STEPSCOPE_MAX_EVENTS"
 
 
 @dataclass(frozen=True)
 class ReadLimits:
     max_file_bytes: int
     max_decompressed_bytes: int
+    max_events: int = DEFAULT_MAX_EVENTS
 
     @classmethod
     def from_env(cls) -> ReadLimits:
         return cls(
             max_file_bytes=_env_mb("STEPSCOPE_MAX_FILE_MB", 2048) * MiB,
-            max_decompressed_bytes=_env_mb("STEPSCOPE_MAX_DECOMPRESSED_MB", 4096) * MiB,
+            max_decompressed_bytes=_env_mb("STEPSCOPE_MAX_DECOMPRESSED_MB", DEFAULT_MAX_DECOMPRESSED_MB) * MiB,
+            max_events=_env_mb(MAX_EVENTS_ENV, DEFAULT_MAX_EVENTS),
+        )
+
+
+def check_event_count(count: int, limits: ReadLimits | None, what: str = "events") -> None:
+    """Refuse a trace with more events than the limit, before any per-event memory is spent on it."""
+    limit = (limits or ReadLimits.from_env()).max_events
+    if count > limit:
+        raise TraceError(
+            f"the trace holds about {count:,} {what}, over the {limit:,} event limit "
+            f"(raise {MAX_EVENTS_ENV} to allow it)"
         )
 
 
@@ -39,7 +58,7 @@ def _env_mb(name: str, default: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise TraceError(f"{name}={raw!r} is not a whole number of MB") from None
+        raise TraceError(f"{name}={raw[:40]!r} is not a whole number") from None
     if value <= 0:
         raise TraceError(f"{name} must be positive")
     return value
@@ -80,27 +99,42 @@ def decode_container(data: bytes, limits: ReadLimits | None = None) -> bytes | b
 
 
 def _gunzip(data: bytes, max_out: int) -> bytearray:
+    """Inflate every gzip member in turn. Input goes in 1 MiB chunks so that what zlib copies between
+    members (unused_data) stays small: a file of thousands of members costs what one large member does."""
     out = bytearray()
     view = memoryview(data)
-    while view:
-        inflater = zlib.decompressobj(wbits=31)
-        pending = view
+    pos = 0
+    pending: bytes | memoryview = b""
+    inflater = zlib.decompressobj(wbits=31)
+    started = False
+    while True:
+        if not pending:
+            if pos >= len(view):
+                if started and not inflater.eof:
+                    out += inflater.flush()  # output held back by the max_length of the last call
+                break
+            pending = view[pos : pos + _IN_CHUNK]
+            pos += len(pending)
+        if not started and not bytes(pending).strip(b"\x00"):
+            if bytes(view[pos:]).strip(b"\x00"):
+                raise TraceError(f"corrupt gzip data: a run of zero bytes before byte {pos} and more data after it")
+            break  # zero padding after the last member
         try:
-            while pending and not inflater.eof:
-                budget = max_out - len(out) + 1
-                out += inflater.decompress(pending, min(budget, _CHUNK))
-                if len(out) > max_out:
-                    raise TraceError(
-                        f"gzip expands beyond the {max_out / MiB:.0f} MB decompression limit "
-                        "(raise STEPSCOPE_MAX_DECOMPRESSED_MB to allow it)"
-                    )
-                pending = inflater.unconsumed_tail
-            if not inflater.eof:
-                out += inflater.flush()
+            out += inflater.decompress(pending, min(max_out - len(out) + 1, _CHUNK))
         except zlib.error as exc:
-            raise TraceError(f"corrupt gzip data: {exc}") from None
-        if not inflater.eof:
-            raise TraceError("truncated gzip: the file ends before the compressed stream does")
-        rest = inflater.unused_data
-        view = memoryview(rest) if rest.strip(b"\x00") else memoryview(b"")
+            raise TraceError(f"corrupt gzip data near byte {pos}: {exc}") from None
+        started = True
+        if len(out) > max_out:
+            raise TraceError(
+                f"gzip expands beyond the {max_out / MiB:.0f} MB decompression limit "
+                "(raise STEPSCOPE_MAX_DECOMPRESSED_MB to allow it)"
+            )
+        if inflater.eof:
+            pending = inflater.unused_data
+            inflater = zlib.decompressobj(wbits=31)
+            started = False
+        else:
+            pending = inflater.unconsumed_tail
+    if started and not inflater.eof:
+        raise TraceError("truncated gzip: the file ends before the compressed stream does")
     return out

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from parsers.errors import TraceError
+from parsers.limits import ReadLimits, check_event_count
 from parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 
 SOURCE_FORMAT = "nsys-sqlite"
@@ -50,7 +51,7 @@ def looks_like_sqlite(head: bytes) -> bool:
     return bytes(head[: len(SQLITE_MAGIC)]) == SQLITE_MAGIC
 
 
-def read_nsys_sqlite(data: bytes | bytearray | memoryview) -> Timeline:
+def read_nsys_sqlite(data: bytes | bytearray | memoryview, limits: ReadLimits | None = None) -> Timeline:
     """Parse the bytes of an nsys SQLite export. Raises TraceError with a one-line reason."""
     if not looks_like_sqlite(bytes(data[:16])):
         raise TraceError("not a SQLite file: the SQLite header is missing")
@@ -63,14 +64,14 @@ def read_nsys_sqlite(data: bytes | bytearray | memoryview) -> Timeline:
             raise TraceError(f"cannot open the SQLite file: {exc}") from None
         try:
             conn.execute("PRAGMA trusted_schema = OFF")
-            return _read(conn)
+            return _read(conn, limits)
         except sqlite3.DatabaseError as exc:
             raise TraceError(f"corrupt or unreadable SQLite file: {exc}") from None
         finally:
             conn.close()
 
 
-def _read(conn: sqlite3.Connection) -> Timeline:
+def _read(conn: sqlite3.Connection, limits: ReadLimits | None = None) -> Timeline:
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     present = [t for t in EVENT_TABLES if t in tables]
     if not present:
@@ -81,6 +82,8 @@ def _read(conn: sqlite3.Connection) -> Timeline:
     if "StringIds" not in tables:
         raise TraceError("nsys export without its StringIds table: names cannot be resolved")
     columns = {t: _columns(conn, t) for t in (*present, SYNC_TABLE) if t in tables}
+    rows = sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in columns)
+    check_event_count(rows, limits, "rows in the event tables")
     frames, skipped = [], {}
     if KERNEL_TABLE in columns:
         frames.append(_kernels(conn, columns[KERNEL_TABLE]))

@@ -31,6 +31,7 @@ import pandas as pd
 
 from parsers.chrome_trace import CATEGORY_KINDS
 from parsers.errors import TraceError
+from parsers.limits import ReadLimits, check_event_count
 from parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 
 SOURCE_FORMAT = "perfetto"
@@ -105,7 +106,7 @@ def _varint(buf: bytes | memoryview, pos: int) -> tuple[int | None, int]:
     return None, pos
 
 
-def read_perfetto(data: bytes | bytearray | memoryview) -> Timeline:
+def read_perfetto(data: bytes | bytearray | memoryview, limits: ReadLimits | None = None) -> Timeline:
     """Parse a Perfetto protobuf trace into a Timeline. Raises TraceError with a one-line reason."""
     from google.protobuf.message import DecodeError
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
@@ -115,6 +116,7 @@ def read_perfetto(data: bytes | bytearray | memoryview) -> Timeline:
         trace = Trace.FromString(raw)
     except DecodeError:
         raise TraceError(_framing_problem(raw)) from None
+    check_event_count(len(trace.packet), limits, "packets")
     collected = _SliceCollector()
     for packet in trace.packet:
         collected.add_packet(packet)
