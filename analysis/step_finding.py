@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis.annotations import (
     StepLabel,
+    oversized_step_names,
     profiler_step_label,
     regex_label,
     sglang_label,
@@ -26,6 +27,7 @@ from analysis.annotations import (
 from analysis.kernel_pattern import KernelPattern, repeating_pattern
 from analysis.model import Segmentation
 from analysis.names import name_matches
+from analysis.shapes import clean_dims, shape_warnings, token_shape
 from parsers.timeline import Timeline
 
 BOUNDARY_COLUMNS = ("start_ns", "host_end_ns", "kind", "request", "index", "tokens", "batch", "label")
@@ -37,7 +39,11 @@ def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.Da
     ev = timeline.events
     annotations = ev[ev["kind"] == "annotation"]
     ann_names = annotations["name"].astype(str)
-    warnings: list[str] = []
+    warnings: list[str] = oversized_step_names(ann_names.unique())
+    if warnings:
+        warnings = [f"{len(warnings)} step annotations with numbers too large to be counts ignored, e.g. "
+                    f"{warnings[0][:80]!r}"]
+    warnings += shape_warnings(ev)
 
     families: list[tuple[str, float, Callable[[str], StepLabel | None]]] = []
     if step_regex:
@@ -179,19 +185,14 @@ def _parse_dims(text: str):
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, list) else None
+    return clean_dims(value)
 
 
 def _token_shape(dims) -> tuple[int | None, int | None]:
     """(batch, new positions per sequence) from an embedding's input dims, None when unknown."""
-    if not dims or len(dims) < 2 or not isinstance(dims[1], list) or not dims[1]:
-        return None, None
-    ids = dims[1]
-    if len(ids) == 1:
-        return 1, int(ids[0])
-    return int(ids[0]), int(np.prod(ids[1:]))
+    return token_shape(dims)
 
 
 def _forwards_from_embeddings(emb: pd.DataFrame) -> tuple[pd.DataFrame, bool]:

@@ -30,14 +30,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserFacingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as exc:  # a bug, never expected: still one line (the fuzz test fails on this text)
+        print(f"error: {INTERNAL_ERROR} ({_where(exc)}): {' '.join(str(exc).split())[:200]}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+INTERNAL_ERROR = "internal error, please report it"
+
+
+def _where(exc: BaseException) -> str:
+    """The exception's type and the innermost project frame, so a report says where it broke."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "site-packages" not in f.filename]
+    last = frames[-1] if frames else None
+    return f"{type(exc).__name__}" + (f" at {last.filename.rsplit('/', 2)[-2:][-1]}:{last.lineno}" if last else "")
 
 
 class UserFacingError(Exception):
     """Raised by command handlers for anything the user can fix."""
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad options end like bad input: one line starting `error:`, exit 2 (argparse's own prints usage first)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"error: {' '.join(message.split())} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m app.cli", description="Stepscope: where every token's time goes.")
+    parser = _OneLineParser(prog="python -m app.cli", description="Stepscope: where every token's time goes.")
     sub = parser.add_subparsers(dest="command", required=True)
     analyze = sub.add_parser("analyze", help="cut a trace into prefill, decode steps and idle gaps")
     analyze.add_argument("trace", help="Kineto JSON (.json, .json.gz), Perfetto .pftrace or nsys SQLite export")

@@ -34,6 +34,9 @@ def add_roofline_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+MAX_COUNT = 1 << 24  # tokens or sequences: far above any real run, low enough that every product stays finite
+
+
 class UserFacingError(ValueError):
     """Anything the user can fix. Caught here, not by app.cli: under `python -m app.cli` that module
     is __main__, so an app.cli.UserFacingError imported from here would be another class."""
@@ -53,19 +56,19 @@ def _run(args: argparse.Namespace) -> int:
     from analysis.roofline.hardware import phase_estimates
 
     for name in ("prompt_tokens", "new_tokens", "batch"):
-        if getattr(args, name) < 1:
-            raise UserFacingError(f"--{name.replace('_', '-')} must be at least 1")
+        if not 1 <= getattr(args, name) <= MAX_COUNT:
+            raise UserFacingError(f"--{name.replace('_', '-')} must be between 1 and {MAX_COUNT}")
     hardware = _hardware(args)
     dtype = args.dtype or ("float32" if hardware.kind == "cpu" else "bfloat16")
     try:
         shape = model_shape(args.model, dtype)
-    except ValueError as exc:
-        raise UserFacingError(str(exc)) from None
+    except (ValueError, ArithmeticError) as exc:  # a hostile config.json: 1e308 sizes overflow
+        raise UserFacingError(f"model {args.model!r}: {' '.join(str(exc).split())[:200]}") from None
     try:
         phases = phase_estimates(shape, hardware, args.prompt_tokens, args.batch)
         crossover = compute_bound_prompt_tokens(shape, hardware, args.batch)
         last = estimate(decode_cost(shape, args.prompt_tokens + args.new_tokens - 2, args.batch), hardware)
-    except ValueError as exc:
+    except (ValueError, ArithmeticError) as exc:
         raise UserFacingError(str(exc)) from None
     report = {
         "phases": {
@@ -92,8 +95,8 @@ def _hardware(args: argparse.Namespace):
     from analysis.roofline import Hardware, calibrate_cpu, gpu_by_name
 
     for flag, value in (("--hbm-gbps", args.hbm_gbps), ("--tflops", args.tflops)):
-        if value is not None and not value > 0:
-            raise UserFacingError(f"{flag} must be positive")
+        if value is not None and not 0 < value < 1e9:  # also refuses inf and nan
+            raise UserFacingError(f"{flag} must be a positive finite number below 1e9")
     if args.gpu is None:
         if args.hbm_gbps is None or args.tflops is None:
             raise UserFacingError("give --gpu NAME, or both --hbm-gbps and --tflops")

@@ -138,3 +138,4 @@ def _gunzip(data: bytes, max_out: int) -> bytearray:
     if started and not inflater.eof:
         raise TraceError("truncated gzip: the file ends before the compressed stream does")
     return out
+

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from app.cli import INTERNAL_ERROR
 from app.cli import main as cli_main
 
 HUGE_INTS = [0, 1, -1, 7, 2**31, 2**53, 2**62, 2**63 - 1, 2**63, 2**64 - 1, 10**20, -(2**63), -(10**20)]
@@ -287,6 +288,7 @@ def check_contract(trace: bytes, name: str = "trace.json", run_json: bytes | Non
     errors = [line for line in err.getvalue().splitlines() if line.startswith("error:")]
     if status == 2:
         assert len(errors) == 1 and out.getvalue() == "", err.getvalue()
+        assert INTERNAL_ERROR not in errors[0], errors[0]
         return status, errors[0]
     assert status == 0 and not errors, (status, err.getvalue())
     report = json.loads(out.getvalue(), parse_constant=_reject_constant)

@@ -13,20 +13,33 @@ from analysis.roofline.cpu_calibration import calibrate_cpu
 from analysis.roofline.gpus import match_gpu
 from analysis.roofline.hardware import Hardware
 from analysis.roofline.model_config import ModelShape, shape_from_config
+from parsers.run_schema import run_record_problems
 from parsers.timeline import Timeline
 
 
 def find_run_record(trace_path: str | Path) -> dict[str, Any] | None:
-    """The run.json in the trace's folder (or in the folder given), None if absent or unreadable."""
+    """The run.json in the trace's folder (or in the folder given), None if absent, unreadable or invalid
+    (run_record_note says why)."""
+    record, problems = _load_run_record(trace_path)
+    return None if problems else record
+
+
+def run_record_note(trace_path: str | Path) -> str | None:
+    """Why the run.json beside a trace is not used for the roofline, None when it is fine or absent."""
+    _, problems = _load_run_record(trace_path)
+    return f"run.json beside the trace is invalid: {'; '.join(problems[:3])}" if problems else None
+
+
+def _load_run_record(trace_path: str | Path) -> tuple[dict[str, Any] | None, list[str]]:
     path = Path(trace_path)
     candidate = path / "run.json" if path.is_dir() else path.with_name("run.json")
     try:
         record = json.loads(candidate.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None, []
     if not isinstance(record, dict) or not isinstance(record.get("model"), dict):
-        return None
-    return record
+        return None, []
+    return record, run_record_problems(record)
 
 
 def shape_from_run_record(record: dict[str, Any]) -> ModelShape:
@@ -76,6 +89,9 @@ def roofline_for_trace(
     """Expected vs measured for a trace with a run.json beside it; None without one, or when the
     device is unknown and no `hardware` is given. `device_name`/`memory_bytes`: the trace's
     (Timeline.device_name and its DeviceInfo.memory_bytes), preferred to run.json's."""
+    note = run_record_note(trace_path)
+    if note:
+        raise ValueError(note)  # callers say it as a note and show no roofline
     record = find_run_record(trace_path)
     if record is None:
         return None
