@@ -10,6 +10,7 @@ from analysis.findings import make_findings
 from analysis.gaps import find_gaps
 from analysis.model import Analysis, Finding, Segmentation
 from analysis.options import AnalysisOptions
+from analysis.sanity import check_analysis
 from analysis.step_finding import find_steps
 from analysis.steps import measure_steps
 from analysis.summary import inter_token_latency_ns, outlier_mask, summarize
@@ -34,7 +35,7 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
     summary = summarize(steps, act, busy_all, itl, outliers)
     findings = make_findings(steps, gaps, summary, outliers, options)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
-    return Analysis(
+    return check_analysis(Analysis(
         steps=steps,
         gaps=gaps,
         summary=summary,
@@ -43,7 +44,7 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
         top_kernels=_top_kernels(act, steps, work_step),
         busy_intervals=busy_by_device,
         time_origin_ns=act.first_ts,
-    )
+    ))
 
 
 def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10) -> pd.DataFrame:

@@ -178,7 +178,7 @@ def read_chrome_trace(
         start = (len(evs) - 1) // BATCH_EVENTS * BATCH_EVENTS
         batch = evs[start:]
         del evs[start:]
-        builder.add_batch(_decode_batch(batch, start, builder))
+        builder.add_batch(_decode_batch(batch, start, builder), start)
         del batch
     if builder.duration_events == 0:
         if event_count == 0:
@@ -287,7 +287,7 @@ class _ColumnBuilder:
         self.wide_ids = 0
         self._ids = count()
 
-    def add_batch(self, evs: list) -> None:
+    def add_batch(self, evs: list, offset: int = 0) -> None:
         phases = Counter(map(type, evs))
         for cls, n in phases.items():
             if cls in _SKIPPED_TYPES:
@@ -302,7 +302,10 @@ class _ColumnBuilder:
         try:
             self._add_durations(evs)
         except (OverflowError, ValueError, TypeError) as exc:
-            raise TraceError(f"an event holds a value out of range ({exc})") from None
+            raise TraceError(
+                f"one of events {offset}..{offset + len(evs) - 1} holds a value out of range for its field "
+                f"(ts, dur, pid, tid or an id in args): {_one_line(exc)}"
+            ) from None
 
     def _add_durations(self, evs: list[_Complete]) -> None:
         n = len(evs)

@@ -435,9 +435,10 @@ def _build_timeline(
         for col in ("pid", "tid", "device", "stream")
     }
     kind = _kinds(slices, track_codes, lane_list)
-    foreign = [lane for lane in lane_list if not lane.stepscope and not lane.derived]
+    foreign_index = [i for i, lane in enumerate(lane_list) if not lane.stepscope and not lane.derived]
+    foreign = [lane_list[i] for i in foreign_index]
     if foreign:
-        n_foreign = int(np.isin(track_codes, [i for i, lane in enumerate(lane_list) if lane in foreign]).sum())
+        n_foreign = int(np.isin(track_codes, foreign_index).sum())
         warnings.append(
             f"{n_foreign} slices on {len(foreign)} tracks without Stepscope naming: kinds guessed from names "
             "(GPU/stream tracks -> kernel, cuda*/hip* calls -> runtime, '::' names -> cpu_op, the rest annotation)"
