@@ -275,8 +275,9 @@ SAMPLE_TRACE = SAMPLE_RUN.with_name("trace.json.gz")
 # --- the contract
 
 
-def check_contract(trace: bytes, name: str = "trace.json", run_json: bytes | None = None) -> tuple[int, str]:
-    """Run `analyze --json` on the bytes in-process; assert the contract; return (status, output or error)."""
+def check_contract(trace: bytes, name: str = "trace.json", run_json: bytes | None = None) -> tuple[int, str, str]:
+    """Run `analyze --json` on the bytes in-process; assert the contract; return (status, output or the error
+    line, all of stderr)."""
     with tempfile.TemporaryDirectory(prefix="stepscope-fuzz-") as tmp:
         path = Path(tmp) / name
         path.write_bytes(trace)
@@ -289,11 +290,11 @@ def check_contract(trace: bytes, name: str = "trace.json", run_json: bytes | Non
     if status == 2:
         assert len(errors) == 1 and out.getvalue() == "", err.getvalue()
         assert INTERNAL_ERROR not in errors[0], errors[0]
-        return status, errors[0]
+        return status, errors[0], err.getvalue()
     assert status == 0 and not errors, (status, err.getvalue())
     report = json.loads(out.getvalue(), parse_constant=_reject_constant)
     assert_sane_report(report)
-    return status, out.getvalue()
+    return status, out.getvalue(), err.getvalue()
 
 
 def _reject_constant(token: str):
