@@ -3,34 +3,39 @@ back by Stepscope's own reader gives the same Timeline, hence the same steps and
 
 from __future__ import annotations
 
-import argparse
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from analysis import analyze
-from app import cli
 from app.cli import main
-from app.cli_export import add_export_parser
 from exporters import open_in_perfetto_html, perfetto_trace_bytes, write_perfetto
 from parsers import load_trace, parse_trace_bytes
 from parsers.chrome_trace import read_chrome_trace
 from parsers.timeline import COLUMNS
 from tests import synthetic_traces as st
 
+ROOT = Path(__file__).resolve().parents[1]
 STEP_FIELDS = ["kind", "request", "index", "start_ns", "end_ns", "tokens", "kernels", "launches", "gpu_idle_ns"]
 
 
 def _export_main(argv: list[str]) -> int:
-    """`python -m app.cli export ...`: through app.cli once it is wired, else through the same parser setup."""
-    sub_actions = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    if sub_actions and "export" in sub_actions[0].choices:
-        return main(argv)
-    parser = argparse.ArgumentParser(prog="python -m app.cli")
-    add_export_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.handler(args)
+    """`python -m app.cli export ...` in-process; test_readme_export_command runs it as README writes it."""
+    return main(argv)
+
+
+def test_readme_export_command(tmp_path) -> None:
+    """README's command line, run as a user would: fails if export is not wired into the CLI."""
+    trace = st.write(tmp_path / "t.json", st.synthetic_generation())
+    out = tmp_path / "t.pftrace"
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "export", str(trace), "--perfetto", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(analyze(parse_trace_bytes(out.read_bytes())).steps) == 7  # 1 prefill + 6 decode, as generated
 
 
 def _timeline(**kwargs):
