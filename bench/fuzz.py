@@ -50,6 +50,7 @@ def fuzz_round(fmt: str, examples: int, failures: collections.Counter, stats: co
         try:
             if fmt == "run":
                 status = fi.check_contract(sample, name, run_json=data)[0]
+                assert status == 0, "a run.json made a valid trace fail"
             else:
                 status = fi.check_contract(data, name)[0]
             stats[f"{fmt} exit {status}"] += 1

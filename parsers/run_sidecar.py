@@ -22,7 +22,7 @@ def read_run_json(trace_path: Path) -> dict | None:
         if not sidecar.is_file() or sidecar.stat().st_size > MAX_RUN_JSON_BYTES:
             return None
         value = msgspec.json.decode(sidecar.read_bytes())
-    except (OSError, msgspec.DecodeError):
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # bad bytes: as if absent
         return None
     return value if isinstance(value, dict) else None
 

@@ -120,8 +120,13 @@ def _json_bytes(value) -> bytes:
     return json.dumps(value, allow_nan=True).encode("utf-8", "surrogatepass")
 
 
+REAL_SEED = Path(__file__).resolve().parent / "data" / "real" / "kineto_tiny_sync_h100.json"  # pytorch/kineto
+
+
 @st.composite
 def kineto_trace_bytes(draw) -> bytes:
+    if REAL_SEED.exists() and draw(st.integers(0, 5)) == 0:  # byte-level mutations of a real capture
+        return draw(mutated(REAL_SEED.read_bytes(), always=True))
     events = draw(st.one_of(plausible_kineto_events(), st.lists(kineto_event(), max_size=20)))
     doc = {"schemaVersion": 1, "traceEvents": events}
     if draw(st.booleans()):
@@ -131,10 +136,10 @@ def kineto_trace_bytes(draw) -> bytes:
 
 
 @st.composite
-def mutated(draw, data: bytes) -> bytes:
+def mutated(draw, data: bytes, always: bool = False) -> bytes:
     """Mostly the bytes as they are; sometimes a few byte-level edits (invalid UTF-8, cuts, flips)."""
     choice = draw(st.integers(0, 9))
-    if choice < 6 or not data:
+    if (choice < 6 and not always) or not data:
         return data
     buf = bytearray(data)
     for _ in range(draw(st.integers(1, 4))):

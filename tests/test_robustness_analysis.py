@@ -228,3 +228,9 @@ def test_sanity_layer_leaves_a_sane_analysis_alone():
 
 def test_cpu_op_helper_in_use():
     assert cpu_op("x", 1.0, 1.0)["cat"] == "cpu_op"
+
+
+def test_run_json_with_invalid_utf8_is_as_if_absent():
+    run = SAMPLE_RUN.read_bytes().replace(b'"schema"', b'"sch\xedma"', 1)
+    status, _, err = check_contract(SAMPLE_TRACE.read_bytes(), "trace.json.gz", run)
+    assert status == 0 and "error" not in err
