@@ -93,3 +93,11 @@ STEP_NAME_START = re.compile(r"^(?:stepscope\.|execute_|step\[|ProfilerStep#)")
 def oversized_step_names(names) -> list[str]:
     """Names that look like step annotations but carry a number too large to be a count (not trusted)."""
     return [n for n in names if STEP_NAME_START.match(n) and has_oversized_number(n)]
+
+
+def oversized_step_warnings(names) -> list[str]:
+    """The warning for step annotations ignored because of a huge number, [] when there are none."""
+    bad = oversized_step_names(names)
+    if not bad:
+        return []
+    return [f"{len(bad)} step annotations with numbers too large to be counts ignored, e.g. {bad[0][:80]!r}"]

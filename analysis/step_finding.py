@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis.annotations import (
     StepLabel,
-    oversized_step_names,
+    oversized_step_warnings,
     profiler_step_label,
     regex_label,
     sglang_label,
@@ -39,11 +39,7 @@ def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.Da
     ev = timeline.events
     annotations = ev[ev["kind"] == "annotation"]
     ann_names = annotations["name"].astype(str)
-    warnings: list[str] = oversized_step_names(ann_names.unique())
-    if warnings:
-        warnings = [f"{len(warnings)} step annotations with numbers too large to be counts ignored, e.g. "
-                    f"{warnings[0][:80]!r}"]
-    warnings += shape_warnings(ev)
+    warnings: list[str] = [*oversized_step_warnings(ann_names.unique()), *shape_warnings(ev)]  # issue 16
 
     families: list[tuple[str, float, Callable[[str], StepLabel | None]]] = []
     if step_regex:
