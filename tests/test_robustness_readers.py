@@ -24,6 +24,16 @@ from tests.synthetic_traces import doc, kernel, launch
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 
+def _best_of_two(fn, data) -> float:
+    """The faster of two timed calls: a shared machine's noise only ever adds time."""
+    best = float("inf")
+    for _ in range(2):
+        start = time.perf_counter()
+        fn(data)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def _no_event_ends_before_it_starts(timeline) -> None:
     ev = timeline.events
     assert (ev["dur"] >= 0).all()
@@ -162,15 +172,10 @@ def _chain_trace(depth: int) -> bytes:
 
 
 def test_perfetto_long_track_parent_chain_reads_in_linear_time():
-    small, large = _chain_trace(500), _chain_trace(4000)
-    timings = []
-    for data in (small, large):
-        start = time.perf_counter()
-        assert len(parse_trace_bytes(data).events) == data.count(b"\x08\x01\x10") or True
-        timings.append(time.perf_counter() - start)
+    timings = [_best_of_two(parse_trace_bytes, _chain_trace(n)) for n in (500, 4000)]
     # 8x the tracks: a quadratic walk would take ~64x as long; linear ~8x. Allow noise, refuse quadratic.
     assert timings[1] < 25 * max(timings[0], 0.01), timings
-    assert len(parse_trace_bytes(large).events) == 4000
+    assert len(parse_trace_bytes(_chain_trace(4000)).events) == 4000
 
 
 # --- class 8: Kineto JSON
@@ -216,12 +221,8 @@ def test_many_gzip_members_decompress_in_linear_time():
         one = gzip.compress(b" ")
         return gzip.compress(json.dumps(doc([kernel("k", 1.0, 1.0, 1)])).encode()) + one * n
 
-    timings = []
-    for n in (2_000, 16_000):
-        data = members(n)
-        start = time.perf_counter()
-        assert len(parse_trace_bytes(data).events) == 1
-        timings.append(time.perf_counter() - start)
+    assert len(parse_trace_bytes(members(10)).events) == 1
+    timings = [_best_of_two(parse_trace_bytes, members(n)) for n in (2_000, 16_000)]
     assert timings[1] < 25 * max(timings[0], 0.01), timings  # quadratic would be ~64x
 
 
