@@ -172,9 +172,9 @@ def _chain_trace(depth: int) -> bytes:
 
 
 def test_perfetto_long_track_parent_chain_reads_in_linear_time():
-    timings = [_best_of_two(parse_trace_bytes, _chain_trace(n)) for n in (500, 4000)]
+    timings = [_best_of_two(parse_trace_bytes, _chain_trace(n)) for n in (1000, 8000)]
     # 8x the tracks: a quadratic walk would take ~64x as long; linear ~8x. Allow noise, refuse quadratic.
-    assert timings[1] < 25 * max(timings[0], 0.01), timings
+    assert timings[1] < 40 * max(timings[0], 0.01), timings
     assert len(parse_trace_bytes(_chain_trace(4000)).events) == 4000
 
 
@@ -223,7 +223,7 @@ def test_many_gzip_members_decompress_in_linear_time():
 
     assert len(parse_trace_bytes(members(10)).events) == 1
     timings = [_best_of_two(parse_trace_bytes, members(n)) for n in (2_000, 16_000)]
-    assert timings[1] < 25 * max(timings[0], 0.01), timings  # quadratic would be ~64x
+    assert timings[1] < 40 * max(timings[0], 0.01), timings  # quadratic would be ~64x
 
 
 def test_gzip_trailing_zero_padding_is_fine_but_garbage_is_not():
