@@ -32,14 +32,18 @@ def run_analyze(args: argparse.Namespace) -> int:
     if rank_files:
         args.trace = str(rank_files[0])
     timeline, result = read_and_analyze(args)
-    report = contract(timeline, result)
-    if args.json:
+    from app.text_report import render_text
+
+    return _emit(contract(timeline, result), args.json, render_text)
+
+
+def _emit(report: dict, as_json: bool, render) -> int:
+    """The report as one JSON line, or in its readable form."""
+    if as_json:
         json.dump(report, sys.stdout, separators=(",", ":"))
         sys.stdout.write("\n")
     else:
-        from app.text_report import render_text
-
-        sys.stdout.write(render_text(report))
+        sys.stdout.write(render(report))
     return 0
 
 
@@ -63,12 +67,6 @@ def _run_ranks(args: argparse.Namespace, paths: list) -> int:
 
     check_analysis_options(args)
     options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
-    report = analyze_run_folder(paths, options)
-    if args.json:
-        json.dump(report, sys.stdout, separators=(",", ":"))
-        sys.stdout.write("\n")
-    else:
-        from app.text_report import render_ranks_text
+    from app.text_report import render_ranks_text
 
-        sys.stdout.write(render_ranks_text(report))
-    return 0
+    return _emit(analyze_run_folder(paths, options), args.json, render_ranks_text)
