@@ -153,6 +153,15 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Time
         data = data.pop()
     if not data or not bytes(data[:4096]).strip():
         raise TraceError("the file is empty")
+    from parsers.split_decode import SplitNotPossibleError, decode_in_two
+
+    try:  # big files: two processes, one half of the events each; anything unusual falls back to one
+        split = decode_in_two(data)
+    except SplitNotPossibleError:
+        split = None
+    if split is not None:
+        del data
+        return _timeline(*split)
     doc = _decode_root(data)
     del data  # the raw slices keep the buffer alive until the last of them is gone
     evs = doc.traceEvents
@@ -174,6 +183,11 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Time
         if event_count == 0:
             raise TraceError("the trace has no events")
         raise TraceError(f"none of the {event_count} events is a complete (ph X) event: nothing to analyse")
+    return _timeline(doc, builder, event_count)
+
+
+def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Timeline:
+    """The frame and metadata from the decoded columns and the document's other fields."""
     events = builder.frame()
     devices = {
         p.id: DeviceInfo(ordinal=p.id, name=p.name.strip(), sm_count=p.numSms, memory_bytes=p.totalGlobalMem)
@@ -368,7 +382,7 @@ class _ColumnBuilder:
         return self.string_ids.setdefault(value[:200], -(1 << 40) - len(self.string_ids))
 
     def _read_metadata(self, evs: list[_Metadata]) -> None:
-        for e in evs:
+        for e in reversed(evs):  # batches come last-first: the first label in the file is set last and wins
             order = e.args.sort_index if e.args is not None else None
             if e.name == "process_sort_index" and isinstance(order, int | float):
                 self.sort_order[(self._id_of(e.pid), None)] = int(order)
