@@ -17,6 +17,11 @@ EXIT_BAD_INPUT = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from app.cli_cached import serve_cached_analyze
+
+    served = serve_cached_analyze(sys.argv[1:] if argv is None else argv)  # a cached result: no heavy imports
+    if served is not None:
+        return served
     parser = _parser()
     args = parser.parse_args(argv)
     try:
@@ -42,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     analyze = sub.add_parser("analyze", help="cut a trace into prefill, decode steps and idle gaps")
     analyze.add_argument("trace", help="Kineto JSON (.json, .json.gz), Perfetto .pftrace or nsys SQLite export")
     analyze.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    analyze.add_argument("--no-cache", action="store_true", help="do not use the cache (STEPSCOPE_CACHE_DIR)")
     add_analysis_options(analyze)
     analyze.set_defaults(handler=_analyze)
 
@@ -57,15 +63,22 @@ def _analyze(args: argparse.Namespace) -> int:
     from analysis.report import contract
     from parsers import TraceError
 
+    notes: list[str] = []
     try:
         timeline, result = read_and_analyze(args)
-        result = _with_roofline(args.trace, timeline, result)
+        result = _with_roofline(args.trace, timeline, result, notes)
     except (TraceError, ValueError) as exc:
         raise UserFacingError(str(exc)) from None
     report = contract(timeline, result)
+    text = json.dumps(report, separators=(",", ":"))
+    for note in notes:
+        print(note, file=sys.stderr)
+    if not args.no_cache:
+        from app.cli_cached import remember_analyze
+
+        remember_analyze(args.trace, args.gap_threshold_us, args.step_regex, text, notes)
     if args.json:
-        json.dump(report, sys.stdout, separators=(",", ":"))
-        sys.stdout.write("\n")
+        sys.stdout.write(text + "\n")
     else:
         from app.text_report import render_text
 
@@ -73,14 +86,14 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_roofline(trace_path: str, timeline, result):
+def _with_roofline(trace_path: str, timeline, result, notes: list[str]):
     """Expected-vs-measured findings when a run.json beside the trace names the model and the GPU is known."""
     from analysis.roofline import roofline_for_trace, timeline_device, with_roofline
 
     try:
         roofline = roofline_for_trace(trace_path, result, *timeline_device(timeline))
     except ValueError as exc:  # the run.json beside the trace is optional: never fail the analysis over it
-        print(f"note: no roofline: {' '.join(str(exc).split())}", file=sys.stderr)
+        notes.append(f"note: no roofline: {' '.join(str(exc).split())}")
         return result
     return result if roofline is None else with_roofline(result, roofline)
 

@@ -17,8 +17,8 @@ def add_analysis_options(parser: argparse.ArgumentParser) -> None:
 def read_and_analyze(args: argparse.Namespace) -> tuple:
     """(Timeline, Analysis) for args.trace with the command's options. Raises TraceError or ValueError."""
     from analysis import AnalysisOptions, analyze
-    from parsers import load_trace
+    from trace_cache.timelines import load_trace_cached
 
-    timeline = load_trace(args.trace)
+    timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False))
     options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
     return timeline, analyze(timeline, options)
