@@ -1,0 +1,233 @@
+"""The on-disk cache: exact round trips, damaged and foreign entries rebuilt, LRU bound, concurrent writers,
+and a warm `analyze` that imports no pandas. Traces are SYNTHETIC (built here) or the shipped samples."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from parsers import load_trace
+from tests.conftest import ROOT
+from tests.synthetic_traces import synthetic_generation, write
+from trace_cache import keys, timelines
+from trace_cache.results import cached_analyze_json, store_result
+from trace_cache.store import CacheStore
+
+SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
+
+
+def _assert_same(a, b) -> None:
+    pd.testing.assert_frame_equal(a.events, b.events)  # dtypes, category order, values
+    assert a.meta == b.meta
+
+
+@pytest.fixture
+def store(tmp_path) -> CacheStore:
+    return CacheStore(tmp_path / "cache")
+
+
+@pytest.fixture
+def trace(tmp_path) -> Path:
+    (tmp_path / "t").mkdir()
+    return write(tmp_path / "t" / "trace.json", synthetic_generation(decode_steps=8))
+
+
+def test_round_trip_is_exact(store, trace):
+    fresh = load_trace(trace)
+    cold = timelines.load_trace_cached(trace, store=store)
+    assert len(list((store.root / "timelines").iterdir())) == 1
+    warm = timelines.load_trace_cached(trace, store=store)
+    _assert_same(fresh, cold)
+    _assert_same(fresh, warm)
+    assert not warm.events["ts"].to_numpy().flags.writeable  # mapped from the file, not copied
+
+
+def test_round_trip_of_a_real_sample_with_run_json(store):
+    if not SAMPLE.exists():
+        pytest.skip("no shipped sample")
+    fresh = load_trace(SAMPLE)
+    timelines.load_trace_cached(SAMPLE, store=store)
+    warm = timelines.load_trace_cached(SAMPLE, store=store)
+    _assert_same(fresh, warm)
+    assert "run" in warm.meta.extra  # the run.json beside it is attached after the cache, as load_trace does
+
+
+def test_a_hit_does_not_parse(store, trace, monkeypatch):
+    timelines.load_trace_cached(trace, store=store)
+
+    def no_parse(_):
+        raise AssertionError("parsed although cached")
+
+    monkeypatch.setattr(timelines, "_parse", no_parse)
+    assert len(timelines.load_trace_cached(trace, store=store).events) == len(load_trace(trace).events)
+
+
+def test_corrupt_entry_is_rebuilt(store, trace):
+    timelines.load_trace_cached(trace, store=store)
+    (entry,) = (store.root / "timelines").iterdir()
+    data = bytearray(entry.read_bytes())
+    entry.write_bytes(bytes(data[: len(data) // 2]))  # truncated
+    calls = []
+    real_parse = timelines._parse
+    timelines._parse = lambda owned: calls.append(1) or real_parse(owned)
+    try:
+        again = timelines.load_trace_cached(trace, store=store)
+    finally:
+        timelines._parse = real_parse
+    assert calls == [1]
+    _assert_same(load_trace(trace), again)
+    assert entry.stat().st_size == len(data)  # rewritten whole
+
+
+def test_garbage_entry_is_rebuilt(store, trace):
+    timelines.load_trace_cached(trace, store=store)
+    (entry,) = (store.root / "timelines").iterdir()
+    entry.write_bytes(b"not arrow at all" * 100)
+    _assert_same(load_trace(trace), timelines.load_trace_cached(trace, store=store))
+
+
+def test_parser_version_bump_is_a_miss(store, trace, monkeypatch):
+    timelines.load_trace_cached(trace, store=store)
+    monkeypatch.setattr(keys, "PARSER_VERSION", keys.PARSER_VERSION + 1)
+    monkeypatch.setattr(timelines, "PARSER_VERSION", keys.PARSER_VERSION)
+    digest = keys.known_digest(store, trace)
+    assert timelines.load_timeline(store, digest) is None
+    timelines.load_trace_cached(trace, store=store)
+    assert len(list((store.root / "timelines").iterdir())) == 2  # one per version
+
+
+def test_entry_of_another_version_under_this_name_is_ignored(store, trace, monkeypatch):
+    timeline = timelines.load_trace_cached(trace, store=store)
+    digest = keys.known_digest(store, trace)
+    monkeypatch.setattr(timelines, "PARSER_VERSION", 999)  # written as version 999 under today's name
+    timelines.save_timeline(store, digest, timeline)
+    monkeypatch.undo()
+    assert timelines.load_timeline(store, digest) is None
+    assert not (store.root / "timelines" / keys.timeline_entry_name(digest)).exists()  # dropped, to be rebuilt
+
+
+def test_changed_file_is_not_served_from_the_old_entry(store, tmp_path):
+    (tmp_path / "x").mkdir()
+    path = write(tmp_path / "x" / "trace.json", synthetic_generation(decode_steps=4))
+    first = timelines.load_trace_cached(path, store=store)
+    time.sleep(0.01)
+    write(path, synthetic_generation(decode_steps=9))
+    second = timelines.load_trace_cached(path, store=store)
+    assert len(second.events) > len(first.events)
+    _assert_same(load_trace(path), second)
+
+
+def test_lru_eviction_under_a_tiny_bound(tmp_path):
+    store = CacheStore(tmp_path / "c", max_bytes=3500)
+    for i in range(3):
+        store.put_bytes("results", f"e{i}.json", bytes(1000))
+        os.utime(store.entry("results", f"e{i}.json"), (1000 + i, 1000 + i))
+    # e0 is used now, so e1 is the least recently used when e3 arrives
+    assert store.get("results", "e0.json") is not None
+    store.put_bytes("results", "e3.json", bytes(1000))
+    left = sorted(p.name for p in (tmp_path / "c" / "results").iterdir())
+    assert left == ["e0.json", "e2.json", "e3.json"]
+    assert store.size_bytes() <= 3500
+
+
+def _write_many(args) -> int:
+    root, worker = args
+    store = CacheStore(root)
+    payload = json.dumps({"same": "content", "n": list(range(20000))}).encode()
+    for _ in range(30):
+        assert store.put_bytes("results", "shared.json", payload) is not None
+    return worker
+
+
+def test_concurrent_writers_leave_one_whole_entry(tmp_path):
+    root = tmp_path / "c"
+    with ProcessPoolExecutor(4) as pool:
+        assert sorted(pool.map(_write_many, [(root, w) for w in range(4)])) == [0, 1, 2, 3]
+    names = [p.name for p in (root / "results").iterdir()]
+    assert names == ["shared.json"]  # no temporary files left behind
+    assert json.loads((root / "results" / "shared.json").read_bytes())["n"][-1] == 19999
+
+
+def test_concurrent_timeline_writers(tmp_path, trace):
+    root = tmp_path / "c"
+    with ProcessPoolExecutor(3) as pool:
+        lengths = list(pool.map(_load_len, [(str(root), str(trace))] * 6))
+    assert len(set(lengths)) == 1
+    _assert_same(load_trace(trace), timelines.load_trace_cached(trace, store=CacheStore(root)))
+
+
+def _load_len(args) -> int:
+    root, trace = args
+    return len(timelines.load_trace_cached(trace, store=CacheStore(root)).events)
+
+
+def test_result_cache_keyed_by_options_and_checksummed(store, trace):
+    timelines.load_trace_cached(trace, store=store)  # records the file's digest
+    opts = {"gap_threshold_ns": 1000, "step_regex": None}
+    assert cached_analyze_json(trace, opts, store) is None
+    assert store_result(trace, opts, '{"a":1}', ["note: x"], store=store)
+    assert cached_analyze_json(trace, opts, store) == '{"a":1}'
+    assert cached_analyze_json(trace, dict(opts, gap_threshold_ns=5), store) is None
+    (entry,) = (store.root / "results").iterdir()
+    entry.write_bytes(entry.read_bytes().replace(b'{"a":1}', b'{"a":2}'))  # damaged body
+    assert cached_analyze_json(trace, opts, store) is None
+    assert not entry.exists()
+
+
+def test_result_key_follows_the_run_json(store, trace):
+    timelines.load_trace_cached(trace, store=store)
+    opts = {"gap_threshold_ns": 1000, "step_regex": None}
+    store_result(trace, opts, "{}", store=store)
+    (trace.parent / "run.json").write_text('{"device": "x"}')
+    assert cached_analyze_json(trace, opts, store) is None
+
+
+def _cli(args, cache: Path, code: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, STEPSCOPE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "app.cli", *args] if code is None else [sys.executable, "-c", code, *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+def test_warm_cli_imports_no_pandas_and_prints_the_same(tmp_path, trace):
+    cache = tmp_path / "cache"
+    cold = _cli(["analyze", str(trace), "--json"], cache)
+    assert cold.returncode == 0, cold.stderr
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['app.cli'] + sys.argv[1:]\n"
+        "try:\n    runpy.run_module('app.cli', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'numpy', 'pyarrow'))\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    warm = _cli(["analyze", str(trace), "--json"], cache, code=probe)
+    assert "HEAVY []" in warm.stderr, warm.stderr
+    assert warm.stdout == cold.stdout
+    assert json.loads(warm.stdout)["events"] == len(load_trace(trace).events)
+    uncached = _cli(["analyze", str(trace), "--json", "--no-cache"], tmp_path / "other", code=probe)
+    assert "pandas" in uncached.stderr and uncached.stdout == cold.stdout
+    assert not (tmp_path / "other").exists()  # --no-cache writes nothing
+
+
+def test_warm_cli_text_output_and_new_options(tmp_path, trace):
+    cache = tmp_path / "cache"
+    _cli(["analyze", str(trace), "--json"], cache)
+    text = _cli(["analyze", str(trace)], cache)
+    assert text.returncode == 0 and "device" in text.stdout
+    other = _cli(["analyze", str(trace), "--json", "--gap-threshold-us", "50"], cache)
+    direct = _cli(["analyze", str(trace), "--json", "--gap-threshold-us", "50", "--no-cache"], cache)
+    assert other.stdout == direct.stdout
+
+
+def test_bad_file_still_fails_cleanly_with_the_cache(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [')
+    out = _cli(["analyze", str(bad), "--json"], tmp_path / "cache")
+    assert out.returncode == 2 and out.stderr.startswith("error:")
