@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 REAL_TRACES = ROOT.parent / "shared" / "real_traces"
+# The on-disk trace cache of everything the tests run goes to a throwaway folder, not ~/.cache/stepscope.
+os.environ.setdefault("STEPSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="stepscope-test-cache-"))
 
 
 def real_trace(name: str) -> Path:

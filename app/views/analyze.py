@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` 
 
 import streamlit as st
 
-from app import components, perfetto_panel, roofline_panel
+from app import components, logdir_panel, perfetto_panel, roofline_panel
 from app.analysis_settings import settings_expander
 from app.figures import step_charts, timeline
 from app.navigation import ANALYZE_KEY
@@ -20,10 +20,11 @@ from app.uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload
 from parsers import TraceError
 from parsers.perfetto_reader import trace_processor_status
 
-ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload"}
+ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
 
 def _pick_source() -> TraceSource | None:
+    logdir_panel.picker()  # only with --logdir: big local traces read from disk
     with st.expander("Upload a trace", expanded=False):
         st.caption(size_limit_text())
         st.caption(for_markdown(trace_processor_status()))
@@ -36,7 +37,7 @@ def _pick_source() -> TraceSource | None:
             elif st.session_state.get("analyze_last_upload") != result.key:
                 st.session_state["analyze_last_upload"] = result.key
                 st.session_state[ANALYZE_KEY] = result.key
-    sources = all_sources(upload_names(st.session_state))
+    sources = all_sources(upload_names(st.session_state)) + logdir_panel.opened_sources(st.session_state)
     if not sources:
         st.info("No traces yet: upload one above, or make one on the Run page.")
         return None
