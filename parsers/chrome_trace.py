@@ -155,13 +155,12 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Time
         raise TraceError("the file is empty")
     from parsers.split_decode import SplitNotPossibleError, decode_in_two
 
-    try:  # big files: two processes, one half of the events each; anything unusual falls back to one
-        split = decode_in_two(data)
+    box = [data]  # big files: in pieces, half of them in a second process; anything unusual falls back
+    del data
+    try:
+        return _timeline(*decode_in_two(box))  # empties the box once the bytes are no longer needed
     except SplitNotPossibleError:
-        split = None
-    if split is not None:
-        del data
-        return _timeline(*split)
+        data = box.pop()
     doc = _decode_root(data)
     del data  # the raw slices keep the buffer alive until the last of them is gone
     evs = doc.traceEvents

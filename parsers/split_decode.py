@@ -1,18 +1,21 @@
-"""Decode a big Chrome-trace JSON in two processes, one half of the event list each.
+"""Decode a big Chrome-trace JSON in pieces cut at event boundaries, the second half in a forked process.
 
-Why: typed msgspec decoding plus column building is most of a big trace's load time and is
-single-threaded; a forked child shares the file's bytes (copy-on-write) and decodes the second
-half of the event array while this process decodes the first, so the load takes about half the
-time on two cores. The child sends back compact columns (raw numpy buffers and a msgpack header,
-no pickle), which are merged into the parent's column builder.
+Why: typed msgspec decoding plus column building is most of a big trace's load time and runs on one
+core. Decoding the event array piece by piece (a few MB each) keeps only one piece of structs alive,
+so memory stays near the file plus the columns, and needs no pass that splits the array into raw
+slices first. A forked child shares the file's bytes (copy-on-write) and decodes the second half
+while this process decodes the first; it sends back compact columns (raw numpy buffers and a msgpack
+header, no pickle), merged into this process's column builder.
 
-Where to cut is checked by parsing, not guessed: the cut is a ``}`` ``,`` ``{`` near the middle,
-the part from the ``"traceEvents"`` key to the cut must parse as ``{"traceEvents": [e1, ..., ek]}``
-with no other key, and the head before the key must parse as an object that the key continues.
-Together these prove that the cut lies between two top-level events of the one traceEvents array,
-so ``{"traceEvents": [`` + the rest is exactly the remaining events (and any keys after the array).
-Anything else (a cut inside a string or a nested array, an unusual layout, an error in either half,
-a child that dies) falls back to the one-process reader, which also gives the precise error message.
+Where to cut is proved by parsing, not guessed. The head before the "traceEvents" key must parse as
+an object that the key continues, and the key must be followed by ':' and '['; from there each piece
+is the text up to a later '}' ',' '{' comma, and it must parse as a JSON array of events. A piece
+that parses proves that its end comma lies between two top-level events of the array (a comma inside
+a string or a nested value leaves the piece unterminated or unbalanced), so the next piece starts in
+the same state. The last piece is decoded as '{"traceEvents":[' + the rest of the file, which also
+yields any keys after the array. A piece that does not parse is extended to the next candidate comma
+a few times (a cut inside a string); anything else (an error in the file, a child that dies) falls
+back to the one-process reader, which also gives the precise error message.
 """
 
 from __future__ import annotations
@@ -29,21 +32,19 @@ import numpy as np
 
 from parsers.chrome_trace import _AnyEvent, _ColumnBuilder, _DeviceProps, _TraceDoc
 
-MIN_SPLIT_BYTES = 48 << 20  # below this a fork costs more than it saves
-CHUNK_EVENTS = 32_768  # structs turned into columns per step
+MIN_SPLIT_BYTES = 48 << 20  # below this the one-process reader is as fast
+PIECE_BYTES = 8 << 20  # JSON text decoded at once: about 40k Kineto events
+FIRST_SHARE = 0.46  # of the file decoded here: this process also merges and builds the frame
+RETRIES = 3  # a piece that does not parse is extended to the next candidate cut this many times
 _CUT = re.compile(rb"\}\s*,\s*\{")
 _KEY = b'"traceEvents"'
+_OPEN = re.compile(rb'"traceEvents"\s*:\s*\[')
 _PREFIX = b'{"traceEvents":['
-_INT_COLUMNS = ("ts", "dur", "pid", "tid", "device", "stream", "correlation", "external_id")
 _CODE_COLUMNS = ("kind", "name", "input_dims")
 
 
-class _FirstHalf(msgspec.Struct, forbid_unknown_fields=True):
-    traceEvents: list[_AnyEvent]  # noqa: N815 - the file's key
-
-
-class _SecondHalf(msgspec.Struct):
-    traceEvents: list[_AnyEvent] | None = None  # noqa: N815
+class _Tail(msgspec.Struct):
+    traceEvents: list[_AnyEvent] | None = None  # noqa: N815 - the file's keys
     deviceProperties: list[_DeviceProps] | None = None  # noqa: N815
     baseTimeNanoseconds: int | None = None  # noqa: N815
     schemaVersion: int | str | None = None  # noqa: N815
@@ -51,50 +52,123 @@ class _SecondHalf(msgspec.Struct):
 
 
 _HEAD_DECODER = msgspec.json.Decoder(_TraceDoc)
-_FIRST_DECODER = msgspec.json.Decoder(_FirstHalf)
-_SECOND_DECODER = msgspec.json.Decoder(_SecondHalf)
+_PIECE_DECODER = msgspec.json.Decoder(list[_AnyEvent])
+_TAIL_DECODER = msgspec.json.Decoder(_Tail)
 
 
 class SplitNotPossibleError(Exception):
-    """The split path could not be used; the caller reads the file in one process instead."""
+    """The piecewise path could not be used; the caller reads the file in one process instead."""
+
+
+class _PieceBuilder(_ColumnBuilder):
+    """Pieces arrive in file order (the base builder expects batches last-first): columns are put
+    in the base order at the end, and metadata events are read once, in file order, at the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.metadata_events: list = []
+
+    def _read_metadata(self, evs: list) -> None:
+        self.metadata_events.extend(evs)
+
+    def finish(self) -> None:
+        for parts in self.parts.values():
+            parts.reverse()
+        super()._read_metadata(self.metadata_events)
+        self.metadata_events = []
 
 
 def split_workers() -> int:
-    """Processes to decode with: STEPSCOPE_PARSE_WORKERS (1 turns the split off), else 2 when there are 2+ CPUs."""
+    """Processes to decode with: STEPSCOPE_PARSE_WORKERS (1: no fork), else 2 when there are 2+ CPUs."""
     raw = os.environ.get("STEPSCOPE_PARSE_WORKERS", "")
     if raw.strip().isdigit():
         return max(1, int(raw))
     return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
-def find_cut(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
-    """(position of the "traceEvents" key, position of a comma between two objects near the middle), or None."""
+def _next_cut(data, start: int, stop: int | None) -> int | None:
+    """A candidate comma between two objects at or after `start` (and before `stop`), or None."""
+    match = _CUT.search(data, start, len(data) if stop is None else stop)
+    if match is None:
+        return None
+    return match.start() + bytes(data[match.start() : match.end()]).index(b",")
+
+
+def _array_start(data) -> tuple[int, _TraceDoc]:
+    """The offset just after the '[' of the top-level traceEvents array, proved as the module says, and
+    the document's keys before it."""
     key = bytes(data[: 1 << 20]).find(_KEY)  # Kineto writes the event list after a small head
-    if key < 0:
-        return None
-    match = _CUT.search(data, len(data) // 2)
-    if match is None or match.start() <= key:
-        return None
-    return key, match.start() + bytes(data[match.start() : match.end()]).index(b",")
-
-
-def decode_in_two(data: bytes | bytearray) -> tuple[_TraceDoc, _ColumnBuilder, int]:
-    """(the document's other fields, a column builder holding every event, the event count).
-
-    Raises SplitNotPossibleError when the split is not possible or not provably at an event boundary.
-    """
-    if not hasattr(os, "fork") or len(data) < MIN_SPLIT_BYTES or split_workers() < 2:
-        raise SplitNotPossibleError("not worth splitting")
-    if not bytes(data[:64]).lstrip().startswith(b"{"):
-        raise SplitNotPossibleError("not a JSON object")
-    cut = find_cut(data)
-    if cut is None:
-        raise SplitNotPossibleError("no cut found")
-    key, comma = cut
+    opening = _OPEN.match(data, key) if key >= 0 else None
+    if opening is None:
+        raise SplitNotPossibleError("no traceEvents key near the start")
     try:
         head = _HEAD_DECODER.decode(b"".join((memoryview(data)[:key], b'"traceEvents":[]}')))
     except (msgspec.DecodeError, RecursionError):
         raise SplitNotPossibleError("the head before traceEvents is not an object prefix") from None
+    return opening.end(), head
+
+
+def _decode_range(data, start: int, stop: int | None, builder: _PieceBuilder) -> tuple[int, _Tail | None]:
+    """Decode the events from `start` (just after '[' or a proved comma) to the comma `stop` (None: to the end).
+
+    Returns (events decoded, the document's keys after the array when the range runs to the end).
+    """
+    count = 0
+    while True:
+        cut = stop
+        if stop is None or start + PIECE_BYTES < stop:
+            cut = _next_cut(data, start + PIECE_BYTES, stop) or stop
+        for _ in range(RETRIES + 1):
+            if cut is None:  # the last piece: the rest of the file, with what follows the array
+                try:
+                    tail = _TAIL_DECODER.decode(b"".join((_PREFIX, memoryview(data)[start:])))
+                except (msgspec.DecodeError, RecursionError):
+                    raise SplitNotPossibleError("the last piece does not parse") from None
+                events, tail.traceEvents = tail.traceEvents or [], None
+                _add(builder, events)
+                return count + len(events), tail
+            try:
+                events = _PIECE_DECODER.decode(b"".join((b"[", memoryview(data)[start:cut], b"]")))
+                break
+            except (msgspec.DecodeError, RecursionError):  # ValidationError included
+                if cut == stop:
+                    raise SplitNotPossibleError("the cut between the halves is not between two events") from None
+                cut = _next_cut(data, cut + 1, stop) or stop
+        else:
+            raise SplitNotPossibleError("a piece does not parse")
+        count += len(events)
+        _add(builder, events)
+        start = cut + 1
+        if cut == stop:
+            return count, None
+
+
+def _add(builder: _PieceBuilder, events: list) -> None:
+    if events:
+        builder.add_batch(events)
+
+
+def decode_in_two(box: list[bytes | bytearray]) -> tuple[_TraceDoc, _ColumnBuilder, int]:
+    """(the document's other fields, a column builder holding every event, the event count).
+
+    `box` holds the file's bytes, and should hold the only reference: once every event is decoded
+    the box is emptied, so the bytes are freed before the frame is built. Raises
+    SplitNotPossibleError (the box still full) when the file is small or its layout cannot be proved.
+    """
+    data = box[0]
+    if len(data) < MIN_SPLIT_BYTES:
+        raise SplitNotPossibleError("not worth splitting")
+    if not bytes(data[:64]).lstrip().startswith(b"{"):
+        raise SplitNotPossibleError("not a JSON object")
+    first, head = _array_start(data)
+    builder = _PieceBuilder()
+    middle = _next_cut(data, max(first, int(len(data) * FIRST_SHARE)), None)
+    if split_workers() < 2 or not hasattr(os, "fork") or middle is None:
+        count, tail = _decode_range(data, first, None, builder)
+        if builder.duration_events == 0:
+            raise SplitNotPossibleError("no duration events")  # the one-process reader says what the file holds
+        box.clear()
+        return _finish(head, builder, count, tail)
     read_fd, write_fd = os.pipe()
     with contextlib.suppress(OSError):  # a bigger pipe buffer: fewer round trips for the child's columns
         fcntl.fcntl(write_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
@@ -103,7 +177,10 @@ def decode_in_two(data: bytes | bytearray) -> tuple[_TraceDoc, _ColumnBuilder, i
         code = 1
         try:
             os.close(read_fd)
-            _send(write_fd, *_second_half(data, comma))
+            child = _PieceBuilder()
+            child_count, tail = _decode_range(data, middle + 1, None, child)
+            child.finish()
+            _send(write_fd, tail, child, child_count)
             code = 0
         except BaseException:  # any failure: the parent sees a non-zero exit and falls back
             pass
@@ -111,26 +188,35 @@ def decode_in_two(data: bytes | bytearray) -> tuple[_TraceDoc, _ColumnBuilder, i
             os._exit(code)
     os.close(write_fd)
     try:
-        builder, first_count = _first_half(data, key, comma)
+        count, _ = _decode_range(data, first, middle, builder)
+        builder.finish()
         payload = _receive(read_fd)
         _, status = os.waitpid(pid, 0)
         pid = 0
         if status != 0 or payload is None:
             raise SplitNotPossibleError("the second half could not be decoded")
-        tail_doc, second_count = _merge(builder, payload)
+        if builder.duration_events + payload[0]["duration_events"] == 0:
+            raise SplitNotPossibleError("no duration events")
+        del data
+        box.clear()  # every event is decoded: the file's bytes can go before the columns are merged
+        tail, second_count = _merge(builder, payload)
     except BaseException:
         if pid:
             _stop(pid)
         raise
     finally:
         os.close(read_fd)
+    return _finish(head, builder, count + second_count, tail, finished=True)
+
+
+def _finish(head: _TraceDoc, builder: _PieceBuilder, count: int, tail: _Tail | None, finished: bool = False) -> tuple:
+    if not finished:
+        builder.finish()
     for field in ("deviceProperties", "baseTimeNanoseconds", "schemaVersion", "traceName"):
-        if getattr(tail_doc, field) is not None:  # keys after the event list, as a one-pass decode would see them
-            setattr(head, field, getattr(tail_doc, field))
-    if builder.duration_events == 0:
-        raise SplitNotPossibleError("no duration events")  # the one-process reader says what the file holds instead
+        if tail is not None and getattr(tail, field) is not None:  # keys after the event list win, as in one pass
+            setattr(head, field, getattr(tail, field))
     head.traceEvents = None
-    return head, builder, first_count + second_count
+    return head, builder, count
 
 
 def _stop(pid: int) -> None:
@@ -141,37 +227,10 @@ def _stop(pid: int) -> None:
         pass
 
 
-def _first_half(data: bytes | bytearray, key: int, comma: int) -> tuple[_ColumnBuilder, int]:
-    try:
-        doc = _FIRST_DECODER.decode(b"".join((b"{", memoryview(data)[key:comma], b"]}")))
-    except (msgspec.DecodeError, RecursionError):  # ValidationError included: the cut is not between events
-        raise SplitNotPossibleError("the cut is not between two events") from None
-    return _columns(doc.traceEvents)
-
-
-def _second_half(data: bytes | bytearray, comma: int) -> tuple[_SecondHalf, _ColumnBuilder, int]:
-    doc = _SECOND_DECODER.decode(b"".join((_PREFIX, memoryview(data)[comma + 1 :])))
-    events = doc.traceEvents or []
-    doc.traceEvents = None
-    builder, count = _columns(events)
-    return doc, builder, count
-
-
-def _columns(events: list) -> tuple[_ColumnBuilder, int]:
-    """Columns from decoded structs, freeing them chunk by chunk from the end (no list shifting)."""
-    count = len(events)
-    builder = _ColumnBuilder()
-    while events:
-        start = (len(events) - 1) // CHUNK_EVENTS * CHUNK_EVENTS
-        builder.add_batch(events[start:])
-        del events[start:]
-    return builder, count
-
-
 # --- the child's columns over a pipe: a msgpack header, then the raw column buffers --------------------------
 
 
-def _send(fd: int, doc: _SecondHalf, builder: _ColumnBuilder, count: int) -> None:
+def _send(fd: int, doc: _Tail, builder: _ColumnBuilder, count: int) -> None:
     columns = {c: np.ascontiguousarray(np.concatenate(v[::-1]) if v else np.zeros(0, np.int64), dtype=np.int64)
                for c, v in builder.parts.items()}
     header = {
@@ -203,14 +262,12 @@ def _write_all(out, data) -> None:
 
 
 def _receive(fd: int) -> tuple[dict, dict[str, np.ndarray]] | None:
-    chunks = []
+    raw = bytearray()
     while True:
-        chunk = os.read(fd, 1 << 22)
+        chunk = os.read(fd, 1 << 20)
         if not chunk:
             break
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    del chunks
+        raw += chunk
     if len(raw) < 8:
         return None
     (size,) = struct.unpack_from("<Q", raw)
@@ -228,7 +285,7 @@ def _receive(fd: int) -> tuple[dict, dict[str, np.ndarray]] | None:
     return header, columns
 
 
-def _merge(builder: _ColumnBuilder, payload: tuple[dict, dict[str, np.ndarray]]) -> tuple[_SecondHalf, int]:
+def _merge(builder: _ColumnBuilder, payload: tuple[dict, dict[str, np.ndarray]]) -> tuple[_Tail, int]:
     """Fold the child's columns into the parent's builder: remap its string codes and string ids to the parent's."""
     header, columns = payload
     tables = {"kind": builder.kinds, "name": builder.names, "input_dims": builder.dims}
@@ -257,7 +314,7 @@ def _merge(builder: _ColumnBuilder, payload: tuple[dict, dict[str, np.ndarray]])
     builder.duration_events += header["duration_events"]
     for col, parts in builder.parts.items():
         parts.insert(0, columns[col])  # parts are kept last-first; the second half is last in the file
-    return _SECOND_DECODER.decode(header["doc"]), header["count"]
+    return _TAIL_DECODER.decode(header["doc"]), header["count"]
 
 
 def _remap_ids(values: np.ndarray, id_map: dict[int, int]) -> np.ndarray:
