@@ -17,6 +17,7 @@ import streamlit as st
 
 from analysis import Analysis, AnalysisOptions, analyze
 from analysis.report import contract
+from app.stage_timing import stage
 from parsers import Timeline, TraceError
 from parsers.limits import ReadLimits
 
@@ -49,7 +50,8 @@ def _sha256_of_file(path: str, mtime_ns: int, size: int) -> str:
 def _timeline_of_file(sha256: str, _path: str) -> Timeline:
     from trace_cache.timelines import load_trace_cached  # the on-disk Arrow cache: a reopen maps, never parses
 
-    return load_trace_cached(_path, ReadLimits.from_env())
+    with stage("parse"):
+        return load_trace_cached(_path, ReadLimits.from_env())
 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the upload...")
@@ -63,7 +65,8 @@ def _timeline_of_bytes(sha256: str, _data: bytes) -> Timeline:
 def _analysis_of(sha256: str, gap_threshold_ns: int, step_regex: str | None, _timeline: Timeline) -> tuple:
     """Keyed by the trace's hash and the options, so changing a setting re-analyses without re-reading."""
     try:
-        analysis = analyze(_timeline, AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex))
+        with stage("analysis"):
+            analysis = analyze(_timeline, AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex))
     except ValueError as exc:  # a bad regex or threshold: one line, like an unreadable trace
         raise TraceError(str(exc)) from None
     return analysis, contract(_timeline, analysis)
@@ -82,7 +85,8 @@ def load_path(path: str | Path, options: AnalysisOptions | None = None) -> Loade
         stat = path.stat()
     except OSError as exc:
         raise TraceError(f"cannot open {path.name}: {exc.strerror or exc}") from None
-    sha = _sha256_of_file(str(path), stat.st_mtime_ns, stat.st_size)
+    with stage("digest"):
+        sha = _sha256_of_file(str(path), stat.st_mtime_ns, stat.st_size)
     return _loaded(path.parent.name or path.name, sha, _timeline_of_file(sha, str(path)), options)
 
 

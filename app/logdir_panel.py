@@ -82,6 +82,6 @@ def _listing(root_text: str) -> None:
         st.session_state[PICK_KEY] = traces[0].rel_path
     rel = right.selectbox("Trace (newest first)", list(by_rel), key=PICK_KEY, format_func=lambda r: _label(by_rel[r]))
     st.caption(f"{len(traces)} trace(s) · read from disk on this machine, no upload · {for_markdown(str(root))}")
-    if st.button("Open", key="logdir_open", type="primary"):
+    if st.button("Open from disk", key="logdir_open", type="primary"):
         open_trace(st.session_state, rel, root)
         st.rerun()

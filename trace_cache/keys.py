@@ -79,10 +79,10 @@ def source_stamp(parts: tuple[str, ...]) -> str:
     return hash_text("\n".join(rows))[-16:]
 
 
-def _stat_name(path: str | os.PathLike) -> tuple[str, os.stat_result] | None:
+def _stat_name(path: str | os.PathLike, st: os.stat_result | None = None) -> tuple[str, os.stat_result] | None:
     try:
         real = os.path.realpath(path)
-        st = os.stat(real)
+        st = st or os.stat(real)
     except OSError:
         return None
     ident = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
@@ -94,9 +94,9 @@ def _same_stat(a: os.stat_result, b: os.stat_result) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in fields)
 
 
-def known_digest(store: CacheStore, path: str | os.PathLike) -> str | None:
-    """The content hash recorded for this exact file state, or None."""
-    named = _stat_name(path)
+def known_digest(store: CacheStore, path: str | os.PathLike, st: os.stat_result | None = None) -> str | None:
+    """The content hash recorded for this exact file state (now, or as `st` saw it), or None."""
+    named = _stat_name(path, st)
     if named is None:
         return None
     raw = store.read_bytes("stat", named[0])

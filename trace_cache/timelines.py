@@ -159,14 +159,17 @@ def load_trace_cached(
         return load_trace(path, limits)
     store = store or CacheStore()
     limits = limits or ReadLimits.from_env()
-    digest = known_digest(store, path)
-    if digest is not None:
-        cached = load_timeline(store, digest)
+    known = known_digest(store, path)
+    if known is not None:
+        cached = load_timeline(store, known)
         if cached is not None:
             return attach_run_json(cached, path)
     raw, before = _read_raw(path, limits)
-    digest = hash_bytes(raw)
-    remember_digest(store, path, digest, before)
+    if known is not None and known == known_digest(store, path, before):
+        digest = known  # the stat index knows this exact file state (taken before the read): no second hash
+    else:
+        digest = hash_bytes(raw)
+        remember_digest(store, path, digest, before)
     cached = load_timeline(store, digest)  # the same content under another name or an older stat
     if cached is None:
         owned = [decode_container(raw, limits)]

@@ -15,6 +15,7 @@ from app.figures import step_charts, timeline
 from app.navigation import ANALYZE_KEY
 from app.safe_text import for_markdown
 from app.source_loading import load_source
+from app.stage_timing import stage
 from app.trace_sources import TraceSource, all_sources, default_source
 from app.uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload_names
 from parsers import TraceError
@@ -78,8 +79,9 @@ def _detail_window(loaded) -> tuple[int, int]:
 
 def _timeline_section(loaded) -> None:
     st.subheader("Timeline")
-    overview, note = timeline.overview_figure(loaded.analysis)
-    st.plotly_chart(overview, width="stretch", key="overview_timeline")
+    with stage("figure"):  # built and serialised for the browser
+        overview, note = timeline.overview_figure(loaded.analysis)
+        st.plotly_chart(overview, width="stretch", key="overview_timeline")
     if note:
         st.caption(note)
     if loaded.timeline.events.empty:
