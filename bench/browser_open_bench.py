@@ -153,6 +153,8 @@ def one_round(browser, trace: Path) -> dict:
             "other_server_s": round(figure_done - measured, 3),  # rerun start, page pieces, Streamlit's caches
             "transfer_s": round(to_dom - figure_done, 3),  # figure sent -> chart element in the page
             "render_s": round(total - to_dom, 3),
+            "page_done_s": round(stages["below the timeline"]["end"] - clicked_wall, 3)
+            if "below the timeline" in stages else None,  # the script's end: the rest of the page, after the click
             "cache_entries": sorted(p.parent.name for p in cache.rglob("*") if p.is_file()),
         }
     finally:

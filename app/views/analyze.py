@@ -150,6 +150,11 @@ def render() -> None:
     roofline_line = st.container()  # filled once the roofline section below has its inputs
     components.segmentation_box(loaded)
     _timeline_section(loaded)
+    with stage("below the timeline"):
+        _below_timeline(loaded, source, roofline_line)
+
+
+def _below_timeline(loaded, source, roofline_line) -> None:
     _step_section(loaded)
     report = roofline_panel.section(loaded, source)
     with roofline_line:
