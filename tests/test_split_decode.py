@@ -217,3 +217,17 @@ def test_the_bytes_are_released_on_success_and_kept_for_the_fallback():
     with pytest.raises(split_decode.SplitNotPossibleError):
         split_decode.decode_in_two(box)
     assert box == [data]
+
+
+def test_gzip_inflates_the_same_with_the_fast_backend():
+    """parsers.inflate (ISA-L when installed) gives zlib's bytes, across gzip members."""
+    import zlib
+
+    from parsers import inflate
+    from parsers.limits import decode_container
+
+    data = _doc_bytes(_events(200))
+    packed = gzip.compress(data[:5000]) + gzip.compress(data[5000:])
+    assert bytes(decode_container(packed)) == data
+    assert zlib.decompressobj(wbits=31).decompress(gzip.compress(data)) == inflate.decompressobj(31).decompress(
+        gzip.compress(data))
