@@ -195,7 +195,7 @@ def test_a_piece_cut_inside_a_string_is_extended(monkeypatch):
         events[i] = annotation(f"trap}}, {{{i}", 100.0 + i, 1.0)
     data = _doc_bytes(events)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 300)
-    _, builder, count = split_decode.decode_in_two([data])
+    _, _, count = split_decode.decode_in_two([data])
     assert count == len(events) + 3
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
 
