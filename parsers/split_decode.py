@@ -28,9 +28,10 @@ import signal
 import struct
 
 import msgspec
+import msgspec.structs
 import numpy as np
 
-from parsers.chrome_trace import _AnyEvent, _ColumnBuilder, _DeviceProps, _TraceDoc
+from parsers.chrome_trace import _AnyEvent, _ColumnBuilder, _TraceDoc
 
 MIN_SPLIT_BYTES = 48 << 20  # below this the one-process reader is as fast
 PIECE_BYTES = 8 << 20  # JSON text decoded at once: about 40k Kineto events
@@ -43,12 +44,13 @@ _PREFIX = b'{"traceEvents":['
 _CODE_COLUMNS = ("kind", "name", "input_dims")
 
 
-class _Tail(msgspec.Struct):
-    traceEvents: list[_AnyEvent] | None = None  # noqa: N815 - the file's keys
-    deviceProperties: list[_DeviceProps] | None = None  # noqa: N815
-    baseTimeNanoseconds: int | None = None  # noqa: N815
-    schemaVersion: int | str | None = None  # noqa: N815
-    traceName: str | None = None  # noqa: N815
+# The document's keys after the event list, as the one-process reader's _TraceDoc reads them (whatever it reads).
+_DOC_FIELDS = [f for f in msgspec.structs.fields(_TraceDoc) if f.name != "traceEvents"]
+_Tail = msgspec.defstruct(
+    "_Tail",
+    [("traceEvents", list[_AnyEvent] | None, msgspec.field(default=None, name="traceEvents"))]
+    + [(f.name, f.type, msgspec.field(default=None, name=f.encode_name)) for f in _DOC_FIELDS],
+)
 
 
 _HEAD_DECODER = msgspec.json.Decoder(_TraceDoc)
@@ -212,9 +214,9 @@ def decode_in_two(box: list[bytes | bytearray]) -> tuple[_TraceDoc, _ColumnBuild
 def _finish(head: _TraceDoc, builder: _PieceBuilder, count: int, tail: _Tail | None, finished: bool = False) -> tuple:
     if not finished:
         builder.finish()
-    for field in ("deviceProperties", "baseTimeNanoseconds", "schemaVersion", "traceName"):
-        if tail is not None and getattr(tail, field) is not None:  # keys after the event list win, as in one pass
-            setattr(head, field, getattr(tail, field))
+    for field in _DOC_FIELDS:
+        if tail is not None and getattr(tail, field.name) is not None:  # keys after the list win, as in one pass
+            setattr(head, field.name, getattr(tail, field.name))
     head.traceEvents = None
     return head, builder, count
 
