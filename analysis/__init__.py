@@ -8,25 +8,28 @@ import pandas as pd
 from analysis.activity import busy_union, derive_activity
 from analysis.findings import make_findings
 from analysis.gaps import find_gaps
+from analysis.kernel_names import short_names
 from analysis.model import Analysis, Finding, Segmentation
 from analysis.options import AnalysisOptions
 from analysis.step_finding import find_steps
 from analysis.steps import measure_steps
 from analysis.summary import inter_token_latency_ns, outlier_mask, summarize
-from parsers.timeline import Timeline
+from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 __all__ = ["Analysis", "AnalysisOptions", "Finding", "Segmentation", "analyze"]
 
 
 def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
     options = options or AnalysisOptions()
+    bounds, segmentation = find_steps(timeline, options.step_regex)
+    if "process" in bounds.attrs:  # several ranks in one file: measure the one whose steps were found
+        timeline = one_process(timeline, bounds.attrs["process"])
     act = derive_activity(timeline)
     devices = np.unique(act.busy_device)
     busy_by_device = {
         int(d): busy_union(act.busy_start[act.busy_device == d], act.busy_end[act.busy_device == d]) for d in devices
     }
     busy_all = busy_union(act.busy_start, act.busy_end)
-    bounds, segmentation = find_steps(timeline, options.step_regex)
     steps, work_step = measure_steps(bounds, act, busy_all)
     itl = inter_token_latency_ns(steps)
     outliers = outlier_mask(steps, itl, options.outlier_factor)
@@ -34,7 +37,7 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
     summary = summarize(steps, act, busy_all, itl, outliers)
     findings = make_findings(steps, gaps, summary, outliers, options)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
-    return Analysis(
+    result = Analysis(
         steps=steps,
         gaps=gaps,
         summary=summary,
@@ -44,6 +47,23 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
         busy_intervals=busy_by_device,
         time_origin_ns=act.first_ts,
     )
+    if not options.anatomy:
+        return result
+    from analysis.anatomy import with_anatomy  # imports analysis.model, like this module
+
+    return with_anatomy(timeline, result, rules=options.category_rules)
+
+
+def one_process(timeline: Timeline, pid: int) -> Timeline:
+    """The host events of one process and the device work on the devices it launched on."""
+    ev = timeline.events
+    host = ev["pid"].to_numpy() == pid
+    gpu = ev["kind"].isin(GPU_KINDS).to_numpy()
+    own_corr = ev["correlation"].to_numpy()[host & ev["kind"].isin(HOST_LAUNCH_KINDS).to_numpy()]
+    launched = gpu & np.isin(ev["correlation"].to_numpy(), own_corr[own_corr >= 0])
+    devices = np.unique(ev["device"].to_numpy()[launched])
+    keep = host | (gpu & np.isin(ev["device"].to_numpy(), devices))
+    return Timeline(events=ev[keep], meta=timeline.meta)
 
 
 def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10) -> pd.DataFrame:
@@ -61,9 +81,11 @@ def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10)
         }
     )
     if frame.empty:
-        return pd.DataFrame(columns=["phase", "name", "count", "total_ns", "share_pct"])
+        return pd.DataFrame(columns=["phase", "short", "name", "count", "total_ns", "share_pct"])
     grouped = frame.groupby(["phase", "name"], observed=True, sort=False)["dur"].agg(["count", "sum"]).reset_index()
     grouped = grouped.rename(columns={"sum": "total_ns"})
     grouped["share_pct"] = 100.0 * grouped["total_ns"] / grouped.groupby("phase")["total_ns"].transform("sum")
     grouped = grouped.sort_values(["phase", "total_ns"], ascending=[True, False])
-    return grouped.groupby("phase", sort=False).head(top).reset_index(drop=True)
+    grouped = grouped.groupby("phase", sort=False).head(top).reset_index(drop=True)
+    grouped.insert(1, "short", short_names(grouped["name"].astype(str)).astype(str))  # readable, <= 80 chars
+    return grouped

@@ -12,12 +12,11 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from collectors.markers import parse_marker
+from contracts.markers import parse_marker
 
 _VLLM = re.compile(
     r"^execute_(?:(?P<total>\d+)_)?context_(?P<ctx>\d+)\((?P<ctx_detail>[^)]*)\)_generation_(?P<gen>\d+)\("
 )
-_VLLM_SQ = re.compile(r"sq(\d+)")
 _SGLANG = re.compile(r"^step\[(?P<mode>EXTEND|DECODE|MIXED|PREFILL|IDLE)\b(?P<rest>[^\]]*)\]")
 _SGLANG_BS = re.compile(r"\bbs=(\d+)")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")

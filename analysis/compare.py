@@ -7,31 +7,18 @@ numbers and the CLI or a notebook can print the same comparison.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
+from analysis.anatomy_compare import anatomy_phrase, compare_anatomy
+from analysis.metrics import HEADLINE, Metric, metric
 from analysis.model import Analysis
+from analysis.summary import Summary
 
-# (key, label, unit, lower_is_better); keys name a summary entry, "itl_p50_ms" style keys reach into itl_ms.
-COMPARED_METRICS = (
-    ("ttft_ms", "TTFT", "ms", True),
-    ("itl_p50_ms", "ITL p50", "ms", True),
-    ("itl_p90_ms", "ITL p90", "ms", True),
-    ("decode_tokens_per_s", "decode tokens/s", "tok/s", False),
-    ("decode_steps", "decode steps", "", None),
-    ("kernels_per_decode_step", "kernels per decode step", "", True),
-    ("launches_per_decode_step", "launches per decode step", "", True),
-    ("gpu_busy_pct", "GPU busy", "%", None),
-    ("gpu_idle_per_decode_step_us", "GPU idle per decode step", "us", True),
-)
+COMPARED_METRICS: tuple[Metric, ...] = HEADLINE  # in the registry's order
 METRIC_COLUMNS = ("metric", "label", "unit", "a", "b", "delta", "ratio")
-# On CPU-only traces host ops stand in for kernels and "idle" means no op running: say so in the labels.
-_CPU_LABELS = {
-    "kernels_per_decode_step": "host ops per decode step",
-    "gpu_busy_pct": "busy (some op running)",
-    "gpu_idle_per_decode_step_us": "idle per decode step (no op running)",
-}
+CATEGORY_COLUMNS = ("category", "a_us", "b_us", "delta_us", "ratio", "a_kernels", "b_kernels")
 _NOTABLE_CHANGE = 0.10  # a secondary metric enters the sentence when it moved by more than this share
 
 
@@ -41,33 +28,43 @@ class Comparison:
     label_b: str
     metrics: pd.DataFrame  # METRIC_COLUMNS; delta = b - a, ratio = b / a (NaN when unknown)
     sentence: str
+    # the median decode step of each, by category (CATEGORY_COLUMNS; ratio NaN where A has none); empty
+    # when either analysis has no anatomy
+    categories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CATEGORY_COLUMNS)))
+    layers: dict = field(default_factory=dict)  # {"a": layer figures, "b": ...} (analysis.layers.LayerResult.as_dict)
+
+    def anatomy_json(self) -> dict:
+        """The compare JSON's `categories` and `layers` keys (null ratios where A has no time)."""
+        rows = [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in self.categories.to_dict("records")
+        ]
+        return {"categories": rows, "layers": self.layers}
 
 
-def summary_value(summary: dict, key: str) -> float:
-    """One summary figure as a float, NaN when the trace does not have it."""
-    if key.startswith("itl_") and key.endswith("_ms"):
-        itl = summary.get("itl_ms") or {}
-        value = itl.get(key[len("itl_") : -len("_ms")])
-    else:
-        value = summary.get(key)
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return value if math.isfinite(value) else math.nan
+def summary_value(summary: Summary, key: str) -> float:
+    """One summary figure as a float, NaN when the trace does not have it (see analysis.metrics)."""
+    return metric(key).value(summary)
 
 
 def compare(a: Analysis, b: Analysis, label_a: str = "A", label_b: str = "B") -> Comparison:
     """Compare trace b against trace a (a is the baseline: deltas are b - a)."""
     rows = []
-    cpu_only = not (a.summary.get("on_gpu", True) or b.summary.get("on_gpu", True))
-    for key, label, unit, _ in COMPARED_METRICS:
-        label = _CPU_LABELS.get(key, label) if cpu_only else label
-        va, vb = summary_value(a.summary, key), summary_value(b.summary, key)
+    on_gpu = a.summary.on_gpu or b.summary.on_gpu
+    for m in COMPARED_METRICS:
+        va, vb = m.value(a.summary), m.value(b.summary)
         ratio = vb / va if va and not math.isnan(va) else math.nan
-        rows.append((key, label, unit, va, vb, vb - va, ratio))
+        rows.append((m.key, m.label_for(on_gpu), m.unit, va, vb, vb - va, ratio))
     metrics = pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
-    return Comparison(label_a, label_b, metrics, _sentence(metrics, label_a, label_b))
+    sentence = _sentence(metrics, label_a, label_b)
+    if a.anatomy is None or b.anatomy is None:
+        return Comparison(label_a, label_b, metrics, sentence)
+    inside = compare_anatomy(a.anatomy, b.anatomy)
+    categories = pd.DataFrame(inside["categories"], columns=list(CATEGORY_COLUMNS)).astype({"ratio": float})
+    phrase = anatomy_phrase(inside)
+    if phrase:  # "...; elementwise time fell 40%; gemm unchanged."
+        sentence = f"{sentence.removesuffix('.')}; inside the median decode step, {phrase}."
+    return Comparison(label_a, label_b, metrics, sentence, categories, inside["layers"])
 
 
 def _subject(label_a: str, label_b: str) -> str:

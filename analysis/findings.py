@@ -7,10 +7,11 @@ import pandas as pd
 
 from analysis.model import Finding
 from analysis.options import AnalysisOptions
+from analysis.summary import Summary
 
 
 def make_findings(
-    steps: pd.DataFrame, gaps: pd.DataFrame, summary: dict, outliers: np.ndarray, options: AnalysisOptions
+    steps: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, outliers: np.ndarray, options: AnalysisOptions
 ) -> list[Finding]:
     out: list[Finding] = []
     decode = steps[(steps["kind"] == "decode").to_numpy() & ~outliers] if len(steps) else steps
@@ -25,13 +26,13 @@ def make_findings(
     return out
 
 
-def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: dict, options: AnalysisOptions) -> list[Finding]:
+def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, options: AnalysisOptions) -> list[Finding]:
     span = (decode["end_ns"] - decode["start_ns"]).to_numpy().astype(float)
     idle_share = float(np.median(decode["gpu_idle_ns"].to_numpy() / np.maximum(span, 1)))
     if idle_share <= options.host_bound_idle_share:
         return []
     step_us, idle_us = float(np.median(span) / 1e3), float(decode["gpu_idle_ns"].median() / 1e3)
-    if not summary["on_gpu"]:
+    if not summary.on_gpu:
         return [
             Finding(
                 "host-overhead",
@@ -74,8 +75,8 @@ def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: dict, options
     ]
 
 
-def _sync_every_step(decode: pd.DataFrame, summary: dict) -> list[Finding]:
-    if not summary["on_gpu"]:
+def _sync_every_step(decode: pd.DataFrame, summary: Summary) -> list[Finding]:
+    if not summary.on_gpu:
         return []
     with_sync = int(((decode["d2h_copies"] > 0) | (decode["syncs"] > 0)).sum())
     if with_sync < max(1, 0.9 * len(decode)):
@@ -86,7 +87,7 @@ def _sync_every_step(decode: pd.DataFrame, summary: dict) -> list[Finding]:
             "warn",
             "A device-to-host copy or synchronize in every decode step",
             f"{with_sync} of {len(decode)} decode steps copy to the host or synchronize (median "
-            f"{summary['d2h_per_decode_step']:.0f} D2H copies, {summary['syncs_per_decode_step']:.0f} sync calls per "
+            f"{summary.d2h_per_decode_step:.0f} D2H copies, {summary.syncs_per_decode_step:.0f} sync calls per "
             "step): sampling or stop checks leave the GPU and the host waits each token. Keep sampling and stop "
             "checks on the GPU and read tokens back asynchronously.",
             {"steps_with_sync": with_sync, "decode_steps": len(decode)},
@@ -94,9 +95,9 @@ def _sync_every_step(decode: pd.DataFrame, summary: dict) -> list[Finding]:
     ]
 
 
-def _launch_overhead(decode: pd.DataFrame, summary: dict) -> list[Finding]:
+def _launch_overhead(decode: pd.DataFrame, summary: Summary) -> list[Finding]:
     launches = float(decode["launches"].median())
-    mean_call_us = summary.get("launch_call_mean_us")
+    mean_call_us = summary.launch_call_mean_us
     if not launches or not mean_call_us:
         return []
     step_us = float((decode["end_ns"] - decode["start_ns"]).median() / 1e3)
@@ -119,7 +120,7 @@ def _launch_overhead(decode: pd.DataFrame, summary: dict) -> list[Finding]:
     ]
 
 
-def _outliers(steps: pd.DataFrame, outliers: np.ndarray, summary: dict) -> Finding:
+def _outliers(steps: pd.DataFrame, outliers: np.ndarray, summary: Summary) -> Finding:
     rows = steps[outliers]
     first = rows.iloc[0]
     return Finding(
@@ -128,14 +129,14 @@ def _outliers(steps: pd.DataFrame, outliers: np.ndarray, summary: dict) -> Findi
         f"{len(rows)} slow decode step(s) left out of the ITL figures",
         f"Steps slower than the outlier limit (first: request {first['request']}, index {first['index']}, "
         f"{(first['end_ns'] - first['start_ns']) / 1e3:.0f} us vs a median of "
-        f"{summary['decode_step_us'] or 0:.0f} us): "
+        f"{summary.decode_step_us or 0:.0f} us): "
         "warm-up, compilation or a stall. They still appear in the step table and timeline.",
         {"outliers": len(rows)},
     )
 
 
-def _dominance(summary: dict) -> list[Finding]:
-    pre, dec = summary["prefill_ms_total"], summary["decode_ms_total"]
+def _dominance(summary: Summary) -> list[Finding]:
+    pre, dec = summary.prefill_ms_total, summary.decode_ms_total
     total = pre + dec
     if total <= 0:
         return []

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+from analysis.summary import Summary
+
+if TYPE_CHECKING:  # analysis.anatomy imports this module
+    from analysis.anatomy import Anatomy
 
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | empty
@@ -12,7 +18,7 @@ STEP_COLUMNS = (
     "index",
     "start_ns",
     "end_ns",
-    "tokens",  # new token positions per sequence, <NA> when unknown
+    "tokens",  # new token positions in the step over the whole batch (batch x per sequence), <NA> when unknown
     "batch",  # sequences in the step, <NA> when unknown
     "kernels",
     "launches",
@@ -24,15 +30,15 @@ STEP_COLUMNS = (
     "label",  # the annotation or marker the step came from, "" when inferred
 )
 GAP_COLUMNS = ("start_ns", "end_ns", "dur_ns", "device", "placement", "step", "cause")
-GAP_PLACEMENTS = ("within step", "between steps", "outside generation")
-GAP_CAUSES = ("launch", "sync", "other")
+# placement: within step | between steps | outside generation; cause: launch | sync | other (analysis.gaps)
 
 
 @dataclass(frozen=True)
 class Segmentation:
-    method: str  # e.g. "stepscope-markers", "vllm-annotations", "embedding+lm_head", "none"
+    method: str  # the strategy that found the steps: "stepscope-markers", "host-forwards", ..., "none"
     confidence: float
     warnings: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()  # what decided the steps and their kinds, one line each
 
 
 @dataclass(frozen=True)
@@ -48,9 +54,10 @@ class Finding:
 class Analysis:
     steps: pd.DataFrame  # STEP_COLUMNS + token_ns, graph_launches, itl_ns, outlier (left out of ITL figures)
     gaps: pd.DataFrame  # GAP_COLUMNS, ordered by start
-    summary: dict  # the CLI contract's summary object plus extra keys
+    summary: Summary  # headline figures; analysis.report picks the CLI contract's keys from it
     findings: tuple[Finding, ...]
     segmentation: Segmentation
-    top_kernels: pd.DataFrame  # phase, name, count, total_ns, share_pct
+    top_kernels: pd.DataFrame  # phase, short (readable name), name, count, total_ns, share_pct
     busy_intervals: dict[int, tuple] = field(default_factory=dict)  # device -> (starts_ns, ends_ns) arrays
     time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
+    anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)

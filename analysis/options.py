@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from analysis.categories import Rule
+
 
 @dataclass(frozen=True)
 class AnalysisOptions:
@@ -11,6 +13,8 @@ class AnalysisOptions:
     step_regex: str | None = None  # a user's own step annotation pattern, tried first
     outlier_factor: float = 3.0  # a decode step slower than this times the median is an outlier
     host_bound_idle_share: float = 0.20  # decode idle above this share of the step -> host-bound finding
+    anatomy: bool = True  # categories per step and layers (analysis.anatomy); False skips them
+    category_rules: tuple[Rule, ...] = ()  # user rules (analysis.categories.load_rules), tried before the table
 
     def __post_init__(self) -> None:
         if self.gap_threshold_ns < 0:

@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
 
 from analysis.model import Analysis
+from analysis.summary import contract_fields
 from parsers.timeline import Timeline
 
-SUMMARY_KEYS = (
-    "prefill_steps",
-    "decode_steps",
-    "ttft_ms",
-    "itl_ms",
-    "decode_tokens_per_s",
-    "gpu_busy_pct",
-    "kernels_per_decode_step",
-    "launches_per_decode_step",
-    "gpu_idle_per_decode_step_us",
-)
+SUMMARY_KEYS = contract_fields()  # the Summary fields marked for the contract, in order
 
 
 def contract(timeline: Timeline, analysis: Analysis) -> dict:
-    """One JSON-ready object exactly as DESIGN.md's analyze --json promises."""
+    """One JSON-ready object exactly as DESIGN.md's analyze --json promises; with the analysis's
+    anatomy, each step adds `categories` and the summary `anatomy` (added keys, DESIGN.md)."""
+    steps = [_step(row) for row in analysis.steps.itertuples(index=False)]
+    summary = {k: _clean(getattr(analysis.summary, k)) for k in SUMMARY_KEYS}
+    anat = analysis.anatomy
+    if anat is not None:
+        for step, categories in zip(steps, anat.steps_json(len(steps)), strict=True):
+            step["categories"] = categories
+        summary["anatomy"] = _clean(anat.summary())
     return {
         "format": timeline.meta.source_format,
         "device": timeline.device_name,
@@ -32,10 +32,11 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
             "method": analysis.segmentation.method,
             "confidence": round(float(analysis.segmentation.confidence), 3),
             "warnings": list(analysis.segmentation.warnings),
+            "evidence": list(analysis.segmentation.evidence),
         },
         "requests": int(analysis.steps["request"].nunique()) if len(analysis.steps) else 0,
-        "steps": [_step(row) for row in analysis.steps.itertuples(index=False)],
-        "summary": {k: _clean(analysis.summary.get(k)) for k in SUMMARY_KEYS},
+        "steps": steps,
+        "summary": summary,
         "findings": [
             {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in analysis.findings
         ],
@@ -59,8 +60,12 @@ def _step(row) -> dict:
 
 def _clean(value):
     """JSON has no NaN: unknown figures are null."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _clean(dataclasses.asdict(value))
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if hasattr(value, "item"):

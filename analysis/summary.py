@@ -1,11 +1,77 @@
-"""Headline figures: TTFT, ITL, throughput, busy share and medians per decode step."""
+"""Headline figures: TTFT, ITL, throughput, busy share and medians per decode step.
+
+`Summary` is the typed record every output reads (the JSON contract, the app's cards, Compare, the
+text report); which of its fields the CLI's JSON carries is marked on the field (`CONTRACT`), so a
+new figure is one field here plus, when it is a metric, one entry in analysis/metrics.py.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
 
 from analysis.activity import Activity, covered_time
+
+CONTRACT = {"contract": True}  # field metadata: the field is a key of the CLI JSON's "summary" object
+
+
+@dataclass(frozen=True)
+class RooflineSummary:
+    """Expected vs measured per phase (analysis.roofline); phase figures None where the trace has no such phase."""
+
+    roofline_hardware: str
+    roofline_memory_gbps: float
+    roofline_tflops: float
+    kv_bytes_per_token: int
+    compute_bound_prompt_tokens: int | None
+    decode_idle_share: float | None  # median share of a decode step with nothing running on the device
+    prefill_expected_ms: float | None = None
+    prefill_measured_ms: float | None = None
+    prefill_roofline_pct: float | None = None
+    prefill_bound: str | None = None  # memory | compute
+    prefill_bytes: int | None = None
+    prefill_flops: int | None = None
+    decode_expected_ms: float | None = None
+    decode_measured_ms: float | None = None
+    decode_roofline_pct: float | None = None
+    decode_bound: str | None = None
+    decode_bytes: int | None = None
+    decode_flops: int | None = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One trace's headline figures. Defaults describe a trace with no steps (and make test records short)."""
+
+    prefill_steps: int = field(default=0, metadata=CONTRACT)
+    decode_steps: int = field(default=0, metadata=CONTRACT)
+    ttft_ms: float | None = field(default=None, metadata=CONTRACT)  # median over requests
+    itl_ms: dict[str, float] | None = field(default=None, metadata=CONTRACT)  # p50, p90, p99, mean
+    decode_tokens_per_s: float | None = field(default=None, metadata=CONTRACT)
+    gpu_busy_pct: float | None = field(default=None, metadata=CONTRACT)
+    kernels_per_decode_step: float | None = field(default=None, metadata=CONTRACT)
+    launches_per_decode_step: float | None = field(default=None, metadata=CONTRACT)
+    gpu_idle_per_decode_step_us: float | None = field(default=None, metadata=CONTRACT)
+    mixed_steps: int = 0
+    ttft_ms_by_request: dict[int, float] = field(default_factory=dict)
+    itl_outliers: int = 0  # decode steps left out of the ITL figures
+    decode_rate_from: str | None = None  # what decode_tokens_per_s was computed from
+    decode_step_us: float | None = None
+    launch_call_mean_us: float | None = None
+    d2h_per_decode_step: float | None = None
+    syncs_per_decode_step: float | None = None
+    prefill_ms_total: float = 0.0
+    decode_ms_total: float = 0.0
+    batch: int | None = None
+    on_gpu: bool = True  # False: a CPU-only trace, host ops stand in for kernels
+    roofline: RooflineSummary | None = None  # set by analysis.roofline.with_roofline
+
+
+def contract_fields() -> tuple[str, ...]:
+    """The Summary fields the CLI JSON's "summary" object holds, in order (DESIGN.md)."""
+    return tuple(f.name for f in fields(Summary) if f.metadata.get("contract"))
 
 
 def inter_token_latency_ns(steps: pd.DataFrame) -> np.ndarray:
@@ -30,7 +96,7 @@ def outlier_mask(steps: pd.DataFrame, itl: np.ndarray, factor: float) -> np.ndar
 
 def summarize(
     steps: pd.DataFrame, act: Activity, busy: tuple[np.ndarray, np.ndarray], itl: np.ndarray, outliers: np.ndarray
-) -> dict:
+) -> Summary:
     kind = steps["kind"].to_numpy() if len(steps) else np.array([], dtype=object)
     decode = kind == "decode"
     kept = decode & ~outliers
@@ -63,29 +129,29 @@ def summarize(
     def median(col: str, scale: float = 1.0) -> float | None:
         return float(d[col].median() / scale) if len(d) else None
 
-    return {
-        "prefill_steps": int((kind == "prefill").sum()),
-        "decode_steps": int(decode.sum()),
-        "mixed_steps": int((kind == "mixed").sum()),
-        "ttft_ms": float(np.median(list(ttft.values()))) if ttft else None,
-        "ttft_ms_by_request": ttft,
-        "itl_ms": itl_ms,
-        "itl_outliers": int(outliers.sum()),
-        "decode_tokens_per_s": tokens_per_s,
-        "decode_rate_from": rate_from,
-        "gpu_busy_pct": 100.0 * busy_ns / (hi - lo) if hi > lo else None,
-        "kernels_per_decode_step": median("kernels"),
-        "launches_per_decode_step": median("launches"),
-        "gpu_idle_per_decode_step_us": median("gpu_idle_ns", 1e3),
-        "decode_step_us": float(np.median(spans[kept]) / 1e3) if kept.any() else None,
-        "launch_call_mean_us": _mean_launch_us(act),
-        "d2h_per_decode_step": median("d2h_copies"),
-        "syncs_per_decode_step": median("syncs"),
-        "prefill_ms_total": float(spans[kind == "prefill"].sum() / 1e6),
-        "decode_ms_total": float(spans[decode].sum() / 1e6),
-        "batch": int(np.median(batch[decode])) if decode.any() and steps["batch"].notna().any() else None,
-        "on_gpu": act.on_gpu,
-    }
+    return Summary(
+        prefill_steps=int((kind == "prefill").sum()),
+        decode_steps=int(decode.sum()),
+        mixed_steps=int((kind == "mixed").sum()),
+        ttft_ms=float(np.median(list(ttft.values()))) if ttft else None,
+        ttft_ms_by_request=ttft,
+        itl_ms=itl_ms,
+        itl_outliers=int(outliers.sum()),
+        decode_tokens_per_s=tokens_per_s,
+        decode_rate_from=rate_from,
+        gpu_busy_pct=100.0 * busy_ns / (hi - lo) if hi > lo else None,
+        kernels_per_decode_step=median("kernels"),
+        launches_per_decode_step=median("launches"),
+        gpu_idle_per_decode_step_us=median("gpu_idle_ns", 1e3),
+        decode_step_us=float(np.median(spans[kept]) / 1e3) if kept.any() else None,
+        launch_call_mean_us=_mean_launch_us(act),
+        d2h_per_decode_step=median("d2h_copies"),
+        syncs_per_decode_step=median("syncs"),
+        prefill_ms_total=float(spans[kind == "prefill"].sum() / 1e6),
+        decode_ms_total=float(spans[decode].sum() / 1e6),
+        batch=int(np.median(batch[decode])) if decode.any() and steps["batch"].notna().any() else None,
+        on_gpu=bool(act.on_gpu),
+    )
 
 
 def _mean_launch_us(act: Activity) -> float | None:

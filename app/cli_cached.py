@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -21,8 +22,16 @@ def analyze_options(gap_threshold_us: float, step_regex: str | None) -> dict:
     return {"gap_threshold_ns": int(gap_threshold_us * 1000), "step_regex": step_regex}
 
 
+def cacheable_options(args: argparse.Namespace) -> dict | None:
+    """The cache key's options for a full `analyze` run, or None when it used an option the key does not
+    cover (--categories, --model: their results are never cached, so they are never served stale)."""
+    if getattr(args, "no_cache", False) or getattr(args, "categories", None) or getattr(args, "model", None):
+        return None
+    return analyze_options(args.gap_threshold_us, args.step_regex)
+
+
 def _fast_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False, allow_abbrev=False)
     parser.add_argument("trace")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--gap-threshold-us", type=float, default=1.0)
@@ -41,7 +50,7 @@ def serve_cached_analyze(argv: Sequence[str]) -> int | None:
             args, unknown = _fast_parser().parse_known_args(argv[1:])
     except (argparse.ArgumentError, SystemExit, ValueError):
         return None
-    if unknown or args.no_cache:
+    if unknown or args.no_cache or not os.path.isfile(args.trace):  # a folder or glob: the full command
         return None
     from trace_cache.results import cached_result
 
@@ -62,9 +71,13 @@ def serve_cached_analyze(argv: Sequence[str]) -> int | None:
     return 0
 
 
-def remember_analyze(trace: str, gap_threshold_us: float, step_regex: str | None, text: str, notes: list[str]) -> None:
-    """Store what a full `analyze` printed, for the next run on the same file and options."""
+def remember_analyze(args: argparse.Namespace, report: dict, notes: list[str]) -> None:
+    """Store what a full `analyze --json` prints (the same text as json.dump of `report`), for the next run on the
+    same file and options, when every option the run used is part of the cache key."""
+    options = cacheable_options(args)
+    if options is None or not os.path.isfile(args.trace):
+        return
     from trace_cache.results import store_result
 
     with contextlib.suppress(OSError, ValueError):
-        store_result(trace, analyze_options(gap_threshold_us, step_regex), text, notes)
+        store_result(args.trace, options, json.dumps(report, separators=(",", ":")), notes)

@@ -6,47 +6,26 @@ Every string that came from a trace goes through app.safe_text before Markdown s
 from __future__ import annotations
 
 import json
-import math
 
 import streamlit as st
 
-from analysis.compare import summary_value
+from analysis.metrics import HEADLINE
+from analysis.summary import Summary
+from app import tables
 from app.cache import LoadedTrace
 from app.safe_text import for_markdown
 
-# (summary key, card label, unit) in the order the cards appear
-SUMMARY_CARDS = (
-    ("ttft_ms", "TTFT", "ms"),
-    ("itl_p50_ms", "ITL p50", "ms"),
-    ("itl_p90_ms", "ITL p90", "ms"),
-    ("decode_tokens_per_s", "Decode tokens/s", ""),
-    ("decode_steps", "Decode steps", ""),
-    ("kernels_per_decode_step", "Kernels / decode step", ""),
-    ("launches_per_decode_step", "Launches / decode step", ""),
-    ("gpu_busy_pct", "GPU busy", "%"),
-    ("gpu_idle_per_decode_step_us", "GPU idle / decode step", "us"),
-)
+SUMMARY_CARDS = HEADLINE  # the registry's headline metrics, in the order the cards appear
 SEVERITY_ICON = {"critical": ":material/error:", "warn": ":material/warning:", "info": ":material/info:"}
 
 
-def format_value(value: float, unit: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if unit == "us" and abs(value) >= 1000:
-        return f"{value / 1000:,.2f} ms"
-    if unit == "ms" and abs(value) < 1:
-        return f"{value * 1000:,.1f} us"
-    text = f"{value:,.2f}" if abs(value) < 100 and value != int(value) else f"{value:,.0f}"
-    return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
-
-
-def summary_cards(summary: dict, label_prefix: str = "") -> None:
-    """The nine headline numbers as st.metric cards, two rows."""
-    rows = (SUMMARY_CARDS[:5], SUMMARY_CARDS[5:])
-    for row in rows:
-        for column, (key, label, unit) in zip(st.columns(5), row, strict=False):
-            column.metric(label_prefix + label, format_value(summary_value(summary, key), unit), border=True)
-    if summary.get("on_gpu") is False:
+def summary_cards(summary: Summary, label_prefix: str = "") -> None:
+    """The headline metrics as st.metric cards, rows of five."""
+    for start in range(0, len(SUMMARY_CARDS), 5):
+        row = SUMMARY_CARDS[start : start + 5]
+        for column, m in zip(st.columns(5), row, strict=False):
+            column.metric(label_prefix + m.card, m.format(m.value(summary)), border=True)
+    if not summary.on_gpu:
         st.caption("CPU-only trace: host ops stand in for kernels and 'GPU idle' means no op running.")
 
 
@@ -67,6 +46,8 @@ def segmentation_box(loaded: LoadedTrace) -> None:
         st.warning(text)
     else:
         st.success(text)
+    for line in seg.evidence:
+        st.markdown(f"- evidence: {for_markdown(line)}")
     for warning in seg.warnings:
         st.markdown(f"- {for_markdown(warning)}")
 
@@ -101,9 +82,9 @@ def downloads(loaded: LoadedTrace, key: str) -> None:
     base = file_base(loaded.name)
     summary = {k: v for k, v in loaded.report.items() if k != "steps"}
     left, middle, right = st.columns(3)
-    left.download_button("Steps (CSV)", loaded.analysis.steps.to_csv(index=False), f"{base}_steps.csv",
-                         "text/csv", key=f"{key}_steps_csv")
-    middle.download_button("Gaps (CSV)", loaded.analysis.gaps.to_csv(index=False), f"{base}_gaps.csv",
+    left.download_button("Steps (CSV)", tables.steps_table(loaded.analysis).to_csv(index=False),
+                         f"{base}_steps.csv", "text/csv", key=f"{key}_steps_csv")
+    middle.download_button("Gaps (CSV)", tables.gaps_table(loaded.analysis).to_csv(index=False), f"{base}_gaps.csv",
                            "text/csv", key=f"{key}_gaps_csv")
     right.download_button("Summary (JSON)", json.dumps(summary, indent=1), f"{base}_summary.json",
                           "application/json", key=f"{key}_summary_json")

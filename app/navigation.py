@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-PAGE_FILES = {"analyze": "views/analyze.py", "run": "views/run.py", "compare": "views/compare.py"}
+PAGE_FILES = {
+    "analyze": "views/analyze.py",
+    "run": "views/run.py",
+    "compare": "views/compare.py",
+    "ranks": "views/ranks.py",
+    "fleet": "views/fleet.py",
+}
 _REGISTERED: dict[str, object] = {}  # the st.Page objects of the running app, set by streamlit_app.py
 ANALYZE_KEY = "analyze_source"  # session state: the source key Analyze shows
 COMPARE_KEYS = "compare_sources"  # session state: (key a, key b) Compare shows

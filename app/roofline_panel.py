@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from analysis.anatomy import with_category_roofline
 from analysis.roofline import (
     GPUS,
     TYPICAL_FRACTIONS,
@@ -27,11 +28,13 @@ from analysis.roofline import (
     timeline_device,
 )
 from analysis.roofline.compare import format_bytes
-from app import components
+from app import components, tables
 from app.cache import LoadedTrace
+from app.model_shapes import model_shape
 from app.safe_text import for_markdown
 from app.trace_sources import TraceSource
 from collectors.presets import DEFAULT_PRESET, PRESETS
+from contracts.run_record import RunRecord
 
 CPU_ROW = "CPU (this machine, measured)"
 NO_DEVICE = "(none: skip)"
@@ -81,20 +84,18 @@ def cached_report(
         if trace_path is None:
             return None
         return roofline_for_trace(trace_path, _loaded.analysis, *timeline_device(_loaded.timeline), hardware=hardware)
-    from app.cli_roofline import model_shape
-
     shape = model_shape(choice.preset, choice.dtype)
     return roofline_report(_loaded.analysis, shape, hardware, prompt_tokens=choice.prompt_tokens)
 
 
-def _default_device(loaded: LoadedTrace, record: dict | None) -> str:
-    if record is not None and record.get("device_type") == "cpu":
+def _default_device(loaded: LoadedTrace, record: RunRecord | None) -> str:
+    if record is not None and record.device_type == "cpu":
         return CPU_ROW
     name, memory = timeline_device(loaded.timeline)
-    row = match_gpu(name, memory) or (match_gpu(record.get("device")) if record else None)
+    row = match_gpu(name, memory) or (match_gpu(record.device) if record else None)
     if row is not None:
         return row.name
-    return CPU_ROW if loaded.analysis.summary.get("on_gpu") is False else NO_DEVICE
+    return CPU_ROW if not loaded.analysis.summary.on_gpu else NO_DEVICE
 
 
 def _set_fractions(memory: float, flops: float) -> None:
@@ -102,7 +103,7 @@ def _set_fractions(memory: float, flops: float) -> None:
     st.session_state[FLOPS_FRACTION_KEY] = flops
 
 
-def _controls(loaded: LoadedTrace, record: dict | None) -> RooflineChoice:
+def _controls(loaded: LoadedTrace, record: RunRecord | None) -> RooflineChoice:
     key = loaded.sha256[:12]
     devices = [NO_DEVICE, *GPUS, CPU_ROW]
     default_device = _default_device(loaded, record)
@@ -191,11 +192,10 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
     st.subheader("Expected vs measured (roofline)")
     record = find_run_record(source.path) if source.path is not None else None
     if record is not None:
-        spec = record.get("spec") or {}
         st.caption(
             f"Model, dtype and prompt length from the run.json beside the trace "
-            f"({for_markdown(spec.get('preset') or (record.get('model') or {}).get('source') or 'model')}, "
-            f"{for_markdown(record.get('dtype'))}, prompt {for_markdown(record.get('prompt_len'))} tokens)."
+            f"({for_markdown(record.spec.get('preset') or record.model_source or 'model')}, "
+            f"{for_markdown(record.dtype)}, prompt {for_markdown(record.prompt_len)} tokens)."
         )
     choice = _controls(loaded, record)
     if choice.device == NO_DEVICE:
@@ -204,7 +204,7 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
     if record is None and choice.preset is None:
         st.info("No run.json beside this trace: pick the model it ran (a preset's shapes) to see the roofline.")
         return None
-    cpu_name = (record or {}).get("device") if record else timeline_device(loaded.timeline)[0]
+    cpu_name = record.device if record else timeline_device(loaded.timeline)[0]
     try:
         report = cached_report(loaded.sha256, str(source.path) if record else None, cpu_name, choice, loaded)
     except ValueError as exc:
@@ -223,7 +223,7 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
             "context": st.column_config.NumberColumn(help="cached tokens before the step (mean)"),
         },
     )
-    crossover = report.summary.get("compute_bound_prompt_tokens")
+    crossover = report.summary.compute_bound_prompt_tokens
     if crossover:
         st.caption(f"Prefill turns compute bound at {crossover:,} prompt tokens on this device.")
     components.finding_alerts(report.findings)
@@ -238,11 +238,49 @@ def summary_line(report: RooflineReport | None) -> None:
         return
     parts = []
     for phase in ("decode", "prefill"):
-        pct = report.summary.get(f"{phase}_roofline_pct")
+        pct = getattr(report.summary, f"{phase}_roofline_pct")
         if pct is None or (isinstance(pct, float) and math.isnan(pct)):
             continue
-        bound = report.summary.get(f"{phase}_bound")
+        bound = getattr(report.summary, f"{phase}_bound")
         parts.append(f"**{phase.capitalize()} at {pct:.0f}% of roofline** ({bound} bound)")
     if parts:
         device = for_markdown(report.hardware.name)
         st.markdown(" · ".join(parts) + f" on {device}; details under Expected vs measured.")
+
+
+def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None:
+    """The median decode step's categories against their own floors (gemm: weights, attention: KV
+    cache), with the model and device picked above; the rest is overhead."""
+    anat = loaded.analysis.anatomy
+    if anat is None or anat.median_step is None:
+        return
+    st.subheader("Roofline per category (median decode step)")
+    if report is None:
+        st.info("The per-category roofline needs a model and a device: pick them under Expected vs measured "
+                "(a run.json beside the trace gives the model).")
+        return
+    roofline = with_category_roofline(loaded.analysis, report.shape, report.hardware).anatomy.roofline
+    if roofline.get("status") != "ok":
+        st.info(f"No per-category roofline: {for_markdown(roofline.get('status', 'unknown'))}.")
+        return
+    st.caption(
+        f"{for_markdown(roofline['model'])} on {for_markdown(roofline['hardware'])} at "
+        f"{roofline['memory_gb_s']:,.0f} GB/s; step {anat.median_step}, context {roofline['context']} tokens, "
+        f"batch {roofline['batch']}. gemm reads every layer's weights and lm_head once; attention reads the KV "
+        "cache; the rest has no byte floor here and counts as overhead."
+    )
+    st.dataframe(
+        tables.category_roofline_table(roofline), hide_index=True, width="stretch",
+        column_config={
+            "time_us": st.column_config.NumberColumn("measured (us)", format="%.1f"),
+            "bytes_MB": st.column_config.NumberColumn("bytes (MB)", format="%.2f"),
+            "floor_us": st.column_config.NumberColumn("floor (us)", format="%.1f"),
+            "achieved_GB_s": st.column_config.NumberColumn("achieved (GB/s)", format="%.1f"),
+            "pct_of_roofline": st.column_config.NumberColumn("% of roofline", format="%.0f%%"),
+        },
+    )
+    for row in roofline["categories"]:
+        if row.get("note"):
+            st.caption(f"{row['category']}: {for_markdown(row['note'])}")
+    if roofline.get("finding"):
+        st.warning(for_markdown(roofline["finding"]))

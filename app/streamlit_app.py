@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `streamlit run` puts app/ first, not the repo
+_ROOT = Path(__file__).resolve().parents[1]
+if (_ROOT / "stepscope" / "__init__.py").exists():  # a checkout: `streamlit run` puts app/ on the path, not the repo
+    sys.path.insert(0, str(_ROOT))  # (installed, the package is already importable and nothing is added)
 
-import streamlit as st
+import streamlit as st  # noqa: E402
 
 st.set_page_config(page_title="Stepscope", page_icon=":material/timeline:", layout="wide")
 
@@ -17,6 +19,8 @@ pages = {
     "analyze": st.Page(PAGE_FILES["analyze"], title="Analyze", icon=":material/monitoring:", default=True),
     "run": st.Page(PAGE_FILES["run"], title="Run", icon=":material/play_arrow:"),
     "compare": st.Page(PAGE_FILES["compare"], title="Compare", icon=":material/compare_arrows:"),
+    "ranks": st.Page(PAGE_FILES["ranks"], title="Ranks", icon=":material/view_week:"),
+    "fleet": st.Page(PAGE_FILES["fleet"], title="Fleet", icon=":material/dataset:"),
 }
 register_pages(pages)
 st.navigation(list(pages.values())).run()

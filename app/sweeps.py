@@ -1,7 +1,7 @@
 """The Run page's prefill sweep, without widgets so tests can call it: run one, find past ones.
 
-A sweep is collectors.sweep's work (sweep.json in its own runs/<id>/ folder); this only calls it
-and lists what is there.
+A sweep is collectors.sweep's measurements with analysis.roofline's expected figures (sweep.json
+in its own runs/<id>/ folder); this only calls them and lists what is there.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ def run_sweep(spec, out_dir: str | Path, progress: ProgressCallback | None = Non
     """Run collectors.sweep with `spec` (a SweepSpec) into out_dir; (path of sweep.json, its record).
 
     Raises CollectorError with a one-line message when the sweep fails."""
+    from analysis.roofline import complete_sweep
     from collectors.sweep import run_prefill_sweep
 
-    result = run_prefill_sweep(spec, out_dir=out_dir, progress=progress)
+    result = run_prefill_sweep(spec, out_dir=out_dir, progress=progress, complete=complete_sweep)
     path = Path(result["path"])
     return path, load_sweep(path)
 

@@ -1,6 +1,12 @@
-"""The analyze command's readable form: the same numbers as --json, laid out for a terminal."""
+"""The analyze command's readable form: the same numbers as --json, laid out for a terminal.
+
+Every metric of the registry (analysis.metrics), one line each, read from the JSON contract's summary."""
 
 from __future__ import annotations
+
+import math
+
+from analysis.metrics import METRICS
 
 
 def render_text(report: dict) -> str:
@@ -13,20 +19,9 @@ def render_text(report: dict) -> str:
         f"{report['requests']} request(s), {len(report['steps'])} step(s)",
     ]
     lines += [f"warning  {w}" for w in seg["warnings"]]
-    s = report["summary"]
-    itl = s["itl_ms"]
-    figures = [
-        ("TTFT", _num(s["ttft_ms"], "ms")),
-        ("ITL p50 / p90 / p99", "n/a" if itl is None else f"{itl['p50']:.3f} / {itl['p90']:.3f} / {itl['p99']:.3f} ms"),
-        ("decode tokens/s", _num(s["decode_tokens_per_s"], "")),
-        ("GPU busy", _num(s["gpu_busy_pct"], "%")),
-        ("prefill / decode steps", f"{s['prefill_steps']} / {s['decode_steps']}"),
-        ("kernels per decode step", _num(s["kernels_per_decode_step"], "")),
-        ("launches per decode step", _num(s["launches_per_decode_step"], "")),
-        ("GPU idle per decode step", _num(s["gpu_idle_per_decode_step_us"], "us")),
-    ]
+    summary = report["summary"]
     lines.append("")
-    lines += [f"{name:<26}{value}" for name, value in figures]
+    lines += [f"{m.label:<26}{_num(m.value(summary), m.unit)}" for m in METRICS]
     if report["steps"]:
         lines += [
             "",
@@ -40,13 +35,99 @@ def render_text(report: dict) -> str:
             )
         if len(report["steps"]) > 40:
             lines.append(f"  ... {len(report['steps']) - 40} more (use --json for all)")
+    anatomy = summary.get("anatomy")
+    if anatomy:
+        lines += anatomy_lines(anatomy)
     if report["findings"]:
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}" for f in report["findings"]]
     return "\n".join(lines) + "\n"
 
 
-def _num(value, unit: str) -> str:
-    if value is None:
+def anatomy_lines(anatomy: dict) -> list[str]:
+    """The median decode step by category, its layers and the per-category roofline."""
+    unit = anatomy.get("unit", "kernels")
+    cats = anatomy.get("categories") or {}
+    if anatomy.get("step") is None:
+        return ["", "inside a step: no step found"]
+    kind = anatomy.get("step_kind")
+    lines = ["", f"inside step {anatomy['step']} ({kind}, the median decode step when there is one)"]
+    total = sum(c["time_us"] for c in cats.values()) or 1.0
+    lines.append(f"{'category':<15}{unit:>9}{'time us':>12}{'share':>8}")
+    for name, c in sorted(cats.items(), key=lambda kv: -kv[1]["time_us"]):
+        lines.append(f"{name:<15}{c['kernels']:>9}{c['time_us']:>12.1f}{100 * c['time_us'] / total:>7.1f}%")
+    layers = anatomy.get("layers")
+    if layers:
+        lu = anatomy.get("layer_us") or {}
+        lines.append(
+            f"layers   {layers} x {anatomy.get('kernels_per_layer')} {unit}; per layer p50 {lu.get('p50', 0):.1f} us "
+            f"(min {lu.get('min', 0):.1f}, max {lu.get('max', 0):.1f}, first {lu.get('first', 0):.1f}, "
+            f"last {lu.get('last', 0):.1f}); head {anatomy.get('head_us') or 0:.1f} us, "
+            f"tail {anatomy.get('tail_us') or 0:.1f} us"
+        )
+    else:
+        lines.append("layers   not counted")
+    lines.append(f"         {anatomy.get('evidence', '')}")
+    roof = anatomy.get("roofline") or {}
+    if roof.get("status") == "ok":
+        lines.append(
+            f"per-category roofline ({roof['model']} on {roof['hardware']}, {roof['memory_gb_s']:.0f} GB/s, "
+            f"context {roof['context']}, batch {roof['batch']}):"
+        )
+        for r in roof["categories"]:
+            pct = "n/a" if r["pct_of_roofline"] is None else f"{r['pct_of_roofline']:.0f}%"
+            lines.append(
+                f"  {r['category']:<12} {r['time_us']:>10.1f} us for {r['bytes'] / 1e6:>10.1f} MB "
+                f"(floor {r['floor_us']:.1f} us): {pct} of roofline"
+            )
+        lines.append(f"  {'overhead':<12} {roof['overhead_total_us']:>10.1f} us (neither gemm nor attention)")
+    elif roof:
+        lines.append(f"per-category roofline: {roof.get('status')}")
+    lines += [f"note     {n}" for n in anatomy.get("notes") or []]
+    return lines
+
+
+def _num(value: float, unit: str) -> str:
+    if math.isnan(value):
         return "n/a"
-    return f"{value:,.3f} {unit}".rstrip()
+    if not unit:
+        return f"{value:,.3f}".rstrip("0").rstrip(".")  # counts print as counts, medians with their decimals
+    return f"{value:,.3f} {unit}"
+
+
+def render_ranks_text(report: dict) -> str:
+    """The readable form of a multi-rank run: one line per rank, the cross-rank figures, warnings, findings."""
+    run = report["run"]
+    lines = [
+        f"run      {run['ranks']} rank(s), {run['aligned_steps']} aligned step(s) (by {run.get('alignment', '?')})",
+        f"clock    {run.get('clock_note', '')}",
+        "",
+        f"{'rank':>4} {'file':<40} {'steps':>6} {'ITL p50 ms':>11} {'busy %':>8}",
+    ]
+    for r in report["ranks"]:
+        s = r["summary"]
+        itl, busy = (s.get("itl_ms") or {}).get("p50"), s.get("gpu_busy_pct")
+        lines.append(
+            f"{r['rank']:>4} {str(r.get('file', ''))[:40]:<40} {len(r['steps']):>6} "
+            f"{_opt(itl, ''):>11} {_opt(busy, ''):>8}"
+        )
+    step = run.get("step_time_ms") or {}
+    skew = run.get("skew_us") or {}
+    lines += [
+        "",
+        f"{'step time (slowest rank)':<26}p50 {_opt(step.get('p50'), 'ms')}, p90 {_opt(step.get('p90'), 'ms')}",
+        f"{'skew (' + run.get('skew_basis', '') + ')':<26}p50 {_opt(skew.get('p50'), 'us')}, "
+        f"p90 {_opt(skew.get('p90'), 'us')}",
+        f"{'communication':<26}{_opt(run.get('comm_pct'), '%')}",
+        f"{'exposed communication':<26}{_opt(run.get('exposed_comm_pct'), '%')}",
+        f"{'slowest rank':<26}{'n/a' if run.get('slowest_rank') is None else run['slowest_rank']}",
+    ]
+    lines += [f"warning  {w}" for w in run.get("warnings", [])]
+    if run.get("findings"):
+        lines.append("")
+        lines += [f"[{f['severity']}] {f['title']}: {f['detail']}" for f in run["findings"]]
+    return "\n".join(lines) + "\n"
+
+
+def _opt(value: float | None, unit: str) -> str:
+    return "n/a" if value is None else _num(float(value), unit)

@@ -6,10 +6,11 @@ A source is named by a stable key ("sample:<folder>", "run:<folder>",
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from contracts.run_record import RunRecord, read_run_record
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE_FILE = "trace.json.gz"
@@ -21,14 +22,14 @@ class TraceSource:
     label: str
     origin: str  # sample | run | upload
     path: Path | None = None  # None for uploads: their bytes live in session state
-    run_info: dict = field(default_factory=dict, compare=False, hash=False)
+    run_info: RunRecord | None = field(default=None, compare=False, hash=False)  # the run.json beside the trace
 
     @property
     def mode(self) -> str:
         """The collectors' mode (eager, cuda-graph, compile) from run.json, else guessed from the name."""
-        spec_mode = (self.run_info.get("spec") or {}).get("mode")
+        spec_mode = self.run_info.mode if self.run_info is not None else None
         if spec_mode:
-            return str(spec_mode)
+            return spec_mode
         name = self.label.lower()
         for mode in ("cuda-graph", "compile", "eager"):
             if mode in name or mode.replace("-", "_") in name:
@@ -44,12 +45,10 @@ def runs_dir() -> Path:
     return Path(os.environ.get("STEPSCOPE_RUNS_DIR") or REPO / "runs")
 
 
-def _read_run_info(folder: Path) -> dict:
-    try:
-        info = json.loads((folder / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return info if isinstance(info, dict) else {}
+def fleet_root() -> Path:
+    """Where the Fleet page may open batch outputs (and write new ones): STEPSCOPE_FLEET_ROOT, else the runs
+    folder. The page lists folders under it and never takes a typed path."""
+    return Path(os.environ.get("STEPSCOPE_FLEET_ROOT") or runs_dir())
 
 
 def _folder_sources(root: Path, origin: str, newest_first: bool) -> list[TraceSource]:
@@ -57,7 +56,7 @@ def _folder_sources(root: Path, origin: str, newest_first: bool) -> list[TraceSo
         return []
     folders = sorted((p for p in root.iterdir() if not p.name.startswith(".")), reverse=newest_first)
     return [
-        TraceSource(f"{origin}:{p.name}", p.name, origin, p / TRACE_FILE, _read_run_info(p))
+        TraceSource(f"{origin}:{p.name}", p.name, origin, p / TRACE_FILE, read_run_record(p))
         for p in folders
         if (p / TRACE_FILE).is_file()
     ]

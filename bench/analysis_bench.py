@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import analyze  # noqa: E402
+from analysis.step_finding import find_steps  # noqa: E402
 from parsers import load_trace  # noqa: E402
 
 DEFAULT_TRACES = [ROOT / "bench/out/gpu/gpu_trace.json", ROOT / "bench/out/cpu/cpu_trace.json"]
@@ -32,19 +33,26 @@ def main() -> int:
     if missing:
         print(f"missing {', '.join(map(str, missing))}: run python bench/parse_bench.py --skip-hta first")
         return 1
-    print(f"{'trace':<28} {'events':>10} {'parse s':>8} {'analyze s (median)':>19} {'steps':>6} {'gaps':>7}")
+    print(
+        f"{'trace':<28} {'events':>10} {'parse s':>8} {'analyze s (median)':>19} {'find steps s':>12} {'steps':>6} "
+        f"{'gaps':>7}  method"
+    )
     for path in args.traces:
         t0 = time.perf_counter()
         timeline = load_trace(path)
         parse_s = time.perf_counter() - t0
-        times = []
+        times, finding = [], []
         for _ in range(args.repeat):
             t0 = time.perf_counter()
             result = analyze(timeline)
             times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            find_steps(timeline)  # the step finder alone (its strategies), inside the figure before
+            finding.append(time.perf_counter() - t0)
         print(
             f"{path.name:<28} {len(timeline.events):>10,} {parse_s:>8.2f} {statistics.median(times):>19.3f} "
-            f"{len(result.steps):>6} {len(result.gaps):>7,}"
+            f"{statistics.median(finding):>12.3f} {len(result.steps):>6} {len(result.gaps):>7,}  "
+            f"{result.segmentation.method}"
         )
     return 0
 

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from contracts.run_record import read_run_record
+
 from .errors import CollectorError
 from .run import RunSpec, run_profiled_generation
 
@@ -92,17 +94,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  error: {exc}", flush=True)
             failures += 1
             continue
-        record = json.loads((run_dir / "run.json").read_text())
-        timings = record["timings"]
+        record = read_run_record(run_dir)
+        if record is None:
+            print(f"  error: no readable run.json in {run_dir}", flush=True)
+            failures += 1
+            continue
+        timings = record.timings
         print(f"  run: {run_dir}")
-        print(f"  device: {record['device']}, dtype {record['dtype']}, versions {record['versions']}")
+        print(f"  device: {record.device}, dtype {record.dtype}, versions {record.versions}")
         itl = timings["itl_ms"] or [float("nan")]
         print(
             f"  harness: ttft_ms {timings['ttft_ms']:.3f}, itl_ms p50 {statistics.median(itl):.3f}"
             f" (min {min(itl):.3f}, max {max(itl):.3f})",
             flush=True,
         )
-        summary = _stepscope_summary(run_dir / record["trace"])
+        summary = _stepscope_summary(run_dir / (record.trace or "trace.json.gz"))
         if summary is not None:
             print(
                 f"  stepscope: itl_ms {summary.get('itl_ms')}, "

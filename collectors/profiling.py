@@ -23,6 +23,7 @@ class ProfilerOptions:
     record_shapes: bool = False
     with_stack: bool = False
     profile_memory: bool = False
+    with_modules: bool = False
 
 
 class ProfileWindow:
@@ -38,6 +39,7 @@ class ProfileWindow:
             record_shapes=options.record_shapes,
             with_stack=options.with_stack,
             profile_memory=options.profile_memory,
+            with_modules=options.with_modules,
         )
         self.running = False
         self.paused = False

@@ -47,6 +47,7 @@ class RunSpec:
     warmup: int = 1
     record_shapes: bool = False
     with_stack: bool = False
+    with_modules: bool = False
     profile_memory: bool = False
     max_profiled_decode_steps: int = DEFAULT_MAX_PROFILED_DECODE_STEPS
     trust_remote_code: bool = False
@@ -153,11 +154,13 @@ def _profile_into(
 ) -> Path:
     import torch
 
+    from contracts.run_record import write_run_record
+
     from .devices import device_name
     from .model_loading import build_preset, load_pretrained
     from .profiling import ProfilerOptions, ProfileWindow
     from .prompts import prompt_ids
-    from .run_record import build_record, timings, write_json_atomically
+    from .run_record import build_record, timings
     from .step_tracker import StepTracker
 
     notify("load model", 0, 1)
@@ -189,7 +192,7 @@ def _profile_into(
         loop.generate(input_ids, warm_tracker)
         notify("warm up", i + 2, total_warmup)
 
-    options = ProfilerOptions(spec.record_shapes, spec.with_stack, spec.profile_memory)
+    options = ProfilerOptions(spec.record_shapes, spec.with_stack, spec.profile_memory, spec.with_modules)
     window = ProfileWindow(device, options, spec.requests, spec.max_profiled_decode_steps)
     tracker = StepTracker(spec.batch, device, after_forward=window.after_forward)
     notify("profile", 0, spec.requests)
@@ -227,7 +230,7 @@ def _profile_into(
         timing=timings(tracker.token_times_ms, profiled_decodes, window.capped),
         expected_markers={"prefill": spec.requests, "decode": spec.requests * profiled_decodes},
     )
-    write_json_atomically(partial / "run.json", record)
+    write_run_record(partial, record)
     final = runs_dir / _run_id(spec, device.type)
     os.replace(partial, final)
     del loop, loaded
@@ -262,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=1, help="unprofiled runs before the profiled one")
     p.add_argument("--record-shapes", action="store_true")
     p.add_argument("--with-stack", action="store_true")
+    p.add_argument("--with-modules", action="store_true", help="record nn.Module spans (one per module call)")
     p.add_argument("--profile-memory", action="store_true")
     p.add_argument("--max-profiled-decode-steps", type=int, default=DEFAULT_MAX_PROFILED_DECODE_STEPS)
     p.add_argument("--trust-remote-code", action="store_true")
@@ -286,6 +290,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         warmup=args.warmup,
         record_shapes=args.record_shapes,
         with_stack=args.with_stack,
+        with_modules=args.with_modules,
         profile_memory=args.profile_memory,
         max_profiled_decode_steps=args.max_profiled_decode_steps,
         trust_remote_code=args.trust_remote_code,

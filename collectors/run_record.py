@@ -1,22 +1,20 @@
-"""run.json: what was run, where, with which versions, and the harness's own timings.
+"""run.json's content from a run: versions, JSON-safe config, the harness's own timings.
 
-The schema ("stepscope.run/1") is documented in collectors/README.md; add keys, never rename them.
+The record type, its reader and writer are contracts.run_record (schema documented in
+collectors/README.md; add keys, never rename them).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
-import os
 import platform
 import statistics
-from pathlib import Path
 from typing import Any
 
 import torch
 
-SCHEMA = "stepscope.run/1"
+from contracts.run_record import SCHEMA, RunRecord
 
 
 def versions() -> dict[str, str | None]:
@@ -71,26 +69,18 @@ def build_record(
     prompt_len: int,
     timing: dict[str, Any],
     expected_markers: dict[str, int],
-) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "spec": json_safe(spec),
-        "versions": versions(),
-        "device": device_name,
-        "device_type": device_type,
-        "model": json_safe(model_info),
-        "dtype": str(dtype).removeprefix("torch."),
-        "prompt_len": prompt_len,
-        "timings": timing,
-        "markers": expected_markers,
-        "trace": "trace.json.gz",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
-
-
-def write_json_atomically(path: Path, record: dict[str, Any]) -> None:
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1)
-        f.write("\n")
-    os.replace(partial, path)
+) -> RunRecord:
+    return RunRecord(
+        schema=SCHEMA,
+        spec=json_safe(spec),
+        versions=versions(),
+        device=device_name,
+        device_type=device_type,
+        model=json_safe(model_info),
+        dtype=str(dtype).removeprefix("torch."),
+        prompt_len=prompt_len,
+        timings=timing,
+        markers=expected_markers,
+        trace="trace.json.gz",
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )

@@ -2,16 +2,21 @@
 against its roofline, to see where prefill turns compute bound and where one prefill costs as
 much as one decode step.
 
-    python -m collectors.sweep [--preset NAME | --model PATH] [--device auto|cpu|cuda[:N]]
+    python -m app.cli sweep [--preset NAME | --model PATH] [--device auto|cpu|cuda[:N]]
         [--min-tokens 16] [--max-tokens 1024] [--points 8] [--batch 1] [--repeats 3]
         [--dtype auto|bf16|fp16|fp32] [--hbm-gbps X --tflops Y] [--out runs]
 
-From Python (the app's Run page):
+From Python (the app's Run page, app/sweeps.py):
 
+    from analysis.roofline import complete_sweep
     from collectors.sweep import SweepSpec, run_prefill_sweep
     result = run_prefill_sweep(SweepSpec(preset="tiny-llama", points=5), out_dir="runs",
-                               progress=lambda stage, done, total: ...)
+                               progress=lambda stage, done, total: ..., complete=complete_sweep)
     result["path"]  # runs/<id>/sweep.json (absent when out_dir is None)
+
+This module only measures (collectors never import analysis); `complete` (the roofline's
+analysis.roofline.complete_sweep) fills in the expected figures right after the timed forwards,
+in this process, before the record is written. Without it the expected figures are null.
 
 Each length gets one warm-up forward and `repeats` timed ones, each timed from a synchronised
 device to a synchronised device, with a fresh KV cache; the fastest is kept (the run least
@@ -21,40 +26,11 @@ prefill of the shortest length) is timed the same way. Expected times use the ro
 analysis.roofline: the calibrated CPU, or the GPU table's row for the device's name; --hbm-gbps
 and --tflops override either. Without a table row and without figures, "expected" is null.
 
-sweep.json (schema "stepscope.sweep/1"; keys are only ever added):
-
-    {
-      "schema": "stepscope.sweep/1",
-      "model": {"source": "preset:NAME"|"local:PATH"|"hub:ID", "parameters": int, "config": {...}},
-      "device": str, "device_type": "cpu"|"cuda", "dtype": "float32"|"bfloat16"|"float16",
-      "batch": int, "repeats": int,
-      "hardware": {"name": str, "memory_gbps": float, "tflops": float, "source": str} | null,
-      "points": [{"prompt_tokens": int, "measured_ms": float, "runs_ms": [float],
-                  "expected_ms": float|null, "memory_ms": float|null, "compute_ms": float|null,
-                  "bound": "memory"|"compute"|null, "bytes": int, "flops": int}],   ordered by length
-      "decode_step": {"context": int, "measured_ms": float, "runs_ms": [float],
-                      "expected_ms": float|null, "bound": str|null, "bytes": int, "flops": int},
-      "marks": {
-        "compute_bound_prompt_tokens": int|null,   expected: shortest prompt whose prefill is compute
-                                                   bound (may lie outside the swept range)
-        "prefill_equals_decode_tokens": float|null,  measured: where the prefill time curve crosses
-                                                   one decode step (linear between points); null if
-                                                   no point is below or none above the decode step
-        "prefill_equals_decode_expected_tokens": int|null   the same on the expected curve. In the
-                                                   roofline a short prefill costs what a decode step
-                                                   does (one read of the weights), so this is the
-                                                   first length whose expected prefill exceeds the
-                                                   expected decode step by over 10 %: near the
-                                                   compute-bound mark, a little before it when the
-                                                   prompt's activation and KV bytes add up first
-      },
-      "created": ISO 8601 UTC
-    }
+sweep.json's schema, reader and writer: contracts.sweep_record.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import gc
 import itertools
@@ -62,7 +38,6 @@ import os
 import re
 import secrets
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -70,13 +45,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.sweep_record import SCHEMA as SWEEP_SCHEMA
+from contracts.sweep_record import write_sweep_record
+
 from .errors import CollectorError
 from .torch_setup import torch_and_device
 
-SCHEMA = "stepscope.sweep/1"
 STAGES = ("load model", "sweep", "decode step", "write")
-EQUAL_COST_MARGIN = 1.10  # expected prefill above this times the decode step no longer "costs as much"
 ProgressCallback = Callable[[str, int, int], None]
+# (measured record, hbm_gbps, tflops) -> the record with its roofline figures (analysis.roofline.complete_sweep)
+CompleteSweep = Callable[[dict[str, Any], float | None, float | None], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -104,9 +82,13 @@ def prompt_lengths(min_tokens: int, max_tokens: int, points: int) -> list[int]:
 
 
 def run_prefill_sweep(
-    spec: SweepSpec, out_dir: str | os.PathLike | None = "runs", progress: ProgressCallback | None = None
+    spec: SweepSpec,
+    out_dir: str | os.PathLike | None = "runs",
+    progress: ProgressCallback | None = None,
+    complete: CompleteSweep | None = None,
 ) -> dict[str, Any]:
-    """Time prefill over prompt lengths and write runs/<id>/sweep.json (unless out_dir is None).
+    """Time prefill over prompt lengths and write runs/<id>/sweep.json (unless out_dir is None);
+    `complete` adds the expected figures (see the module docstring).
 
     Raises CollectorError with a one-line message on any failure; nothing is left half-written."""
     notify = progress or (lambda stage, done, total: None)
@@ -120,6 +102,10 @@ def run_prefill_sweep(
     with device_lock(runs_dir, device, lambda message: notify(message, 0, 1)):
         try:
             result = _sweep(spec, device, dtype, notify)
+            if complete is not None:
+                # after the timed forwards: numpy's BLAS threads of a CPU calibration keep
+                # spinning a while after a matmul and would slow them down
+                result = complete(result, spec.hbm_gbps, spec.tflops)
         except CollectorError:
             raise
         except torch.OutOfMemoryError as exc:
@@ -153,8 +139,6 @@ def _validate(spec: SweepSpec) -> None:
 def _sweep(spec: SweepSpec, device: Any, dtype: Any, notify: ProgressCallback) -> dict[str, Any]:
     import torch
 
-    from analysis.roofline import decode_cost, estimate, prefill_cost, shape_from_config
-
     from .devices import device_name
     from .model_loading import build_preset, load_pretrained
     from .prompts import counted_ids
@@ -170,7 +154,6 @@ def _sweep(spec: SweepSpec, device: Any, dtype: Any, notify: ProgressCallback) -
     model, config = loaded.model, loaded.config
     config_dict = json_safe(config.to_dict())
     dtype_name = str(dtype).removeprefix("torch.")
-    shape = shape_from_config(config_dict, dtype=dtype_name, name=loaded.source)
     name = device_name(device)
     vocab = int(config.vocab_size)
 
@@ -204,25 +187,27 @@ def _sweep(spec: SweepSpec, device: Any, dtype: Any, notify: ProgressCallback) -
         notify("decode step", 0, 1)
         decode = _decode_step(model, ids(lengths[0]), spec.repeats, timed, keep)
         notify("decode step", 1, 1)
-    # Calibrating the CPU only now: numpy's BLAS threads keep spinning a while after a matmul and
-    # would slow the timed forwards down.
-    hardware = _hardware(spec, device, name)
-    points = [_point(n, runs, prefill_cost(shape, n, spec.batch), hardware, estimate) for n, runs in timings]
+    points = [_point(n, runs) for n, runs in timings]
     decode_context = lengths[0] + 1  # cache length at the first timed step (the others add one each)
-    d = _point(decode_context, decode, decode_cost(shape, decode_context, spec.batch), hardware, estimate)
-    decode_step = {"context": decode_context, **{k: v for k, v in d.items() if k != "prompt_tokens"}}
+    decode_step = {"context": decode_context, **{k: v for k, v in _point(0, decode).items() if k != "prompt_tokens"}}
+    memory = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
     return {
-        "schema": SCHEMA,
-        "model": {"source": loaded.source, "parameters": shape.parameters, "config": config_dict},
+        "schema": SWEEP_SCHEMA,
+        "model": {"source": loaded.source, "parameters": None, "config": config_dict},
         "device": name,
         "device_type": device.type,
+        "device_memory_bytes": memory,
         "dtype": dtype_name,
         "batch": spec.batch,
         "repeats": spec.repeats,
-        "hardware": _hardware_record(hardware),
+        "hardware": None,
         "points": points,
         "decode_step": decode_step,
-        "marks": _marks(shape, hardware, spec.batch, points, decode_step),
+        "marks": {
+            "compute_bound_prompt_tokens": None,
+            "prefill_equals_decode_tokens": measured_crossing(points, decode_step["measured_ms"]),
+            "prefill_equals_decode_expected_tokens": None,
+        },
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
@@ -258,81 +243,19 @@ def _decode_step(model: Any, prompt: Any, repeats: int, timed, keep: dict[str, i
     return runs
 
 
-def _hardware(spec: SweepSpec, device: Any, name: str):
-    from analysis.roofline import Hardware, calibrate_cpu, match_gpu
-
-    if device.type == "cpu":
-        base = calibrate_cpu(name)
-    else:
-        import torch
-
-        memory = torch.cuda.get_device_properties(device).total_memory
-        base = match_gpu(name, memory)
-    if spec.hbm_gbps is None and spec.tflops is None:
-        return base
-    if base is None and (spec.hbm_gbps is None or spec.tflops is None):
-        return None
-    return Hardware(
-        base.name if base else name,
-        spec.hbm_gbps * 1e9 if spec.hbm_gbps is not None else base.memory_bytes_per_s,
-        spec.tflops * 1e12 if spec.tflops is not None else base.flops_per_s,
-        kind=device.type if device.type == "cpu" else "gpu",
-        source="figures given by the user" + (f" over {base.source}" if base else ""),
-    )
-
-
-def _hardware_record(hardware) -> dict[str, Any] | None:
-    if hardware is None:
-        return None
-    return {
-        "name": hardware.name,
-        "memory_gbps": hardware.memory_bytes_per_s / 1e9,
-        "tflops": hardware.flops_per_s / 1e12,
-        "source": hardware.source,
-    }
-
-
-def _point(n: int, runs: list[float], cost: Any, hardware: Any, estimate: Callable) -> dict[str, Any]:
-    e = estimate(cost, hardware) if hardware is not None else None
+def _point(n: int, runs: list[float]) -> dict[str, Any]:
+    """A measured point; the roofline's figures stay null until `complete` fills them in."""
     return {
         "prompt_tokens": n,
         "measured_ms": min(runs),
         "runs_ms": runs,
-        "expected_ms": e.expected_ms if e else None,
-        "memory_ms": e.memory_ms if e else None,
-        "compute_ms": e.compute_ms if e else None,
-        "bound": e.bound if e else None,
-        "bytes": int(cost.bytes),
-        "flops": int(cost.flops),
+        "expected_ms": None,
+        "memory_ms": None,
+        "compute_ms": None,
+        "bound": None,
+        "bytes": None,
+        "flops": None,
     }
-
-
-def _marks(shape: Any, hardware: Any, batch: int, points: list[dict], decode_step: dict) -> dict[str, Any]:
-    from analysis.roofline import compute_bound_prompt_tokens, decode_cost, estimate, prefill_cost
-
-    marks: dict[str, Any] = {
-        "compute_bound_prompt_tokens": None,
-        "prefill_equals_decode_tokens": measured_crossing(points, decode_step["measured_ms"]),
-        "prefill_equals_decode_expected_tokens": None,
-    }
-    if hardware is None:
-        return marks
-    marks["compute_bound_prompt_tokens"] = compute_bound_prompt_tokens(shape, hardware, batch)
-
-    def costs_more(n: int) -> bool:
-        prefill = estimate(prefill_cost(shape, n, batch), hardware).expected_ms
-        decode = estimate(decode_cost(shape, n, batch), hardware).expected_ms
-        return prefill > EQUAL_COST_MARGIN * decode
-
-    lo, hi = 1, max(2, 2 * (marks["compute_bound_prompt_tokens"] or 1))
-    while not costs_more(hi) and hi < 1 << 22:
-        lo, hi = hi, hi * 2
-    if costs_more(hi):
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if costs_more(mid) else (mid, hi)
-        marks["prefill_equals_decode_expected_tokens"] = hi
-    return marks
 
 
 def measured_crossing(points: list[dict], decode_ms: float) -> float | None:
@@ -348,14 +271,12 @@ def measured_crossing(points: list[dict], decode_ms: float) -> float | None:
 
 def _write(result: dict[str, Any], runs_dir: Path, spec: SweepSpec, device_type: str) -> Path:
     """Into a hidden partial folder, then renamed into place: readers never see half a sweep."""
-    from .run_record import write_json_atomically
-
     source = spec.preset if spec.model is None else Path(spec.model.rstrip("/")).name
     source = re.sub(r"[^A-Za-z0-9._-]+", "_", source or "model")
     final = runs_dir / f"{time.strftime('%Y%m%d-%H%M%S')}_{device_type}_{source}_sweep_{secrets.token_hex(2)}"
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=runs_dir))
     try:
-        write_json_atomically(partial / "sweep.json", result)
+        write_sweep_record(partial, result)
         partial.chmod(0o755)
         os.replace(partial, final)
     except OSError as exc:
@@ -363,74 +284,3 @@ def _write(result: dict[str, Any], runs_dir: Path, spec: SweepSpec, device_type:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return final / "sweep.json"
-
-
-def _print_progress(stage: str, done: int, total: int) -> None:
-    """Progress on stdout (stderr carries only a possible ``error:`` line)."""
-    print(f"{stage}: {done}/{total}" if stage in STAGES else stage, flush=True)
-
-
-class _OneLineErrorParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _OneLineErrorParser(prog="python -m collectors.sweep", description="Time prefill over prompt lengths.")
-    p.add_argument("--preset", default="tiny-llama")
-    p.add_argument("--model", default=None, help="local model folder or hub id (instead of a preset)")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--min-tokens", type=int, default=16)
-    p.add_argument("--max-tokens", type=int, default=1024)
-    p.add_argument("--points", type=int, default=8)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--hbm-gbps", type=float, default=None, help="memory bandwidth in GB/s for the expected curve")
-    p.add_argument("--tflops", type=float, default=None, help="throughput in TFLOP/s for the expected curve")
-    p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--out", default="runs")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from .run import _quiet_libraries
-
-    _quiet_libraries()
-    spec = SweepSpec(
-        preset=args.preset,
-        model=args.model,
-        device=args.device,
-        min_tokens=args.min_tokens,
-        max_tokens=args.max_tokens,
-        points=args.points,
-        batch=args.batch,
-        repeats=args.repeats,
-        dtype=args.dtype,
-        hbm_gbps=args.hbm_gbps,
-        tflops=args.tflops,
-        trust_remote_code=args.trust_remote_code,
-    )
-    try:
-        result = run_prefill_sweep(spec, args.out, _print_progress)
-    except CollectorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 2
-    for p in result["points"]:
-        expected = f"{p['expected_ms']:.3f} ms ({p['bound']})" if p["expected_ms"] is not None else "n/a"
-        print(f"prefill {p['prompt_tokens']:>6} tokens: {p['measured_ms']:.3f} ms measured, {expected} expected")
-    d, marks = result["decode_step"], result["marks"]
-    print(f"decode step at {d['context']} tokens: {d['measured_ms']:.3f} ms measured")
-    print(f"compute bound from {marks['compute_bound_prompt_tokens']} prompt tokens (expected)")
-    print(f"prefill costs one decode step up to {marks['prefill_equals_decode_tokens']} tokens (measured)")
-    print(result["path"])
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

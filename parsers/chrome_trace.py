@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from itertools import count
 from operator import attrgetter
-from typing import Union
+from typing import Any, Union
 
 import msgspec
 import numpy as np
@@ -64,6 +64,8 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     device: int = -1
     stream: int = -1
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    grid: tuple[int, ...] | int | float | str | None = ()  # a kernel's launch grid and block (Kineto: [x, y, z])
+    block: tuple[int, ...] | int | float | str | None = ()
 
 
 _NO_ARGS = _Args()
@@ -127,6 +129,8 @@ class _TraceDoc(msgspec.Struct):
     baseTimeNanoseconds: int | None = None  # noqa: N815
     schemaVersion: int | str | None = None  # noqa: N815
     traceName: str | None = None  # noqa: N815
+    distributedInfo: Any = None  # noqa: N815 - rank, world_size, backend of a torch.distributed job (checked by its reader)
+    host_name: Any = None
 
 
 _ROOT_DECODER = msgspec.json.Decoder(_TraceDoc)
@@ -204,7 +208,12 @@ def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Time
         unknown_categories=dict(builder.unknown_categories),
         skipped=dict(builder.skipped),
         warnings=tuple(builder.warnings()),
-        extra={"trace_name": doc.traceName, "schema_version": doc.schemaVersion},
+        extra={
+            "trace_name": doc.traceName,
+            "schema_version": doc.schemaVersion,
+            "distributed": doc.distributedInfo,
+            "host_name": doc.host_name,
+        },
     )
     return Timeline(events=events, meta=meta)
 
@@ -249,6 +258,8 @@ class _ColumnBuilder:
     def __init__(self) -> None:
         self.parts: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
         self.parts["input_dims"] = []
+        self.parts["grid"] = []
+        self.parts["block"] = []
         self.kinds: dict[str, int] = {}
         self.names: dict[str, int] = {}
         self.dims: dict[str, int] = {"": 0}
@@ -335,6 +346,14 @@ class _ColumnBuilder:
             # GPU rows without args fall back to Kineto's layout: pid = device, tid = stream.
             device[gpu_idx] = np.where(dev >= 0, dev, np.maximum(pid[gpu_idx], 0))
             stream[gpu_idx] = np.where(strm >= 0, strm, tid[gpu_idx])
+        grid = np.zeros(n, dtype=np.int64)
+        block = np.zeros(n, dtype=np.int64)
+        if len(gpu_idx):
+            # total blocks and threads per block; 0 where the trace does not say
+            grid[gpu_idx] = np.fromiter(map(_volume, map(attrgetter("args.grid"), gpu_rows)), np.int64, len(gpu_idx))
+            block[gpu_idx] = np.fromiter(map(_volume, map(attrgetter("args.block"), gpu_rows)), np.int64, len(gpu_idx))
+        parts["grid"].append(grid)
+        parts["block"].append(block)
         parts["device"].append(device)
         parts["stream"].append(stream)
         parts["correlation"].append(arg("args.correlation"))
@@ -412,6 +431,8 @@ class _ColumnBuilder:
         cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items()}  # batches came last-first
         order = np.argsort(cols["ts"], kind="stable")
         data = {c: cols[c][order] for c in COLUMNS}
+        if cols["grid"].any():  # optional columns: only traces that record launch geometry have them
+            data["grid"], data["block"] = cols["grid"][order], cols["block"][order]
         for col, table in (("kind", self.kinds), ("name", self.names), ("input_dims", self.dims)):
             codes = cols[col][order]
             data[col] = pd.Categorical.from_codes(codes.astype(_code_dtype(len(table))), categories=list(table))
@@ -420,6 +441,13 @@ class _ColumnBuilder:
 
 def _code_dtype(n: int) -> type:
     return np.int8 if n < 127 else np.int16 if n < 32_000 else np.int32
+
+
+def _volume(dims: tuple[int, ...] | int | float | str | None) -> int:
+    """x*y*z of a launch grid or block; 0 for anything that is not a list of non-negative ints below 2**31."""
+    if not isinstance(dims, tuple) or not dims or len(dims) > 3 or min(dims) < 0 or max(dims) >= 1 << 31:
+        return 0
+    return math.prod(dims)
 
 
 def _clip(name: str) -> str:

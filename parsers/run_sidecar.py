@@ -1,6 +1,7 @@
 """The run.json that Stepscope's collectors write beside a trace: device and model facts the trace lacks.
 
 CPU-only traces carry no device properties, so without this their device would show as unknown.
+Read through contracts.run_record (the one reader); the typed record lands in meta.extra["run"].
 """
 
 from __future__ import annotations
@@ -8,23 +9,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import msgspec
-
+from contracts.run_record import RunRecord, read_run_record
 from parsers.timeline import Timeline
 
-MAX_RUN_JSON_BYTES = 4 << 20
 
-
-def read_run_json(trace_path: Path) -> dict | None:
-    """The run.json beside a trace, or None when absent, too large or unreadable (it is optional)."""
-    sidecar = trace_path.parent / "run.json"
-    try:
-        if not sidecar.is_file() or sidecar.stat().st_size > MAX_RUN_JSON_BYTES:
-            return None
-        value = msgspec.json.decode(sidecar.read_bytes())
-    except (OSError, msgspec.DecodeError):
-        return None
-    return value if isinstance(value, dict) else None
+def read_run_json(trace_path: Path) -> RunRecord | None:
+    """The run.json beside a trace, or None when absent, too large, unreadable or invalid (it is optional)."""
+    return read_run_record(Path(trace_path).with_name("run.json"))
 
 
 def attach_run_json(timeline: Timeline, trace_path: Path) -> Timeline:

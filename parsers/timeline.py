@@ -81,6 +81,11 @@ class Timeline:
             info = self.meta.devices.get(int(ordinal))
             if info and info.name:
                 return info.name
-        run = self.meta.extra.get("run")
-        device = run.get("device") if isinstance(run, dict) else None
+        # ROCm traces number kernels' devices by the node's GPU index (9, say) and deviceProperties by the
+        # process's visible index (0): a trace that describes one device describes the one it ran on.
+        named = {info.name for info in self.meta.devices.values() if info.name}
+        if len(named) == 1:
+            return named.pop()
+        run = self.meta.extra.get("run")  # a contracts.run_record.RunRecord (parsers.run_sidecar)
+        device = getattr(run, "device", None)
         return device[:200] if isinstance(device, str) and device else None

@@ -62,7 +62,7 @@ def synthetic_generation(
 ) -> list[dict]:
     """A host-bound eager generation: per forward an aten::embedding, launches, kernels that run as
     soon as launched, a D2H copy of the next token, then host_gap_us of Python before the next forward."""
-    from collectors.markers import format_marker
+    from contracts.markers import format_marker
 
     events: list[dict] = []
     t = 1000.0

@@ -51,7 +51,7 @@ def test_b200_eager_trace_is_one_prefill_step():
     assert steps["kind"].tolist() == ["prefill"]
     assert steps.iloc[0]["tokens"] == 888
     assert steps.iloc[0]["kernels"] == 768 and steps.iloc[0]["graph_launches"] == 0
-    assert result.summary["decode_steps"] == 0 and result.summary["itl_ms"] is None
+    assert result.summary.decode_steps == 0 and result.summary.itl_ms is None
 
 
 def test_hf_qwen_trace_is_one_forward_and_no_decode():
@@ -59,7 +59,7 @@ def test_hf_qwen_trace_is_one_forward_and_no_decode():
     steps = result.steps
     assert steps["kind"].tolist() == ["prefill"]
     assert steps.iloc[0]["batch"] == 16 and steps.iloc[0]["tokens"] == 16 * 559  # aten::embedding input [16, 559]
-    assert result.summary["decode_steps"] == 0
+    assert result.summary.decode_steps == 0
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_traces_without_generation_have_no_steps_but_idle_figures(name):
     assert result.segmentation.method == "none"
     assert result.steps.empty
     assert result.segmentation.warnings
-    assert result.summary["gpu_busy_pct"] is not None and 0 < result.summary["gpu_busy_pct"] <= 100
+    assert result.summary.gpu_busy_pct is not None and 0 < result.summary.gpu_busy_pct <= 100
 
 
 def test_training_trace_gaps_are_found_and_caused():

@@ -40,13 +40,13 @@ def test_steps_kernels_launches_busy_and_idle():
 
 def test_summary_ttft_itl_and_rates():
     s = _analyze(synthetic_generation(decode_steps=6)).summary
-    assert s["prefill_steps"] == 1 and s["decode_steps"] == 6
-    assert s["ttft_ms"] == pytest.approx(0.075)
-    assert s["itl_ms"] == pytest.approx({"p50": 0.105, "p90": 0.105, "p99": 0.105, "mean": 0.105})
-    assert s["decode_tokens_per_s"] == pytest.approx(1 / 105e-6)
-    assert s["kernels_per_decode_step"] == 5 and s["launches_per_decode_step"] == 6
-    assert s["gpu_idle_per_decode_step_us"] == pytest.approx(54.0)
-    assert s["gpu_busy_pct"] == pytest.approx(100 * 7 * 51 / (6 * 105 + 75 - 6))
+    assert s.prefill_steps == 1 and s.decode_steps == 6
+    assert s.ttft_ms == pytest.approx(0.075)
+    assert s.itl_ms == pytest.approx({"p50": 0.105, "p90": 0.105, "p99": 0.105, "mean": 0.105})
+    assert s.decode_tokens_per_s == pytest.approx(1 / 105e-6)
+    assert s.kernels_per_decode_step == 5 and s.launches_per_decode_step == 6
+    assert s.gpu_idle_per_decode_step_us == pytest.approx(54.0)
+    assert s.gpu_busy_pct == pytest.approx(100 * 7 * 51 / (6 * 105 + 75 - 6))
 
 
 def test_gaps_are_placed_and_caused():
@@ -97,8 +97,8 @@ def test_two_generate_calls_are_two_requests():
     steps = result.steps
     assert steps["request"].tolist() == [0] * 4 + [1] * 3
     assert steps["kind"].tolist() == ["prefill", "decode", "decode", "decode", "prefill", "decode", "decode"]
-    assert result.summary["ttft_ms_by_request"] == {0: pytest.approx(0.075), 1: pytest.approx(0.075)}
-    assert result.summary["itl_ms"]["p50"] == pytest.approx(0.105)  # no ITL across requests
+    assert result.summary.ttft_ms_by_request == {0: pytest.approx(0.075), 1: pytest.approx(0.075)}
+    assert result.summary.itl_ms["p50"] == pytest.approx(0.105)  # no ITL across requests
 
 
 def test_first_step_outlier_is_left_out_and_said():
@@ -109,8 +109,8 @@ def test_first_step_outlier_is_left_out_and_said():
         if e["ts"] >= first_decode - 1:
             e["ts"] += 2000.0
     result = _analyze(events)
-    assert result.summary["itl_outliers"] == 1
-    assert result.summary["itl_ms"]["p99"] == pytest.approx(0.105)
+    assert result.summary.itl_outliers == 1
+    assert result.summary.itl_ms["p99"] == pytest.approx(0.105)
     assert any(f.id == "itl-outliers" for f in result.findings)
 
 
@@ -133,7 +133,7 @@ def test_cpu_only_trace_uses_host_ops_as_kernels():
     assert (steps["launches"] == 0).all()
     # busy means some op runs: the 5 us embedding and the 20 us linear (which holds the addmm)
     assert steps["gpu_busy_ns"].tolist()[:3] == [25_000] * 3
-    assert result.summary["on_gpu"] is False
+    assert result.summary.on_gpu is False
     assert any(f.id == "host-overhead" for f in result.findings)
 
 
@@ -169,7 +169,7 @@ def test_training_trace_has_no_steps_but_busy_figures():
     ]
     result = _analyze(events)
     assert result.segmentation.method == "none" and result.steps.empty
-    assert result.summary["gpu_busy_pct"] == pytest.approx(100.0)
+    assert result.summary.gpu_busy_pct == pytest.approx(100.0)
 
 
 def test_user_regex_comes_first():

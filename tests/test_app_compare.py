@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import pandas as pd
 
 from analysis.compare import COMPARED_METRICS, METRIC_COLUMNS, compare, summary_value
 from analysis.model import Analysis, Segmentation
+from analysis.summary import Summary
 from app.trace_sources import TraceSource, default_pair, default_source
+from contracts.run_record import RunRecord
 
 
 def _analysis(**summary) -> Analysis:
-    return Analysis(steps=pd.DataFrame(), gaps=pd.DataFrame(), summary=summary, findings=(),
+    return Analysis(steps=pd.DataFrame(), gaps=pd.DataFrame(), summary=Summary(**summary), findings=(),
                     segmentation=Segmentation("stepscope-markers", 1.0), top_kernels=pd.DataFrame())
 
 
@@ -62,11 +65,11 @@ def test_missing_figures_are_nan_and_the_sentence_falls_back():
 def test_zero_baseline_has_no_ratio():
     zero = _analysis(launches_per_decode_step=0.0)
     assert math.isnan(compare(zero, GRAPH).metrics.set_index("metric").loc["launches_per_decode_step", "ratio"])
-    assert math.isnan(summary_value({"gpu_busy_pct": None}, "gpu_busy_pct"))
+    assert math.isnan(summary_value(Summary(gpu_busy_pct=None), "gpu_busy_pct"))
 
 
 def _source(name: str, origin: str = "sample", mode: str | None = None) -> TraceSource:
-    info = {"spec": {"mode": mode}} if mode else {}
+    info = RunRecord(spec={"mode": mode}) if mode else None
     return TraceSource(f"{origin}:{name}", name, origin, None, info)
 
 
@@ -84,10 +87,43 @@ def test_default_choices_prefer_eager_and_a_graph_pair():
 
 
 def test_cpu_only_pairs_name_host_ops_not_gpu():
-    cpu_eager = _analysis(**{**EAGER.summary, "on_gpu": False})
-    cpu_compiled = _analysis(**{**GRAPH.summary, "on_gpu": False})
+    cpu_eager = _analysis(**{**asdict(EAGER.summary), "on_gpu": False})
+    cpu_compiled = _analysis(**{**asdict(GRAPH.summary), "on_gpu": False})
     result = compare(cpu_eager, cpu_compiled, "cpu eager", "cpu compile")
     labels = result.metrics.set_index("metric")["label"]
     assert labels["kernels_per_decode_step"] == "host ops per decode step"
     assert "GPU" not in " ".join(labels) and "GPU" not in result.sentence
     assert compare(EAGER, GRAPH).metrics.set_index("metric")["label"]["gpu_busy_pct"] == "GPU busy"
+
+
+def test_comparison_carries_per_category_deltas_and_layers():
+    """The shipped CPU samples (real captures): eager against torch.compile, both tiny-llama (4 layers)."""
+    import json
+
+    from analysis import analyze
+    from parsers import load_trace
+    from tests.conftest import ROOT
+
+    eager, compiled = (
+        analyze(load_trace(ROOT / "sample_traces" / name / "trace.json.gz"))
+        for name in ("cpu_tiny-llama_eager", "cpu_tiny-llama_compile")
+    )
+    result = compare(eager, compiled, "eager", "compile")
+    cats = result.categories.set_index("category")
+    # each side's time is that side's own median decode step, read independently of compare()
+    for side, analysis in (("a_us", eager), ("b_us", compiled)):
+        own = analysis.anatomy.median_categories()
+        assert {c: v["time_us"] for c, v in own.items()} == {c: t for c, t in cats[side].items() if t > 0}
+    assert (cats["delta_us"] == cats["b_us"] - cats["a_us"]).all()
+    assert math.isclose(cats.loc["gemm", "ratio"], cats.loc["gemm", "b_us"] / cats.loc["gemm", "a_us"])
+    assert result.layers["a"]["layers"] == result.layers["b"]["layers"] == 4
+    body = result.anatomy_json()
+    json.dumps(body, allow_nan=False)  # JSON-ready: no NaN
+    assert {"category", "a_us", "b_us", "delta_us", "ratio"} <= set(body["categories"][0])
+    assert "inside the median decode step" in result.sentence and result.sentence.endswith(".")
+
+
+def test_without_anatomy_the_comparison_has_no_categories():
+    result = compare(EAGER, GRAPH, "eager", "cuda-graph")
+    assert result.categories.empty and result.layers == {}
+    assert "inside" not in result.sentence

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.navigation import ANALYZE_KEY, COMPARE_KEYS
 from app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
-from tests.test_app_fixtures import FIXTURE_SAMPLES, XSS_KERNEL, synthetic_trace, write_synthetic_trace
+from tests.app_samples import FIXTURE_SAMPLES, XSS_KERNEL, synthetic_trace, write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "app" / "views"
@@ -63,6 +63,9 @@ def test_analyze_opens_on_the_eager_sample(samples):
     assert metrics["TTFT"].endswith("ms")
     assert len(_plotly_specs(at)) >= 5  # overview, detail, three per-step charts, gap histogram
     assert any("stepscope-markers" in s.value.replace("\\", "") for s in at.success)
+    evidence = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("- evidence:")]
+    forwards = int(metrics["Decode steps"]) + 1  # one prefill
+    assert evidence == [f"- evidence: {forwards} Stepscope step markers, kinds as written there"]
     assert [b.label for b in at.get("download_button")] == ["Steps (CSV)", "Gaps (CSV)", "Summary (JSON)"]
 
 
@@ -83,8 +86,8 @@ def test_trace_strings_are_escaped(samples):
     assert XSS_KERNEL not in specs
     for element in list(at.markdown) + list(at.caption) + list(at.warning) + list(at.info) + list(at.error):
         assert "<img" not in element.value.replace("\\<img", "")
-    tables = [t.value for t in at.table]
-    assert any(XSS_KERNEL in table.index for table in tables)  # st.table shows it as plain text
+    kernels = next(d.value for d in at.dataframe if "full name" in d.value.columns)  # a data grid: text as text
+    assert XSS_KERNEL in set(kernels["full name"]) and XSS_KERNEL in set(kernels["kernel"])
 
 
 def test_unreadable_sample_shows_an_error_and_the_page_keeps_working(samples):
@@ -135,8 +138,21 @@ def test_compare_defaults_to_eager_vs_compile(samples):
     sentence = at.success[0].value.replace("\\", "")
     assert sentence.startswith("torch.compile cut ITL p50 from")
     assert "x faster" in sentence
-    assert len(_plotly_specs(at)) == 3
+    assert len(_plotly_specs(at)) == 4  # categories, ITL, per-step counts, one step each
     assert len(at.dataframe[0].value) == 9
+
+
+def test_compare_shows_per_category_deltas_and_layers(samples):
+    at = _page("compare.py").run()
+    assert not at.exception
+    assert "inside the median decode step" in at.success[0].value.replace("\\", "")
+    table = next(d.value for d in at.dataframe if "B - A (us)" in d.value.columns)
+    a_col = next(c for c in table.columns if c.startswith("A (us)"))
+    b_col = next(c for c in table.columns if c.startswith("B (us)"))
+    assert "gemm" in set(table["category"]) and (table[a_col] >= 0).all()
+    assert (table["B - A (us)"] - (table[b_col] - table[a_col])).abs().max() < 1e-6
+    layers = next(m.value for m in at.markdown if m.value.startswith("**Layers.**"))
+    assert layers.count("4 layers") == 2  # tiny-llama has 4 decoder layers (its preset config), eager and compiled
 
 
 def test_compare_a_broken_trace_shows_an_error(samples):
@@ -202,6 +218,49 @@ def test_roofline_for_a_trace_without_run_json_takes_a_model_and_a_gpu(samples):
     table = _roofline_table(at)
     assert list(table["phase"]) == ["prefill", "decode"]
     assert table["binding resource"].str.contains("HBM").any()
+
+
+def test_analyze_shows_categories_layers_and_readable_tables(samples):
+    at = _page("analyze.py").run()
+    assert not at.exception
+    assert any(h.value.startswith("Inside a step") for h in at.subheader)
+    assert _metrics(at)["Layers"] == "4"  # tiny-llama: num_hidden_layers = 4 in collectors/presets.py
+    cats = next(d.value for d in at.dataframe if "share_pct" in d.value.columns and "category" in d.value.columns)
+    assert set(cats["category"]) <= {"gemm", "attention", "norm", "elementwise", "rotary", "embedding", "kv_cache",
+                                     "sampling", "communication", "moe", "memcpy", "memset", "framework", "other"}
+    assert abs(cats["share_pct"].sum() - 100) < 1e-6 and cats["category"].iloc[0] == "gemm"
+    for frame in (d.value for d in at.dataframe):  # no raw nanosecond timestamps anywhere
+        assert not any(str(c).endswith("_ns") for c in frame.columns), list(frame.columns)
+    steps = next(d.value for d in at.dataframe if "gemm_us" in d.value.columns)
+    assert steps["start_ms"].iloc[0] >= 0 and (steps["step"] == list(range(len(steps)))).all()
+    gaps = next(d.value for d in at.dataframe if "length_us" in d.value.columns)
+    assert {"start_ms", "step", "step_kind"} <= set(gaps.columns)
+    inside = gaps["step"].notna()
+    assert (gaps.loc[inside, "step_kind"].isin(["prefill", "decode"])).all()
+    specs = "".join(_plotly_specs(at))
+    assert "by category" in specs and "layers (step" in specs  # stacked chart, layer lane on the detail
+    assert "GPU idle" not in specs and "GPU busy" not in specs  # a CPU trace: host ops, not the GPU
+    roof = next(d.value for d in at.dataframe if "pct_of_roofline" in d.value.columns)
+    assert list(roof["category"]) == ["gemm", "attention", "overhead (neither)"]
+    assert (roof["floor_us"].iloc[:2] > 0).all()
+
+
+def test_analyze_gpu_trace_shows_short_kernel_names_and_needs_a_model_for_category_roofline(samples):
+    at = _page("analyze.py")
+    at.session_state[ANALYZE_KEY] = "sample:synthetic"
+    at.run()
+    assert not at.exception
+    assert not any("pct_of_roofline" in d.value.columns for d in at.dataframe)
+    assert any("per-category roofline needs a model" in i.value for i in at.info)
+    next(s for s in at.selectbox if s.label == "Device").set_value("H100 SXM").run()
+    next(s for s in at.selectbox if s.label.startswith("Model")).set_value("llama-3-8b").run()
+    assert not at.exception
+    roof = next(d.value for d in at.dataframe if "pct_of_roofline" in d.value.columns)
+    gemm = roof[roof["category"] == "gemm"].iloc[0]
+    # llama-3-8b weights (about 16 GB in bf16) over the H100's 3.35 TB/s: a floor of several ms
+    assert 14_000 < gemm["bytes_MB"] < 17_000 and gemm["floor_us"] > 4000
+    kernels = next(d.value for d in at.dataframe if "full name" in d.value.columns)
+    assert (kernels["kernel"].str.len() <= 80).all()
 
 
 def test_perfetto_export_is_made_on_request(samples):

@@ -16,9 +16,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from collectors.errors import CollectorError
-from collectors.markers import parse_marker
 from collectors.prompts import BYTE_ID_OFFSET, byte_level_ids, counted_ids
 from collectors.run import RunSpec, run_profiled_generation
+from contracts.markers import parse_marker
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_KEYS = {"schema", "spec", "versions", "device", "model", "dtype", "timings", "trace", "created"}

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from analysis import analyze
-from collectors.markers import MARKER_PREFIX, parse_marker
 from collectors.run import RunSpec, run_profiled_generation
+from contracts.markers import MARKER_PREFIX, parse_marker
 from parsers import load_trace
 
 CASES = {
@@ -83,7 +83,7 @@ def test_trace_itl_agrees_with_the_harness(runs, case):
     run = json.loads((runs[case] / "run.json").read_text())
     result = analyze(load_trace(runs[case] / "trace.json.gz"))
     steps = result.steps
-    assert result.summary["prefill_steps"] == CASES[case].requests
+    assert result.summary.prefill_steps == CASES[case].requests
     for req, timing in enumerate(run["timings"]["per_request"]):
         ours = steps[(steps["request"] == req) & (steps["itl_ns"] > 0)]["itl_ns"].to_numpy() / 1e6
         harness = np.array(timing["itl_ms"])
@@ -106,9 +106,9 @@ def test_shipped_samples_give_the_same_steps_without_markers(sample, tmp_path):
     cols = ["kind", "request", "index", "tokens", "batch"]
     assert marked.steps[cols].reset_index(drop=True).equals(stripped.steps[cols].reset_index(drop=True))
     # a marker opens a little before the forward's first op: ops in between may fall to the other side
-    assert marked.summary["kernels_per_decode_step"] == stripped.summary["kernels_per_decode_step"]
+    assert marked.summary.kernels_per_decode_step == stripped.summary.kernels_per_decode_step
     markers = _markers(trace)
     for (midpoint, _), s, e in zip(markers, stripped.steps["start_ns"], stripped.steps["end_ns"], strict=True):
         assert s <= midpoint < e
-    itl_marked, itl_stripped = marked.summary["itl_ms"]["p50"], stripped.summary["itl_ms"]["p50"]
+    itl_marked, itl_stripped = marked.summary.itl_ms["p50"], stripped.summary.itl_ms["p50"]
     assert abs(itl_marked - itl_stripped) <= 0.05 * itl_marked

@@ -142,3 +142,19 @@ def test_analyze_page_opens_a_trace_from_the_logdir(tmp_path, monkeypatch):
     events = len(load_trace(logs / "eager" / "trace.json.gz").events)
     assert any(f"{events:,} events" in c.value for c in at.caption)  # the header of the opened trace
     assert list((tmp_path / "cache" / "timelines").iterdir())  # read through the on-disk cache
+
+
+def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monkeypatch):
+    """`stepscope app --logdir DIR` starts `streamlit run app/streamlit_app.py ... -- --logdir DIR`."""
+    import argparse
+
+    from app.cli.webapp import streamlit_command
+    from app.logdir import LOGDIR_ENV
+
+    monkeypatch.delenv(LOGDIR_ENV, raising=False)
+    (tmp_path / "logs").mkdir()
+    command = streamlit_command(argparse.Namespace(logdir=str(tmp_path / "logs"), port=8600, headless=True))
+    script_args = command[command.index("--") + 1:]  # what the script sees as sys.argv[1:]
+    assert script_args == ["--logdir", str((tmp_path / "logs").resolve())]
+    assert command.index("--server.port") < command.index("--")  # Streamlit's own options stay before the script's
+    assert configured_logdir(script_args) == (tmp_path / "logs").resolve()

@@ -3,16 +3,13 @@ back by Stepscope's own reader gives the same Timeline, hence the same steps and
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 import pytest
 
 from analysis import analyze
-from app import cli
 from app.cli import main
-from app.cli_export import add_export_parser
 from exporters import open_in_perfetto_html, perfetto_trace_bytes, write_perfetto
 from parsers import load_trace, parse_trace_bytes
 from parsers.chrome_trace import read_chrome_trace
@@ -23,14 +20,8 @@ STEP_FIELDS = ["kind", "request", "index", "start_ns", "end_ns", "tokens", "kern
 
 
 def _export_main(argv: list[str]) -> int:
-    """`python -m app.cli export ...`: through app.cli once it is wired, else through the same parser setup."""
-    sub_actions = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    if sub_actions and "export" in sub_actions[0].choices:
-        return main(argv)
-    parser = argparse.ArgumentParser(prog="python -m app.cli")
-    add_export_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.handler(args)
+    """`python -m app.cli export ...`, in process."""
+    return main(argv)
 
 
 def _timeline(**kwargs):

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from analysis import analyze
-from collectors.markers import format_marker
+from contracts.markers import format_marker
 from parsers import TraceError, parse_trace_bytes
 from parsers.perfetto_reader import looks_like_perfetto, read_perfetto, trace_processor_status
 from tests import synthetic_traces as st

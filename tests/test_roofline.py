@@ -28,6 +28,7 @@ from analysis.roofline import (
     shape_from_run_record,
     with_roofline,
 )
+from analysis.summary import Summary
 from collectors.presets import PRESETS
 from tests.conftest import ROOT
 
@@ -167,7 +168,7 @@ def test_cpu_calibration_measures_positive_figures_once():
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli_roofline", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "app.cli", "roofline", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
 
 
@@ -239,7 +240,7 @@ def _analysis(prefill_ms: float, decode_ms: float, idle_share: float, decodes: i
     return Analysis(
         steps=steps,
         gaps=pd.DataFrame(),
-        summary={"on_gpu": True, "decode_steps": decodes},
+        summary=Summary(on_gpu=True, decode_steps=decodes),
         findings=(),
         segmentation=Segmentation("stepscope-markers", 1.0),
         top_kernels=pd.DataFrame(),
@@ -259,8 +260,9 @@ def test_report_compares_each_phase_with_its_floor_and_says_so():
     assert decode.title == "Decode runs at 31% of the HBM bandwidth roofline; 62% of each step the GPU is idle"
     assert decode.severity == "warn"
     merged = with_roofline(analysis, report)
-    assert merged.summary["decode_roofline_pct"] == pytest.approx(31, abs=0.5)
-    assert merged.summary["prefill_bound"] == "memory" and merged.summary["kv_bytes_per_token"] == 131072
+    assert merged.summary.roofline.decode_roofline_pct == pytest.approx(31, abs=0.5)
+    assert merged.summary.roofline.prefill_bound == "memory"
+    assert merged.summary.roofline.kv_bytes_per_token == 131072
     assert len(merged.findings) == 2 and analysis.findings == ()
 
 
@@ -269,7 +271,7 @@ def test_report_without_prefill_length_leaves_prefill_out():
     analysis.steps["tokens"] = pd.array([pd.NA] * len(analysis.steps), dtype="Int64")
     report = roofline_report(analysis, preset_shape("llama-3-8b"), SEED_H100)
     assert list(report.phases["phase"]) == ["decode"] and report.notes
-    assert report.summary["prefill_expected_ms"] is None
+    assert report.summary.prefill_expected_ms is None
     with_prompt = roofline_report(analysis, preset_shape("llama-3-8b"), SEED_H100, prompt_tokens=7)
     assert list(with_prompt.phases["phase"]) == ["prefill", "decode"]
 
@@ -287,7 +289,7 @@ def test_run_json_beside_a_trace_gives_the_model_and_the_device(tmp_path):
     }
     (tmp_path / "run.json").write_text(json.dumps(record))
     trace = tmp_path / "trace.json.gz"
-    assert find_run_record(trace)["prompt_len"] == 7
+    assert find_run_record(trace).prompt_len == 7
     shape = shape_from_run_record(find_run_record(tmp_path))
     assert shape.dtype_bytes == 2 and shape.name == "llama-3-8b"  # run dtype wins over the config's
     report = roofline_for_trace(trace, _analysis(9.0, 15.0, 0.5), device_name=None)

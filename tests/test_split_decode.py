@@ -166,6 +166,7 @@ def test_no_duration_events_gives_the_one_process_error(monkeypatch):
         "kineto_resnet50_v100_legacy_categories.json.gz",
         "tracelens_sglang_qwen3-8b_decode_mi300x.json.gz",
         "hta_sampled_no_device_props.json.gz",
+        "hta_sampled_2rank/sampled_rank-1.json.gz",  # distributedInfo and launch geometry
     ],
 )
 def test_real_traces_split_equals_one_process(name, monkeypatch):

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from parsers import load_trace
-from tests.conftest import ROOT
+from tests.conftest import REAL_TRACES, ROOT
 from tests.synthetic_traces import synthetic_generation, write
 from trace_cache import keys, timelines
 from trace_cache.results import cached_analyze_json, store_result
@@ -58,6 +58,21 @@ def test_round_trip_of_a_real_sample_with_run_json(store):
     warm = timelines.load_trace_cached(SAMPLE, store=store)
     _assert_same(fresh, warm)
     assert "run" in warm.meta.extra  # the run.json beside it is attached after the cache, as load_trace does
+
+
+def test_round_trip_keeps_launch_geometry_and_rank_facts(store, monkeypatch):
+    """A real A100 trace with kernel grid/block columns and distributedInfo in meta.extra: cached (not silently
+    skipped as uncacheable) and served back exactly, without parsing."""
+    path = REAL_TRACES / "hta_training_cudagraph_a100.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is not on this machine")
+    fresh = load_trace(path)
+    assert fresh.events["grid"].gt(0).any() and fresh.events["block"].gt(0).any()
+    assert fresh.meta.extra["distributed"]["world_size"] == 16
+    timelines.load_trace_cached(path, store=store)
+    assert len(list((store.root / "timelines").iterdir())) == 1
+    monkeypatch.setattr(timelines, "_parse", lambda _: pytest.fail("parsed although cached"))
+    _assert_same(fresh, timelines.load_trace_cached(path, store=store))
 
 
 def test_a_hit_does_not_parse(store, trace, monkeypatch):
@@ -231,3 +246,31 @@ def test_bad_file_still_fails_cleanly_with_the_cache(tmp_path):
     bad.write_text('{"traceEvents": [')
     out = _cli(["analyze", str(bad), "--json"], tmp_path / "cache")
     assert out.returncode == 2 and out.stderr.startswith("error:")
+
+
+def test_options_outside_the_key_are_never_served_or_stored(tmp_path):
+    """--categories (a file whose content may change) and --model are not in the result key: such runs bypass
+    the result cache both ways, so an edited rules file is always honoured. SYNTHETIC trace: kernel_0..kernel_4."""
+    (tmp_path / "t").mkdir()
+    trace = write(tmp_path / "t" / "trace.json", synthetic_generation(decode_steps=3, kernels_per_step=5))
+    cache = tmp_path / "cache"
+    assert _cli(["analyze", str(trace), "--json"], cache).returncode == 0
+    stored = sorted((cache / "results").iterdir())
+    assert len(stored) == 1
+    rules = tmp_path / "mine.toml"
+    for pattern, gemm_kernels in (("^kernel_[0-2]$", 3), ("^kernel_0$", 1)):  # same path, new content
+        rules.write_text(f'gemm = ["{pattern}"]\n')
+        out = _cli(["analyze", str(trace), "--json", "--categories", str(rules)], cache)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["steps"][-1]["categories"]["gemm"]["kernels"] == gemm_kernels
+    model = _cli(["analyze", str(trace), "--json", "--model", "tiny-llama"], cache)
+    assert model.returncode == 0, model.stderr
+    assert "memory bandwidth" in json.loads(model.stdout)["summary"]["anatomy"]["roofline"]["status"]
+    assert sorted((cache / "results").iterdir()) == stored  # none of them was stored
+    probe = ("import runpy, sys\nsys.argv = ['app.cli'] + sys.argv[1:]\n"
+             "try:\n    runpy.run_module('app.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print('PANDAS', 'pandas' in sys.modules, file=sys.stderr)\n")
+    folder = _cli(["analyze", str(trace.parent), "--json"], cache, code=probe)  # a folder: the full command
+    assert "PANDAS True" in folder.stderr, folder.stderr
+    warm = _cli(["analyze", str(trace), "--json"], cache, code=probe)
+    assert "PANDAS False" in warm.stderr, warm.stderr

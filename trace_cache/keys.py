@@ -24,11 +24,11 @@ from pathlib import Path
 
 from trace_cache.store import CacheStore
 
-PARSER_VERSION = 1  # bump whenever a reader's output (the Timeline) changes
+PARSER_VERSION = 2  # bump whenever a reader's output (the Timeline) changes (2: grid/block columns, ranks meta)
 RESULT_VERSION = 1  # bump whenever the analyze JSON changes for the same Timeline and options
 REPO = Path(__file__).resolve().parents[1]
 PARSER_SOURCES = ("parsers", "trace_cache")
-RESULT_SOURCES = ("parsers", "trace_cache", "analysis", "contracts", "app/cli", "app/cli.py", "app/cli_common.py")
+RESULT_SOURCES = ("parsers", "trace_cache", "analysis", "contracts", "app/cli", "app/cli_cached.py")
 _CHUNK = 1 << 22
 
 try:  # ~10x faster than sha256 on one core; both are cryptographic, so a crafted file cannot collide

@@ -4,7 +4,7 @@
     cost = prefill_cost(shape, prompt_tokens=7)                   # accounting
     e = estimate(cost, gpu_by_name("H100"))                       # hardware, gpus
     report = roofline_for_trace(path, analysis, *timeline_device(timeline))   # sources, compare
-    analysis = with_roofline(analysis, report)                    # summary keys + findings added
+    analysis = with_roofline(analysis, report)                    # summary.roofline + findings added
 
 No torch, Streamlit or Plotly here.
 """
@@ -22,6 +22,7 @@ from analysis.roofline.sources import (
     shape_from_run_record,
     timeline_device,
 )
+from analysis.roofline.sweep_expected import complete_sweep, sweep_hardware
 from analysis.roofline.sweep_record import SWEEP_COLUMNS, load_sweep, sweep_frame
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "PhaseCost",
     "RooflineReport",
     "calibrate_cpu",
+    "complete_sweep",
     "compute_bound_prompt_tokens",
     "decode_cost",
     "estimate",
@@ -53,6 +55,7 @@ __all__ = [
     "shape_from_config",
     "shape_from_run_record",
     "sweep_frame",
+    "sweep_hardware",
     "timeline_device",
     "with_roofline",
 ]

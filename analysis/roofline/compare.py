@@ -19,6 +19,7 @@ from analysis.model import Analysis, Finding
 from analysis.roofline.accounting import decode_cost, kv_bytes_per_token, prefill_cost
 from analysis.roofline.hardware import Estimate, Hardware, compute_bound_prompt_tokens, estimate
 from analysis.roofline.model_config import ModelShape
+from analysis.summary import RooflineSummary
 
 PHASE_COLUMNS = (
     "phase",  # prefill | decode
@@ -44,7 +45,7 @@ class RooflineReport:
     hardware: Hardware
     phases: pd.DataFrame  # PHASE_COLUMNS, one row per phase found in the trace
     findings: tuple[Finding, ...]
-    summary: dict  # flat keys for Analysis.summary (see roofline_summary_keys)
+    summary: RooflineSummary  # becomes Analysis.summary.roofline (with_roofline)
     notes: tuple[str, ...] = field(default_factory=tuple)  # what was assumed
 
 
@@ -71,15 +72,15 @@ def roofline_report(
     phases = pd.DataFrame(rows, columns=list(PHASE_COLUMNS))
     idle_share = _decode_idle_share(steps)
     summary = _summary(phases, shape, hardware, batch or _median_batch(steps), idle_share)
-    findings = tuple(_finding(r, hardware, idle_share, bool(analysis.summary.get("on_gpu", True))) for r in rows)
+    findings = tuple(_finding(r, hardware, idle_share, analysis.summary.on_gpu) for r in rows)
     return RooflineReport(shape, hardware, phases, findings, summary, tuple(notes))
 
 
 def with_roofline(analysis: Analysis, report: RooflineReport) -> Analysis:
-    """The analysis with the roofline's summary keys and findings added (a new object)."""
+    """The analysis with the roofline's summary (as summary.roofline) and findings added (a new object)."""
     return replace(
         analysis,
-        summary={**analysis.summary, **report.summary},
+        summary=replace(analysis.summary, roofline=report.summary),
         findings=tuple(analysis.findings) + report.findings,
     )
 
@@ -200,21 +201,7 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def roofline_summary_keys() -> tuple[str, ...]:
-    """The keys `roofline_report` adds to the summary (values None where a phase is missing)."""
-    per_phase = ("expected_ms", "measured_ms", "roofline_pct", "bound", "bytes", "flops")
-    return (
-        "roofline_hardware",
-        "roofline_memory_gbps",
-        "roofline_tflops",
-        *(f"{p}_{k}" for p in ("prefill", "decode") for k in per_phase),
-        "kv_bytes_per_token",
-        "compute_bound_prompt_tokens",
-        "decode_idle_share",
-    )
-
-
-def _summary(phases: pd.DataFrame, shape, hardware, batch: int, idle_share) -> dict:
+def _summary(phases: pd.DataFrame, shape, hardware, batch: int, idle_share) -> RooflineSummary:
     out: dict = {
         "roofline_hardware": hardware.name,
         "roofline_memory_gbps": hardware.memory_bytes_per_s / 1e9,
@@ -232,4 +219,4 @@ def _summary(phases: pd.DataFrame, shape, hardware, batch: int, idle_share) -> d
         out[f"{p}_bound"] = r["bound"] if r else None
         out[f"{p}_bytes"] = int(r["bytes"]) if r else None
         out[f"{p}_flops"] = int(r["flops"]) if r else None
-    return out
+    return RooflineSummary(**out)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.run_record import parse_run_record
+
 DTYPE_BYTES = {
     "float32": 4,
     "fp32": 4,
@@ -135,6 +137,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"cannot read the model config {path}: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a JSON object")
-    if isinstance(data.get("model"), dict) and isinstance(data["model"].get("config"), dict):
-        return data["model"]["config"]  # a run.json
+    if isinstance(data.get("model"), dict):  # a run.json (ValueError when it is a malformed one)
+        config = parse_run_record(data).model_config
+        if config is not None:
+            return config
     return data

@@ -3,9 +3,7 @@ it (model config, dtype, prompt length, device) and the device name in the trace
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from analysis.model import Analysis
 from analysis.roofline.compare import RooflineReport, roofline_report
@@ -13,30 +11,24 @@ from analysis.roofline.cpu_calibration import calibrate_cpu
 from analysis.roofline.gpus import match_gpu
 from analysis.roofline.hardware import Hardware
 from analysis.roofline.model_config import ModelShape, shape_from_config
+from contracts.run_record import RunRecord, read_run_record
 from parsers.timeline import Timeline
 
 
-def find_run_record(trace_path: str | Path) -> dict[str, Any] | None:
-    """The run.json in the trace's folder (or in the folder given), None if absent or unreadable."""
-    path = Path(trace_path)
-    candidate = path / "run.json" if path.is_dir() else path.with_name("run.json")
-    try:
-        record = json.loads(candidate.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("model"), dict):
-        return None
-    return record
+def find_run_record(trace_path: str | Path) -> RunRecord | None:
+    """The run.json in the trace's folder (or in the folder given) when it names a model; None if
+    absent, unreadable or without a model."""
+    record = read_run_record(trace_path)
+    return record if record is not None and record.model else None
 
 
-def shape_from_run_record(record: dict[str, Any]) -> ModelShape:
+def shape_from_run_record(record: RunRecord) -> ModelShape:
     """The model a run profiled, in the dtype it ran in."""
-    model = record.get("model") or {}
-    config = model.get("config")
-    if not isinstance(config, dict):
+    config = record.model_config
+    if config is None:
         raise ValueError("run.json has no model config")
-    name = str(model.get("source") or model.get("architecture") or "model").removeprefix("preset:")
-    return shape_from_config(config, dtype=record.get("dtype"), name=name)
+    name = (record.model_source or "model").removeprefix("preset:")
+    return shape_from_config(config, dtype=record.dtype, name=name)
 
 
 def hardware_for(
@@ -81,17 +73,15 @@ def roofline_for_trace(
         return None
     shape = shape_from_run_record(record)
     if hardware is None:
-        device_type = record.get("device_type")
-        name = record.get("device") if device_type == "cpu" else (device_name or record.get("device"))
+        device_type = record.device_type
+        name = record.device if device_type == "cpu" else (device_name or record.device)
         hardware = hardware_for(name, memory_bytes, device_type, memory_fraction, flops_fraction)
     if hardware is None:
         return None
-    spec = record.get("spec") or {}
-    prompt = record.get("prompt_len")
     return roofline_report(
         analysis,
         shape,
         hardware,
-        prompt_tokens=int(prompt) if prompt else None,
-        batch=int(spec["batch"]) if spec.get("batch") else None,
+        prompt_tokens=record.prompt_len or None,
+        batch=record.batch,
     )

@@ -1,28 +1,20 @@
-"""sweep.json (written by collectors/sweep.py, schema in its docstring) as a frame to plot."""
+"""sweep.json (contracts.sweep_record: schema, reader, writer) as a frame to plot."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from contracts.sweep_record import read_sweep_record
 
 SWEEP_COLUMNS = ("prompt_tokens", "measured_ms", "expected_ms", "memory_ms", "compute_ms", "bound", "bytes", "flops")
 
 
 def load_sweep(path: str | Path) -> dict[str, Any]:
     """A sweep.json (or the folder holding one); ValueError with one line when it is not one."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "sweep.json"
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read the sweep {path}: {exc}") from None
-    if not isinstance(record, dict) or not str(record.get("schema", "")).startswith("stepscope.sweep/"):
-        raise ValueError(f"{path} is not a Stepscope sweep")
-    return record
+    return read_sweep_record(path)
 
 
 def sweep_frame(record: dict[str, Any]) -> pd.DataFrame:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.cache import LoadedTrace
 from app.figures import palette
 from app.figures.timeline import detail_lanes
+
+if TYPE_CHECKING:  # only .name, .timeline and .analysis are read: the HTML report passes its own records
+    from app.cache import LoadedTrace
 
 COLORS = (palette.TRACE_A, palette.TRACE_B)
 
@@ -35,7 +39,7 @@ def itl_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
 
 def per_step_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
     """Kernels, launches and GPU idle per decode step, one small chart each (host ops and idle on CPU traces)."""
-    on_gpu = a.analysis.summary.get("on_gpu", True) or b.analysis.summary.get("on_gpu", True)
+    on_gpu = a.analysis.summary.on_gpu or b.analysis.summary.on_gpu
     columns = (
         ("kernels", "kernels" if on_gpu else "host ops", 1),
         ("launches", "launches", 1),
@@ -86,4 +90,17 @@ def one_step_each(a: LoadedTrace, b: LoadedTrace) -> go.Figure | None:
         return None
     fig.update_layout(height=520, margin={"l": 10, "r": 10, "t": 40, "b": 30}, hovermode="closest")
     fig.update_xaxes(title="us from the step's start", row=2, col=1)
+    return fig
+
+
+def category_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Figure:
+    """Time per category in the median decode step of A and of B, side by side (analysis.compare)."""
+    fig = go.Figure()
+    for col, label, color in (("a_us", label_a, palette.TRACE_A), ("b_us", label_b, palette.TRACE_B)):
+        fig.add_bar(x=categories["category"], y=categories[col], name=label, marker={"color": color},
+                    hovertemplate="%{x}<br>%{y:,.1f} us<extra>" + label + "</extra>")
+    fig.update_layout(title={"text": "Median decode step by category", "font": {"size": 14}}, height=320,
+                      barmode="group", margin={"l": 10, "r": 10, "t": 40, "b": 30},
+                      legend={"orientation": "h", "y": -0.2})
+    fig.update_yaxes(title="us")
     return fig

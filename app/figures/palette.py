@@ -13,3 +13,21 @@ IDLE = "#e8590c"
 GAP_CAUSE = {"launch": "#e8590c", "sync": "#c92a2a", "other": "#f59f00"}
 TRACE_A = "#1c7ed6"
 TRACE_B = "#e8590c"
+CATEGORY = {  # analysis.categories.CATEGORIES, the same colour on every chart
+    "gemm": "#1c7ed6",
+    "attention": "#7b4fbf",
+    "norm": "#f59f00",
+    "elementwise": "#2b8a3e",
+    "rotary": "#0ca678",
+    "embedding": "#845ef7",
+    "kv_cache": "#d6336c",
+    "sampling": "#e8590c",
+    "communication": "#c92a2a",
+    "moe": "#5c940d",
+    "memcpy": "#868e96",
+    "memset": "#adb5bd",
+    "framework": "#495057",
+    "other": "#ced4da",
+}
+LAYER_EVEN = "#4dabf7"
+LAYER_ODD = "#1864ab"

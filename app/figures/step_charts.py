@@ -22,6 +22,11 @@ def _layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
     return fig
 
 
+def _step_numbers(steps: pd.DataFrame) -> np.ndarray:
+    """x of each bar: the step's row in the analysis (its index), so a thinned frame keeps true positions."""
+    return steps.index.to_numpy()
+
+
 def _kind_colors(steps: pd.DataFrame) -> list[str]:
     colors = {"prefill": palette.PREFILL, "decode": palette.DECODE_EVEN}
     return [colors.get(k, palette.OTHER_STEP) for k in steps["kind"]]
@@ -32,7 +37,7 @@ def step_time_chart(steps: pd.DataFrame) -> go.Figure:
     span_ms = (steps["end_ns"] - steps["start_ns"]) / 1e6
     outline = np.where(steps["outlier"], 2.5, 0) if "outlier" in steps else 0
     fig = go.Figure(go.Bar(
-        x=np.arange(len(steps)), y=span_ms, marker={"color": _kind_colors(steps), "line": {"width": outline,
+        x=_step_numbers(steps), y=span_ms, marker={"color": _kind_colors(steps), "line": {"width": outline,
                                                                                           "color": "#c92a2a"}},
         hovertext=steps["kind"], name="step time",
     ))
@@ -40,7 +45,7 @@ def step_time_chart(steps: pd.DataFrame) -> go.Figure:
 
 
 def kernels_launches_chart(steps: pd.DataFrame) -> go.Figure:
-    x = np.arange(len(steps))
+    x = _step_numbers(steps)
     fig = go.Figure([
         go.Bar(x=x, y=steps["kernels"], name="kernels", marker_color=palette.KERNEL),
         go.Bar(x=x, y=steps["launches"], name="launches", marker_color=palette.HOST),
@@ -49,7 +54,7 @@ def kernels_launches_chart(steps: pd.DataFrame) -> go.Figure:
 
 
 def busy_idle_chart(steps: pd.DataFrame) -> go.Figure:
-    x = np.arange(len(steps))
+    x = _step_numbers(steps)
     fig = go.Figure([
         go.Bar(x=x, y=steps["gpu_busy_ns"] / 1e6, name="busy", marker_color=palette.BUSY),
         go.Bar(x=x, y=steps["gpu_idle_ns"] / 1e6, name="idle", marker_color=palette.IDLE),
@@ -70,4 +75,21 @@ def gap_histogram(gaps: pd.DataFrame) -> go.Figure:
     fig = _layout(fig, "Idle gaps by length and likely cause", "gaps")
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="gap length")
+    return fig
+
+
+def category_chart(step_categories: pd.DataFrame, on_gpu: bool) -> go.Figure:
+    """Each step's kernel (host op) time stacked by category (analysis.anatomy's step_categories)."""
+    fig = go.Figure()
+    for category, part in step_categories.groupby("category", observed=True, sort=True):
+        fig.add_bar(
+            x=part["step"], y=part["time_ns"] / 1e6, name=str(category),
+            marker={"color": palette.CATEGORY.get(str(category), palette.OTHER_STEP)},
+            customdata=part["kernels"],
+            hovertemplate=f"{category}<br>step %{{x}}<br>%{{y:.3f}} ms<br>%{{customdata}} "
+            + ("kernels" if on_gpu else "host ops") + "<extra></extra>",
+        )
+    what = "kernel time" if on_gpu else "host op self time"
+    _layout(fig, f"Per-step {what} by category", "ms")
+    fig.update_layout(barmode="stack", height=CHART_HEIGHT + 60, legend={"orientation": "h", "y": -0.25})
     return fig

@@ -23,7 +23,11 @@ from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 DETAIL_EVENT_BUDGET = 20_000  # segments drawn in the detail view
 OVERVIEW_SEGMENT_BUDGET = 10_000  # per lane in the overview
-GAP_LABELS = 12  # the longest gaps get their length written on the phase lane
+GAP_LABELS = 12  # at most this many gaps get their length written on the phase lane
+GAP_LABEL_CANDIDATES = 400  # the longest gaps tried for a label (a loop over these, never over all gaps)
+PLOT_WIDTH_PX = 1100  # the width a label's room is judged against (the page is wide; hover has the rest)
+LABEL_PX = 44  # room one "12.3 ms" label needs
+LAYER_LANE = "layers"
 LANE_WIDTH_PX = 16
 HOVER_NAME_CHARS = 160  # templated kernel names run to kilobytes; the hover shows their start
 PHASE_LANE = "phase"
@@ -85,12 +89,20 @@ def _step_of(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     return np.where(inside, row, -1)
 
 
-def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple[int, int] | None) -> None:
+def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple[int, int] | None,
+                  budget: int = OVERVIEW_SEGMENT_BUDGET) -> None:
     steps, gaps = analysis.steps, analysis.gaps
+    on_gpu = analysis.summary.on_gpu
+    unit = "kernels" if on_gpu else "host ops"
+    idle = "GPU idle" if on_gpu else "idle (no host op running)"
+    span_ns = _span_ns(analysis, window)
     if window is not None:
         lo, hi = window
         steps = steps[(steps["end_ns"] > lo) & (steps["start_ns"] < hi)]
         gaps = gaps[(gaps["end_ns"] > lo) & (gaps["start_ns"] < hi)]
+    elif len(steps) > budget:  # the overview of a very long run: the longest steps, like the gaps below
+        steps = steps.assign(_span=steps["end_ns"] - steps["start_ns"]).nlargest(budget, "_span").sort_index()
+        lanes.note += f"Longest {budget:,} of {len(analysis.steps):,} steps drawn. "
     y = lanes.lane(PHASE_LANE)
     if len(steps) > OVERVIEW_SEGMENT_BUDGET:  # keep the figure bounded: draw consecutive steps as blocks
         steps, blocks = _step_blocks(steps, OVERVIEW_SEGMENT_BUDGET), len(steps)
@@ -98,7 +110,7 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
     if len(steps):
         labels = _step_label(steps)
         span_ms = (steps["end_ns"] - steps["start_ns"]).to_numpy() / 1e6
-        hover = [f"{lab}<br>{d:.3f} ms<br>{k} kernels, {n} launches" for lab, d, k, n in
+        hover = [f"{lab}<br>{d:.3f} ms<br>{k} {unit}, {n} launches" for lab, d, k, n in
                  zip(labels, span_ms, steps["kernels"], steps["launches"], strict=True)]
         hover = np.asarray(hover, dtype=object)
         kind = steps["kind"].to_numpy()
@@ -115,15 +127,15 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
                 lanes.traces.append(_segments(_ms(part["start_ns"], origin), _ms(part["end_ns"], origin), y,
                                               hover[mask].tolist(), color, name, LANE_WIDTH_PX + 8))
     if len(gaps):
-        if len(gaps) > OVERVIEW_SEGMENT_BUDGET:
-            gaps = gaps.nlargest(OVERVIEW_SEGMENT_BUDGET, "dur_ns").sort_values("start_ns")
-            lanes.note += f"Longest {OVERVIEW_SEGMENT_BUDGET:,} of {len(analysis.gaps):,} gaps drawn. "
+        if len(gaps) > budget:
+            gaps = gaps.nlargest(budget, "dur_ns").sort_values("start_ns")
+            lanes.note += f"Longest {budget:,} of {len(analysis.gaps):,} gaps drawn. "
         dur_us = gaps["dur_ns"].to_numpy() / 1e3
-        hover = [f"GPU idle {d:,.1f} us<br>{c}, {p}<br>step {s}" for d, c, p, s in
+        hover = [f"{idle} {d:,.1f} us<br>{c}, {p}<br>step {s}" for d, c, p, s in
                  zip(dur_us, gaps["cause"], gaps["placement"], gaps["step"], strict=True)]
         lanes.traces.append(_segments(_ms(gaps["start_ns"], origin), _ms(gaps["end_ns"], origin), y, hover,
-                                      palette.GAP, "GPU idle gap", LANE_WIDTH_PX - 6))
-        longest = gaps.nlargest(GAP_LABELS, "dur_ns")
+                                      palette.GAP, f"{idle} gap", LANE_WIDTH_PX - 6))
+        longest = labelled_gaps(gaps, span_ns)
         mid = (_ms(longest["start_ns"], origin) + _ms(longest["end_ns"], origin)) / 2
         lanes.traces.append(go.Scatter(
             x=mid, y=np.full(len(longest), y + 0.45), mode="text", showlegend=False, hoverinfo="skip",
@@ -148,6 +160,33 @@ def _step_blocks(steps: pd.DataFrame, budget: int) -> pd.DataFrame:
     })
 
 
+def _span_ns(analysis: Analysis, window: tuple[int, int] | None) -> int:
+    """The time the figure's x axis spans: the window, else the whole run's steps and busy time."""
+    if window is not None:
+        return max(window[1] - window[0], 1)
+    ends = [int(analysis.steps["end_ns"].max())] if len(analysis.steps) else []
+    ends += [int(e.max()) for _, e in analysis.busy_intervals.values() if len(e)]
+    return max((max(ends) if ends else 0) - analysis.time_origin_ns, 1)
+
+
+def labelled_gaps(gaps: pd.DataFrame, span_ns: int, width_px: int = PLOT_WIDTH_PX) -> pd.DataFrame:
+    """The gaps that get a written length: the longest first, each only where its label fits inside
+    the gap and clear of the labels already placed (the rest show their length on hover)."""
+    label_ns = span_ns * LABEL_PX / width_px
+    chosen: list[int] = []
+    taken: list[tuple[float, float]] = []
+    candidates = gaps.nlargest(GAP_LABEL_CANDIDATES, "dur_ns")
+    for row, start, end in zip(candidates.index, candidates["start_ns"], candidates["end_ns"], strict=True):
+        if end - start < label_ns or len(chosen) >= GAP_LABELS:
+            break  # sorted longest first: no shorter gap fits a label either
+        mid = (start + end) / 2
+        lo, hi = mid - label_ns / 2, mid + label_ns / 2
+        if all(hi <= a or lo >= b for a, b in taken):
+            chosen.append(row)
+            taken.append((lo, hi))
+    return gaps.loc[chosen]
+
+
 def _duration_label(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms" if ns >= 1e6 else f"{ns / 1e3:.0f} us"
 
@@ -164,15 +203,15 @@ def _thin(starts: np.ndarray, ends: np.ndarray, budget: int) -> tuple[np.ndarray
     return starts[first], np.maximum.accumulate(ends)[last]
 
 
-def overview_lanes(analysis: Analysis) -> LaneSet:
-    """Step-level lanes for the whole run: phases and gaps, then each device's busy time."""
+def overview_lanes(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET) -> LaneSet:
+    """Step-level lanes for the whole run: phases and gaps, then each device's busy time (budget segments each)."""
     lanes = LaneSet([], [])
     origin = analysis.time_origin_ns
-    _phase_traces(lanes, analysis, origin, None)
+    _phase_traces(lanes, analysis, origin, None, budget)
     for device, (starts, ends) in sorted(analysis.busy_intervals.items()):
         if len(starts) == 0:
             continue
-        starts, ends = _thin(np.asarray(starts), np.asarray(ends), OVERVIEW_SEGMENT_BUDGET)
+        starts, ends = _thin(np.asarray(starts), np.asarray(ends), budget)
         name = f"GPU {device} busy" if device >= 0 else "host ops busy (CPU trace)"
         hover = [f"{name}<br>{(e - s) / 1e3:,.1f} us" for s, e in zip(starts, ends, strict=True)]
         lanes.traces.append(_segments(_ms(starts, origin), _ms(ends, origin), lanes.lane(name), hover,
@@ -197,6 +236,7 @@ def detail_lanes(timeline: Timeline, analysis: Analysis, lo: int, hi: int, origi
     origin = analysis.time_origin_ns if origin is None else origin
     lanes = LaneSet([], [])
     _phase_traces(lanes, analysis, origin, (lo, hi))
+    _layer_traces(lanes, analysis, origin, lo, hi)
     ev = _window_events(timeline, lo, hi)
     kind = ev["kind"]
     gpu = ev[kind.isin(GPU_KINDS)]
@@ -226,6 +266,27 @@ def detail_lanes(timeline: Timeline, analysis: Analysis, lo: int, hi: int, origi
         lanes.traces.append(_event_trace(host, steps, step_labels, origin, lanes.lane("host launch calls"),
                                          palette.HOST, "host launch calls"))
     return lanes
+
+
+def _layer_traces(lanes: LaneSet, analysis: Analysis, origin: int, lo: int, hi: int) -> None:
+    """The median decode step as layers: alternating bands, one per repeated block (analysis.layers)."""
+    anat = analysis.anatomy
+    if anat is None or not anat.layers.layers or anat.median_step is None:
+        return
+    starts = np.asarray(anat.layers.block_starts_ns, dtype=np.int64)
+    ends = np.asarray(anat.layers.block_ends_ns, dtype=np.int64)
+    if not len(starts) or ends.max() <= lo or starts.min() >= hi:
+        return
+    y = lanes.lane(f"{LAYER_LANE} (step {anat.median_step})")
+    n = len(starts)
+    hover = [f"layer {i + 1} of {n}<br>{(e - s) / 1e3:,.1f} us" for i, (s, e) in enumerate(zip(starts, ends,
+                                                                                            strict=True))]
+    hover = np.asarray(hover, dtype=object)
+    for parity, color in ((0, palette.LAYER_EVEN), (1, palette.LAYER_ODD)):
+        mask = np.arange(n) % 2 == parity
+        if mask.any():
+            lanes.traces.append(_segments(_ms(starts[mask], origin), _ms(ends[mask], origin), y,
+                                          hover[mask].tolist(), color, "layers" if parity == 0 else "layers (odd)"))
 
 
 def _event_trace(events: pd.DataFrame, steps: pd.DataFrame, step_labels: np.ndarray, origin: int, y: int,
@@ -258,8 +319,8 @@ def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title:
     return fig
 
 
-def overview_figure(analysis: Analysis):
-    lanes = overview_lanes(analysis)
+def overview_figure(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET):
+    lanes = overview_lanes(analysis, budget)
     return lanes_figure(lanes, "Whole run: steps, idle gaps and busy time"), lanes.note
 
 

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
-
 import streamlit as st
 
-from app import components, logdir_panel, perfetto_panel, roofline_panel
+from app import components, logdir_panel, perfetto_panel, report_panel, roofline_panel, tables
 from app.analysis_settings import settings_expander
 from app.figures import step_charts, timeline
 from app.navigation import ANALYZE_KEY
@@ -61,9 +56,14 @@ def _detail_window(loaded) -> tuple[int, int]:
     steps = loaded.analysis.steps
     if len(steps) >= 2:
         last = len(steps) - 1
+        anat = loaded.analysis.anatomy
+        default = (0, min(last, 3))
+        if anat is not None and anat.layers.layers and anat.median_step is not None:
+            default = (anat.median_step, anat.median_step)  # open on the step drawn as layers
         first_row, last_row = st.slider(
-            "Steps drawn at kernel level", 0, last, (0, min(last, 3)), key=f"detail_steps_{loaded.sha256}",
-            help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget).",
+            "Steps drawn at kernel level", 0, last, default, key=f"detail_steps_{loaded.sha256}",
+            help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
+                 "The median decode step is also drawn as layers when it is in the range.",
         )
         return int(steps["start_ns"].iloc[first_row]), int(steps["end_ns"].iloc[last_row])
     if len(steps) == 1:
@@ -89,6 +89,10 @@ def _timeline_section(loaded) -> None:
     lo, hi = _detail_window(loaded)
     detail, note = timeline.detail_figure(loaded.timeline, loaded.analysis, lo, hi)
     st.plotly_chart(detail, width="stretch", key="detail_timeline")
+    anat = loaded.analysis.anatomy
+    if anat is not None and anat.layers.layers and anat.median_step is not None:
+        note = (note or "") + (f"The layers lane shows step {anat.median_step} (the median decode step) as its "
+                               f"{anat.layers.layers} layers when it is in the range. ")
     st.caption((note or "") + "Drag to zoom, double-click to reset; hover a segment for its name, length and step.")
 
 
@@ -102,8 +106,44 @@ def _step_section(loaded) -> None:
     left.plotly_chart(step_charts.step_time_chart(steps), width="stretch")
     middle.plotly_chart(step_charts.kernels_launches_chart(steps), width="stretch")
     right.plotly_chart(step_charts.busy_idle_chart(steps), width="stretch")
-    with st.expander(f"Steps table ({len(steps)} rows)"):
-        st.dataframe(steps, width="stretch", hide_index=True)
+    anat = loaded.analysis.anatomy
+    if anat is not None and not anat.step_categories.empty:
+        st.plotly_chart(step_charts.category_chart(anat.step_categories, anat.on_gpu), width="stretch",
+                        key="category_chart")
+    with st.expander(f"Steps table ({len(steps)} rows; times in ms from trace start)"):
+        st.dataframe(tables.steps_table(loaded.analysis), width="stretch", hide_index=True)
+
+
+def _inside_step_section(loaded) -> None:
+    """The median decode step by category, and its layers."""
+    anat = loaded.analysis.anatomy
+    if anat is None or anat.median_step is None:
+        return
+    unit = "kernels" if anat.on_gpu else "host ops"
+    st.subheader(f"Inside a step: categories and layers (step {anat.median_step}, {anat.median_kind})")
+    left, right = st.columns([3, 2])
+    table = tables.category_table(loaded.analysis).rename(columns={"count": unit})
+    left.dataframe(table, width="stretch", hide_index=True, column_config={
+        "time_us": st.column_config.NumberColumn("time (us)", format="%.1f"),
+        "share_pct": st.column_config.NumberColumn("share", format="%.1f%%"),
+    })
+    if not anat.on_gpu:
+        left.caption("CPU trace: host ops by self time, each op's time counted in its nearest categorised caller.")
+    layers = anat.layers
+    with right:
+        if layers.layers:
+            lu = layers.layer_us or {}
+            st.metric("Layers", f"{layers.layers}", help=f"{layers.kernels_per_layer} {unit} per layer")
+            st.markdown(
+                f"Per layer **{lu.get('p50', 0):,.1f} us** median (min {lu.get('min', 0):,.1f}, "
+                f"max {lu.get('max', 0):,.1f}; first {lu.get('first', 0):,.1f}, last {lu.get('last', 0):,.1f}). "
+                f"Head {layers.head_us or 0:,.1f} us, tail {layers.tail_us or 0:,.1f} us."
+            )
+        else:
+            st.markdown("**Layers not counted**: the step's sequence does not repeat cleanly.")
+        st.caption(for_markdown(layers.evidence))
+    for note in anat.notes:
+        st.caption(for_markdown(note))
 
 
 def _gap_section(loaded) -> None:
@@ -113,25 +153,36 @@ def _gap_section(loaded) -> None:
         st.write("No idle gaps above the threshold.")
         return
     left, right = st.columns([3, 2])
-    shown = gaps.nlargest(2000, "dur_ns") if len(gaps) > 2000 else gaps
-    left.dataframe(shown, width="stretch", hide_index=True, height=300)
+    table = tables.gaps_table(loaded.analysis)
+    shown = table.nlargest(2000, "length_us").sort_index() if len(table) > 2000 else table
+    left.dataframe(shown, width="stretch", hide_index=True, height=300, column_config={
+        "start_ms": st.column_config.NumberColumn("start (ms from trace start)", format="%.3f"),
+        "end_ms": st.column_config.NumberColumn("end (ms)", format="%.3f"),
+        "length_us": st.column_config.NumberColumn("length (us)", format="%.1f"),
+    })
     if len(shown) < len(gaps):
         left.caption(f"The longest {len(shown):,} gaps; download the CSV for all.")
     right.plotly_chart(step_charts.gap_histogram(gaps), width="stretch")
 
 
 def _kernel_section(loaded) -> None:
-    st.subheader("Top kernels per phase")
+    st.subheader("Top kernels per phase" if loaded.analysis.summary.on_gpu else "Top host ops per phase")
     top = loaded.analysis.top_kernels
     if top.empty:
         st.write("No kernels in this trace.")
         return
     phases = list(dict.fromkeys(top["phase"]))
-    for column, phase in zip(st.columns(len(phases)), phases, strict=True):
-        part = top[top["phase"] == phase].drop(columns="phase")
-        part = part.assign(total_ms=part["total_ns"] / 1e6).drop(columns="total_ns")
-        column.markdown(f"**{for_markdown(phase)}**")
-        column.table(part.round({"share_pct": 1, "total_ms": 3}).set_index("name"))  # st.table shows text as text
+    for phase in phases:
+        st.markdown(f"**{for_markdown(phase)}**")
+        st.dataframe(  # text shown as text; the full name is its own column (hover a cell to read it all)
+            tables.top_kernels_table(top, phase), width="stretch", hide_index=True,
+            column_config={
+                "kernel": st.column_config.TextColumn("kernel" if loaded.analysis.summary.on_gpu else "host op",
+                                                      width="medium"),
+                "share_pct": st.column_config.NumberColumn("share", format="%.1f%%"),
+                "full name": st.column_config.TextColumn("full name", width="small"),
+            },
+        )
 
 
 def render() -> None:
@@ -156,15 +207,18 @@ def render() -> None:
 
 def _below_timeline(loaded, source, roofline_line) -> None:
     _step_section(loaded)
+    _inside_step_section(loaded)
     report = roofline_panel.section(loaded, source)
     with roofline_line:
         roofline_panel.summary_line(report)
+    roofline_panel.category_section(loaded, report)
     _gap_section(loaded)
     _kernel_section(loaded)
     st.subheader("Findings")
     components.findings_list(loaded)
     st.subheader("Downloads")
     components.downloads(loaded, "analyze")
+    report_panel.report_download(loaded)
     perfetto_panel.perfetto_downloads(loaded)
 
 

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
-
 import streamlit as st
 
 from analysis.compare import compare
-from app import components
+from app import components, report_panel
 from app.figures import compare_charts
 from app.navigation import COMPARE_KEYS
 from app.safe_text import for_markdown
@@ -45,6 +40,37 @@ def _short_label(source: TraceSource) -> str:
     return f"{source.label} [{mode}]" if mode and mode not in source.label else source.label
 
 
+def _layers_text(layers: dict) -> str:
+    if not layers or not layers.get("layers"):
+        return "layers not counted"
+    lu = layers.get("layer_us") or {}
+    return (f"{layers['layers']} layers of {layers.get('kernels_per_layer')}, {lu.get('p50', 0):,.1f} us each "
+            f"(median); head {layers.get('head_us') or 0:,.1f} us, tail {layers.get('tail_us') or 0:,.1f} us")
+
+
+def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
+    """Per-category and per-layer deltas of the median decode step (analysis.compare carries them)."""
+    if result.categories.empty:
+        return
+    st.subheader("Inside the median decode step")
+    unit = "kernels" if on_gpu else "host ops"
+    table = result.categories.rename(columns={
+        "a_us": "A (us)", "b_us": "B (us)", "delta_us": "B - A (us)", "ratio": "B / A",
+        "a_kernels": f"A {unit}", "b_kernels": f"B {unit}",
+    })
+    left, right = st.columns([3, 2])
+    left.dataframe(table, width="stretch", hide_index=True, column_config={
+        "B / A": st.column_config.NumberColumn(format="%.2fx"),
+        "A (us)": st.column_config.NumberColumn(format="%.1f", help=f"A: {name_a}"),
+        "B (us)": st.column_config.NumberColumn(format="%.1f", help=f"B: {name_b}"),
+        "B - A (us)": st.column_config.NumberColumn(format="%+.1f"),
+    })
+    right.plotly_chart(compare_charts.category_bars(result.categories, f"A: {name_a}", f"B: {name_b}"),
+                       width="stretch", key="compare_categories")
+    st.markdown(f"**Layers.** A: {for_markdown(_layers_text(result.layers.get('a', {})))}. "
+                f"B: {for_markdown(_layers_text(result.layers.get('b', {})))}.")
+
+
 def render() -> None:
     st.title("Compare")
     pair = _pick_pair()
@@ -71,6 +97,7 @@ def render() -> None:
     st.dataframe(metrics, width="stretch", hide_index=True,
                  column_config={"B / A": st.column_config.NumberColumn(format="%.2fx")})
 
+    _inside_step(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)
     st.plotly_chart(compare_charts.itl_overlay(a, b), width="stretch")
     st.plotly_chart(compare_charts.per_step_overlay(a, b), width="stretch")
     st.subheader("One typical decode step of each, same time scale")
@@ -80,6 +107,7 @@ def render() -> None:
     else:
         st.plotly_chart(figure, width="stretch", key="compare_steps")
     with st.expander("Downloads"):
+        report_panel.report_download(a, b, result)
         for item, tag in zip(loaded, ("a", "b"), strict=True):
             st.markdown(f"**{for_markdown(item.name)}**")
             components.downloads(item, f"compare_{tag}")

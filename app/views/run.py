@@ -9,10 +9,7 @@ it against its roofline; past sweeps in the runs folder can be shown again.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
 
 import streamlit as st
 

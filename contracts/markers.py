@@ -1,7 +1,7 @@
 """Names of the per-forward record_function markers that Stepscope's collectors write.
 
-They live here, torch-free, so that analysis can read exactly the format the
-collectors write (analysis imports this module; it never imports torch).
+They live in contracts/, torch-free, so that analysis reads exactly the format the collectors write
+(collectors.step_tracker writes them, analysis.annotations parses them).
 
 A marker looks like ``stepscope.decode[request=0,index=3,tokens=1,batch=4]``:
 ``index`` counts forwards within the request from 0 (the prefill is index 0),

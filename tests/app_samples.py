@@ -1,7 +1,5 @@
-"""Shared material for the app tests: a synthetic GPU trace and the fixture runs.
-
-No tests live here; pytest collects the file only because of its name.
-"""
+"""Shared material for the app tests (test_app_pages, test_browser): a SYNTHETIC GPU trace with a
+kernel named like an XSS probe, and the folder of fixture runs used when no samples are shipped."""
 
 from __future__ import annotations
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-_PRESET_MODEL_TYPES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Phi3Config": "phi3"}
+from app.cli.errors import UserError
+from app.model_shapes import model_shape
 
 
-def add_roofline_parser(subparsers) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the subcommand on app.cli's subparsers."""
     p = subparsers.add_parser("roofline", help="expected bytes, FLOPs and time per phase for a model on a device")
     p.add_argument("--model", required=True, help="preset name, model folder, config.json or run.json")
@@ -34,39 +34,20 @@ def add_roofline_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-class UserFacingError(ValueError):
-    """Anything the user can fix. Caught here, not by app.cli: under `python -m app.cli` that module
-    is __main__, so an app.cli.UserFacingError imported from here would be another class."""
-
-
 def run_roofline(args: argparse.Namespace) -> int:
-    """The subcommand's handler: prints the table or the JSON object; bad input -> one line, exit 2."""
-    try:
-        return _run(args)
-    except UserFacingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-def _run(args: argparse.Namespace) -> int:
+    """Print the table or the JSON object. Raises UserError (bad flags) or ValueError (bad model)."""
     from analysis.roofline import compute_bound_prompt_tokens, decode_cost, estimate, kv_bytes_per_token
     from analysis.roofline.hardware import phase_estimates
 
     for name in ("prompt_tokens", "new_tokens", "batch"):
         if getattr(args, name) < 1:
-            raise UserFacingError(f"--{name.replace('_', '-')} must be at least 1")
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
     hardware = _hardware(args)
     dtype = args.dtype or ("float32" if hardware.kind == "cpu" else "bfloat16")
-    try:
-        shape = model_shape(args.model, dtype)
-    except ValueError as exc:
-        raise UserFacingError(str(exc)) from None
-    try:
-        phases = phase_estimates(shape, hardware, args.prompt_tokens, args.batch)
-        crossover = compute_bound_prompt_tokens(shape, hardware, args.batch)
-        last = estimate(decode_cost(shape, args.prompt_tokens + args.new_tokens - 2, args.batch), hardware)
-    except ValueError as exc:
-        raise UserFacingError(str(exc)) from None
+    shape = model_shape(args.model, dtype)  # ValueError: app.cli.main says it in one line
+    phases = phase_estimates(shape, hardware, args.prompt_tokens, args.batch)
+    crossover = compute_bound_prompt_tokens(shape, hardware, args.batch)
+    last = estimate(decode_cost(shape, args.prompt_tokens + args.new_tokens - 2, args.batch), hardware)
     report = {
         "phases": {
             name: {
@@ -93,18 +74,15 @@ def _hardware(args: argparse.Namespace):
 
     for flag, value in (("--hbm-gbps", args.hbm_gbps), ("--tflops", args.tflops)):
         if value is not None and not value > 0:
-            raise UserFacingError(f"{flag} must be positive")
+            raise UserError(f"{flag} must be positive")
     if args.gpu is None:
         if args.hbm_gbps is None or args.tflops is None:
-            raise UserFacingError("give --gpu NAME, or both --hbm-gbps and --tflops")
+            raise UserError("give --gpu NAME, or both --hbm-gbps and --tflops")
         return Hardware("custom", args.hbm_gbps * 1e9, args.tflops * 1e12, source="given on the command line")
     if args.gpu.strip().lower() == "cpu":
         base = calibrate_cpu()
     else:
-        try:
-            base = gpu_by_name(args.gpu)
-        except ValueError as exc:
-            raise UserFacingError(str(exc)) from None
+        base = gpu_by_name(args.gpu)
     if args.hbm_gbps is None and args.tflops is None:
         return base
     return Hardware(
@@ -115,22 +93,6 @@ def _hardware(args: argparse.Namespace):
         memory_name=base.memory_name,
         source=f"{base.source}, figures given on the command line override it",
     )
-
-
-def model_shape(model: str, dtype: str = "bfloat16"):
-    """A ModelShape for a preset name, else a model folder, config.json or run.json; ValueError
-    with a one-line message otherwise. (The app's Analyze page can use it for traces without run.json.)"""
-    from analysis.roofline import read_config_file, shape_from_config
-    from collectors.presets import PRESETS  # torch-free at import
-
-    preset = PRESETS.get(model)
-    if preset is not None:
-        config = {"model_type": _PRESET_MODEL_TYPES.get(preset.config_class, ""), **preset.config_kwargs}
-        return shape_from_config(config, dtype=dtype, name=preset.name)
-    if not Path(model).exists():
-        known = ", ".join(sorted(PRESETS))
-        raise ValueError(f"model {model!r} is neither a preset ({known}) nor an existing path")
-    return shape_from_config(read_config_file(model), dtype=dtype, name=Path(model).name)
 
 
 def _text(args, shape, hardware, phases, last, report) -> str:
@@ -164,21 +126,10 @@ def _text(args, shape, hardware, phases, last, report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m app.cli_roofline --model ...`), same as `app.cli roofline`."""
-    parser = argparse.ArgumentParser(prog="python -m app.cli_roofline")
-    add_roofline_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["roofline", *(sys.argv[1:] if argv is None else argv)])
-    return args.handler(args)
-
-
 def _flops(flops: float) -> str:
     for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
         if flops >= scale:
             return f"{flops / scale:.3g} {unit}"
     return f"{flops:.3g} FLOP"
 
-
-if __name__ == "__main__":
-    sys.exit(main())
 

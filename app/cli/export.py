@@ -1,24 +1,15 @@
-"""`python -m app.cli export TRACE --perfetto OUT.pftrace`: analyse a trace and write it for ui.perfetto.dev.
-
-Kept apart from app/cli.py so the export wiring is two lines there. The handler
-reports its own failures (status 2, one "error:" line) instead of raising
-app.cli's exception class: under `python -m app.cli` that module is __main__,
-and a second import of it would have a different class.
-"""
+"""`python -m app.cli export TRACE --perfetto OUT.pftrace`: analyse a trace and write it for ui.perfetto.dev."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from app.cli_common import add_analysis_options, read_and_analyze
+from app.cli.errors import UserError
+from app.cli.options import add_analysis_options, read_and_analyze
 from parsers.perfetto_reader import trace_processor_status
 
-EXIT_BAD_INPUT = 2
 
-
-def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the `export` subcommand on app.cli's subparsers."""
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     export = subparsers.add_parser(
         "export",
         help="write a trace with its steps, gaps and per-step counters as a Perfetto trace",
@@ -34,19 +25,14 @@ def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """Load, analyse, write; print where it went and what it holds."""
+    """Load, analyse, write; print where it went and what it holds. Raises TraceError/ValueError/UserError."""
     from exporters import write_perfetto
-    from parsers import TraceError
 
+    timeline, result = read_and_analyze(args)
     try:
-        timeline, result = read_and_analyze(args)
         written = write_perfetto(timeline, result, args.perfetto)
-    except (TraceError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except OSError as exc:
-        print(f"error: cannot write {args.perfetto}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        raise UserError(f"cannot write {args.perfetto}: {exc.strerror or exc}") from None
     print(
         f"wrote {written.path} ({written.bytes_written / 2**20:.1f} MB): {written.slices} slices on "
         f"{written.tracks} tracks, {written.steps} steps, {written.gaps} gaps; open it in https://ui.perfetto.dev"

@@ -1,0 +1,329 @@
+"""What each kernel (or host op) does: one ordered rule table, first match wins.
+
+Rules are regexes over the kernel's short name (analysis/kernel_names.py), which keeps the family
+and drops template/parameter text: matching the full C++ signature would let a parameter type
+(`flashinfer::QuantizationSFLayout` in a quantize kernel) decide the category. User rules (a TOML
+file of `category = [regex, ...]`) are tried first, on the full name and on the short name.
+
+On CPU traces the "kernels" are host ops, nested per thread. An op's self time (its duration
+minus its direct children's) goes to the category of its nearest categorised ancestor, itself
+included, so aten::mm's own children (as_strided, resolve_conj) count as gemm. "framework"
+(views, allocation, dispatch, dynamo guards) is a weak category: it only takes time that no
+compute op above it claims.
+
+Categorising is one pass over the distinct names; everything per event is numpy indexing.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.kernel_names import short_names
+
+CATEGORIES = (
+    "gemm",
+    "attention",
+    "norm",
+    "elementwise",
+    "rotary",
+    "embedding",
+    "kv_cache",
+    "sampling",
+    "communication",
+    "moe",
+    "memcpy",
+    "memset",
+    "framework",
+    "other",
+)
+WEAK = ("framework",)  # host overhead: only where no compute op above claims the time
+# Host ops that wrap a whole graph: their category covers their own self time only and passes
+# nothing down (the ops run inside a compiled region keep their own categories).
+CONTAINERS = re.compile(r"^Torch-Compiled Region")
+
+_ATEN_VIEWS = (
+    "view|_unsafe_view|view_as|reshape|_reshape_alias|as_strided|transpose|t|slice|select|narrow|expand|expand_as"
+    "|unsqueeze|squeeze|permute|contiguous|detach|detach_|alias|lift_fresh|resolve_conj|resolve_neg|split"
+    "|split_with_sizes|chunk|unbind|unflatten|flatten|numpy_T|_has_compatible_shallow_copy_type|set_"
+)
+_ATEN_ALLOC = "empty|empty_like|empty_strided|resize_|to|_to_copy|result_type|item|_local_scalar_dense|is_nonzero|lift"
+_ATEN_ELEMENTWISE = (
+    "add|add_|sub|sub_|rsub|mul|mul_|div|div_|neg|exp|log|abs|sqrt|clamp|clamp_|where|masked_fill|masked_fill_"
+    "|copy_|clone|cat|stack|fill_|zero_|zeros|zeros_like|ones|ones_like|full|full_like|arange|scalar_tensor"
+    "|silu|silu_|gelu|relu|sigmoid|tanh|eq|ne|lt|gt|le|ge|bitwise_and|bitwise_or|bitwise_not|__and__|__or__"
+    "|__iand__|__ior__|logical_and|logical_or|logical_not|any|all|max|min|maximum|minimum|sum|triu|tril"
+    "|gather|index|index_put_|scatter|scatter_|repeat|repeat_interleave|roll|pad|constant_pad_nd|_softmax_backward"
+)
+
+# (category, regex over the short name). Order matters: the first match wins.
+BUILTIN_RULES: tuple[tuple[str, str], ...] = (
+    ("memcpy", r"(?i)^memcpy\b"),
+    ("memset", r"(?i)^memset\b"),
+    # collectives, NCCL/RCCL and the custom all-reduce kernels of vLLM/SGLang/TensorRT-LLM
+    ("communication", r"(?i)nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce"
+     r"|custom_?ar\b|multimem|mscclpp|quick_?reduce|c10d::|record_param_comms|^gloo"),
+    # attention kernels whose names also say "KVCache"; must come before kv_cache
+    ("attention", r"BatchDecodeWithPagedKVCache|BatchPrefillWithPagedKVCache|PagedKVCacheKernel"),
+    ("kv_cache", r"(?i)reshape_and_cache|store_kv_?cache|kv_?cache|concat_and_cache|copy_blocks|swap_blocks"
+     r"|set_kv_buffer|^aten::index_copy_?$"),
+    # fused experts and their routing (before gemm: an expert GEMM is moe time)
+    ("moe", r"(?i)moe|fused_experts|expert|_matmul_ogs|finalize_matmul|bitmatrix|combined_routing|_topk_forward"
+     r"|routing|trtllm bmm|align_block_size|topk_softmax|topkGating|grouped_topk"),
+    ("attention", r"(?i)flash|fmha|attention|attn|sdpa|scaled_dot_product|xformers|mha_|_mla_|mla_decode"
+     r"|decode_att|extend_att|^reduce_segments$|paged_attention|unified_attention"),
+    ("rotary", r"(?i)rotary|\brope\b|_rope|rope_|mrope|cos_sin|^aten::(cos|sin)$|aten elementwise: (cos|sin)$"),
+    ("norm", r"(?i)rms_?norm|layer_?norm|group_?norm|batch_?norm|Rmsnorm2d|Layernorm2d|norm_kernel|_norm_fwd"
+     r"|^aten::(rsqrt|mean|pow|var|var_mean)$|aten (elementwise|reduce): (rsqrt|mean|pow)$"
+     r"|triton fused: .*\brsqrt\b"),
+    ("embedding", r"(?i)embedding|embed|indexSelect|^aten::index_select$|vocab_parallel"),
+    ("sampling", r"(?i)softmax|top_?k|top_?p|argmax|argmin|sampl|multinomial|penalt|logit|gumbel|exponential_"
+     r"|radix_?sort|\bsort\b|^aten::sort|cumsum|scan|^aten::isin$|^rocprim::|^cub::|temperature"),
+    ("gemm", r"(?i)gemm|gemv|matmul|cublas|cutlass|nvjet|xmma|wgmma|tensile|hipblaslt|splitk|marlin|machete"
+     r"|_scaled_mm|^aten::(mm|bmm|addmm|baddbmm|linear|matmul|_addmm_activation|dot|mv)$"
+     r"|^nn\.Module: (Linear|Conv1D|ColumnParallelLinear|RowParallelLinear|QKVParallelLinear|ReplicatedLinear)"),
+    ("elementwise", r"(?i)^aten (elementwise|reduce|copy|indexing)|^triton fused|act_and_mul|silu|gelu|swiglu"
+     r"|relu|activation|_quant|quantize|dequant|fill|copy|^aten::(" + _ATEN_ELEMENTWISE + r")$"),
+    # inductor's fused C++ kernels run inside the compiled region without op events of their own, so the
+    # region's self time is mostly that fused elementwise/norm/rotary work (plus its wrapper code)
+    ("elementwise", r"^Torch-Compiled Region"),
+    ("framework", r"^aten::(" + _ATEN_VIEWS + "|" + _ATEN_ALLOC + r")$|^detach_?$|TorchDynamo"
+     r"|Pregraph bytecode|AOTDispatcher|CompiledFxGraph|CompiledFunction|torch_dynamo_resume|autograd::"
+     r"|^cuda(Graph|Stream|Event|Malloc|Free|Memcpy|Memset|Launch)|^hip(Graph|Launch|Malloc|Free)"),
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    category: str
+    pattern: re.Pattern[str]
+    source: str  # "built-in" or the user file it came from
+
+    @property
+    def user(self) -> bool:
+        return self.source != "built-in"
+
+
+BUILTIN = tuple(Rule(cat, re.compile(rx), "built-in") for cat, rx in BUILTIN_RULES)
+
+
+def load_rules(path: str | Path) -> tuple[Rule, ...]:
+    """User rules from a TOML file of `category = ["regex", ...]`; ValueError with one line when bad."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"no categories file at {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the categories file {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path} is not valid TOML: {exc}") from None
+    rules: list[Rule] = []
+    for category, patterns in data.items():
+        if category not in CATEGORIES:
+            raise ValueError(f"{path}: unknown category {category!r} (known: {', '.join(CATEGORIES)})")
+        if isinstance(patterns, str):
+            patterns = [patterns]
+        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+            raise ValueError(f"{path}: {category} must be a list of regex strings")
+        for rx in patterns:
+            try:
+                rules.append(Rule(category, re.compile(rx), str(path)))
+            except re.error as exc:
+                raise ValueError(f"{path}: bad regex {rx!r} for {category}: {exc}") from None
+    return tuple(rules)
+
+
+def category_of(name: str, short: str, user_rules: tuple[Rule, ...] = ()) -> str:
+    """The category of one name (user rules first, on the full or short name; then the table)."""
+    rule = matching_rule(name, short, user_rules)
+    return rule.category if rule else "other"
+
+
+def matching_rule(name: str, short: str, user_rules: tuple[Rule, ...] = ()) -> Rule | None:
+    for rule in user_rules:
+        if rule.pattern.search(name) or rule.pattern.search(short):
+            return rule
+    for rule in BUILTIN:
+        if rule.pattern.search(short):
+            return rule
+    return None
+
+
+def categorize(
+    names: pd.Series | pd.Categorical, user_rules: tuple[Rule, ...] = ()
+) -> tuple[pd.Categorical, pd.Categorical]:
+    """(short names, categories) for a column of names, one regex pass per distinct name."""
+    cat = names.array if isinstance(names, pd.Series) and isinstance(names.dtype, pd.CategoricalDtype) else None
+    if cat is None:
+        cat = names if isinstance(names, pd.Categorical) else pd.Categorical(np.asarray(names, dtype=object))
+    shorts_per_cat = short_names(pd.Categorical(cat.categories))
+    short_list = np.asarray(shorts_per_cat, dtype=object)
+    cats = [category_of(str(n), str(s), user_rules) for n, s in zip(cat.categories, short_list, strict=True)]
+    code_of = {c: i for i, c in enumerate(CATEGORIES)}
+    cat_codes = np.array([code_of[c] for c in cats] + [code_of["other"]], dtype=np.int64)
+    codes = cat.codes
+    category = pd.Categorical.from_codes(cat_codes[np.where(codes >= 0, codes, len(cats))], categories=CATEGORIES)
+    short_cat = pd.Categorical.from_codes(
+        np.where(codes >= 0, np.append(shorts_per_cat.codes, -1)[codes], -1), categories=shorts_per_cat.categories
+    )
+    return short_cat, category
+
+
+def nesting_parents(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, parent, depth) for host ops nested per thread, vectorised.
+
+    `order` sorts the ops by (tid, ts, longest first); `parent[i]` (in that order) is the index of
+    the innermost op that was open when op i started, -1 for a top-level op. An op's depth is the
+    number of ops of its thread started before it minus those ended by its start.
+    """
+    n = len(ts)
+    order = _nesting_order(tid, ts, dur)
+    t, s, e = tid[order], ts[order], ts[order] + dur[order]
+    if n == 0:
+        return order, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    _, tid_rank = np.unique(t, return_inverse=True)
+    group_start = np.searchsorted(tid_rank, tid_rank, side="left")
+    started_before = np.arange(n) - group_start
+    span = int(max(e.max(), s.max()) - min(s.min(), 0)) + 2
+    key_end = tid_rank.astype(np.float64) * span + (e - s.min())  # float keys: exact below 2**53
+    sorted_end = np.sort(key_end)
+    query = tid_rank.astype(np.float64) * span + (s - s.min())
+    ended_by_start = np.searchsorted(sorted_end, query, side="right") - np.searchsorted(
+        sorted_end, tid_rank.astype(np.float64) * span - 0.5, side="right"
+    )
+    # an op with zero duration counts itself as ended; it is not its own ancestor
+    ended_by_start -= (dur[order] == 0).astype(np.int64)
+    depth = np.maximum(started_before - ended_by_start, 0)
+    # parent: the last op before i in the same thread with depth d-1
+    key = (tid_rank * (int(depth.max()) + 2) + depth).astype(np.int64) * n + np.arange(n)
+    sorted_idx = np.argsort(key, kind="stable")
+    sorted_key = key[sorted_idx]
+    want = (tid_rank * (int(depth.max()) + 2) + depth - 1).astype(np.int64) * n + np.arange(n)
+    pos = np.searchsorted(sorted_key, want, side="left") - 1
+    parent = np.full(n, -1, dtype=np.int64)
+    ok = (depth > 0) & (pos >= 0)
+    cand = sorted_idx[np.clip(pos, 0, n - 1)]
+    ok &= (t[cand] == t) & (depth[cand] == depth - 1)
+    parent[ok] = cand[ok]
+    return order, parent, depth
+
+
+def _nesting_order(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Indices sorting by (tid, ts, longest first); the identity when the input already is (a
+    timeline is sorted by ts and most CPU traces have one thread), which skips a costly lexsort."""
+    if len(ts) > 1:
+        same_tid = tid[1:] == tid[:-1]
+        same_ts = same_tid & (ts[1:] == ts[:-1])
+        in_order = (
+            (tid[1:] >= tid[:-1]).all()
+            and (~same_tid | (ts[1:] >= ts[:-1])).all()
+            and (~same_ts | (dur[1:] <= dur[:-1])).all()
+        )
+        if in_order:
+            return np.arange(len(ts))
+    return np.lexsort((-dur, ts, tid))
+
+
+def self_times(parent: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Each op's duration minus its direct children's (ordered as `parent`), never below zero."""
+    children = np.zeros(len(dur), dtype=np.float64)
+    has = parent >= 0
+    np.add.at(children, parent[has], dur[has])
+    return np.maximum(dur - children, 0).astype(np.int64)
+
+
+def inherit_categories(
+    parent: np.ndarray, depth: np.ndarray, own: np.ndarray, container: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(category code per op, outermost compute op mask).
+
+    An op's category is its own if strong, else its nearest strong ancestor's; framework (weak)
+    only where no strong category is found above; "other" where nothing matched at all. A
+    container keeps its own category and passes down what is above it. `own` holds CATEGORIES
+    codes (ordered as `parent`). An outermost compute op has a strong category of its own and no
+    strong ancestor: the sequence of those is a forward's ops at one level (linear, sdpa, ...)."""
+    other, weak = CATEGORIES.index("other"), [CATEGORIES.index(w) for w in WEAK]
+    container = np.zeros(len(own), dtype=bool) if container is None else container
+    is_weak = np.isin(own, weak) & ~container
+    strong = np.where((own != other) & ~is_weak & ~container, own, -1)
+    own_strong = strong >= 0
+    weak_cat = np.where(is_weak, own, -1)
+    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):  # a loop over nesting levels, not events
+        at = np.flatnonzero((depth == d) & (parent >= 0))
+        p = parent[at]
+        strong[at] = np.where(strong[at] >= 0, strong[at], strong[p])
+        weak_cat[at] = np.where(weak_cat[at] >= 0, weak_cat[at], weak_cat[p])
+    above = np.where(parent >= 0, strong[np.maximum(parent, 0)], -1)
+    outer = own_strong & (above < 0)
+    result = np.where(strong >= 0, strong, np.where(weak_cat >= 0, weak_cat, other))
+    return np.where(container, own, result), outer
+
+
+def host_op_categories(ops: pd.DataFrame, user_rules: tuple[Rule, ...] = ()) -> pd.DataFrame:
+    """Host ops (cpu_op rows) with their self time and inherited category, in their original order:
+    columns ts, dur, name, short, self_ns, category, leaf (no op nested inside it), outer (an
+    outermost compute op, see inherit_categories)."""
+    tid, ts, dur = (ops[c].to_numpy(dtype=np.int64) for c in ("tid", "ts", "dur"))
+    order, parent, depth = nesting_parents(tid, ts, dur)
+    short, own = categorize(ops["name"], user_rules)
+    own_codes = np.asarray(own.codes, dtype=np.int64)[order]
+    names = ops["name"].array if isinstance(ops["name"].dtype, pd.CategoricalDtype) else pd.Categorical(ops["name"])
+    is_container = np.append([bool(CONTAINERS.search(str(c))) for c in names.categories], False)[names.codes]
+    inherited, outer = inherit_categories(parent, depth, own_codes, is_container[order])
+    self_ns = self_times(parent, dur[order])
+    leaf = np.bincount(parent[parent >= 0], minlength=len(order)) == 0
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    return pd.DataFrame(
+        {
+            "ts": ts,
+            "dur": dur,
+            "name": ops["name"].array,
+            "short": short,
+            "self_ns": self_ns[back],
+            "category": pd.Categorical.from_codes(inherited[back], categories=CATEGORIES),
+            "leaf": leaf[back],
+            "outer": outer[back],
+        },
+        index=ops.index,
+    )
+
+
+GENERIC = ("elementwise", "other")  # kernel categories a surrounding module may refine
+
+
+def enclosing_categories(
+    span_tid: np.ndarray,
+    span_ts: np.ndarray,
+    span_dur: np.ndarray,
+    span_names: pd.Series,
+    point_tid: np.ndarray,
+    point_ts: np.ndarray,
+    user_rules: tuple[Rule, ...] = (),
+) -> np.ndarray:
+    """For each point (a launch call), the CATEGORIES code of the innermost categorised span that
+    holds it on its thread (-1 for none): nn.Module annotations say that the `mul` kernels of an
+    unfused RMSNorm are norm work, which their names cannot."""
+    n_span, n_point = len(span_ts), len(point_ts)
+    if n_span == 0 or n_point == 0:
+        return np.full(n_point, -1, dtype=np.int64)
+    _, span_cat = categorize(span_names, user_rules)
+    other = CATEGORIES.index("other")
+    own = np.concatenate([np.asarray(span_cat.codes, dtype=np.int64), np.full(n_point, other, dtype=np.int64)])
+    weak = np.isin(own, [CATEGORIES.index(w) for w in WEAK])
+    own[weak] = other  # a module named like a view says nothing
+    tid = np.concatenate([span_tid, point_tid]).astype(np.int64)
+    ts = np.concatenate([span_ts, point_ts]).astype(np.int64)
+    dur = np.concatenate([span_dur, np.zeros(n_point, dtype=np.int64)]).astype(np.int64)
+    order, parent, depth = nesting_parents(tid, ts, dur)
+    inherited, _ = inherit_categories(parent, depth, own[order])
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    result = inherited[back][n_span:]
+    return np.where(result == other, -1, result)

@@ -1,0 +1,98 @@
+"""The metric registry: every figure a person compares, declared once and read by every output.
+
+The JSON contract (analysis.report, via the Summary fields it marks), the app's summary cards,
+Compare, the text report and a gate all take key, label, unit, better direction and format from
+here. Adding a metric = one `Metric` below + (when it is a new figure) one field of
+analysis.summary.Summary.
+
+`key` names the metric in outputs (units in the name); `field` is the Summary field it reads and
+`item` a key inside that field when the field is a mapping (itl_p50_ms reads itl_ms["p50"]).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str  # lower case, for tables and sentences ("kernels per decode step")
+    unit: str  # "ms" | "us" | "%" | "tok/s" | "" (a count)
+    better: str | None  # "lower" | "higher" | None (neither: a count or a share that depends on the workload)
+    field: str
+    item: str | None = None
+    card_label: str | None = None  # the app's summary card; None: the label with a capital first letter
+    cpu_label: str | None = None  # on CPU-only traces host ops stand in for kernels and "idle" means no op running
+    headline: bool = True  # shown as a summary card and compared; False: the JSON and the text report only
+
+    @property
+    def card(self) -> str:
+        return self.card_label or self.label[:1].upper() + self.label[1:]
+
+    def label_for(self, on_gpu: bool) -> str:
+        return self.label if on_gpu or self.cpu_label is None else self.cpu_label
+
+    def value(self, summary: Any) -> float:
+        """The figure as a float, NaN when the trace does not have it. `summary`: an
+        analysis.summary.Summary or the JSON contract's summary object (a mapping)."""
+        raw = summary.get(self.field) if isinstance(summary, Mapping) else getattr(summary, self.field, None)
+        if self.item is not None:
+            raw = raw.get(self.item) if isinstance(raw, Mapping) else None
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            return math.nan
+        return value if math.isfinite(value) else math.nan
+
+    def format(self, value: float | None) -> str:
+        """A value as the cards show it: "n/a" when unknown, large us as ms, small ms as us."""
+        return format_value(value, self.unit)
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("ttft_ms", "TTFT", "ms", "lower", "ttft_ms", card_label="TTFT"),
+    Metric("itl_p50_ms", "ITL p50", "ms", "lower", "itl_ms", item="p50"),
+    Metric("itl_p90_ms", "ITL p90", "ms", "lower", "itl_ms", item="p90"),
+    Metric("itl_p99_ms", "ITL p99", "ms", "lower", "itl_ms", item="p99", headline=False),
+    Metric("decode_tokens_per_s", "decode tokens/s", "tok/s", "higher", "decode_tokens_per_s"),
+    Metric("prefill_steps", "prefill steps", "", None, "prefill_steps", headline=False),
+    Metric("decode_steps", "decode steps", "", None, "decode_steps"),
+    Metric(
+        "kernels_per_decode_step", "kernels per decode step", "", "lower", "kernels_per_decode_step",
+        card_label="Kernels / decode step", cpu_label="host ops per decode step",
+    ),
+    Metric(
+        "launches_per_decode_step", "launches per decode step", "", "lower", "launches_per_decode_step",
+        card_label="Launches / decode step",
+    ),
+    Metric("gpu_busy_pct", "GPU busy", "%", None, "gpu_busy_pct", cpu_label="busy (some op running)"),
+    Metric(
+        "gpu_idle_per_decode_step_us", "GPU idle per decode step", "us", "lower", "gpu_idle_per_decode_step_us",
+        card_label="GPU idle / decode step", cpu_label="idle per decode step (no op running)",
+    ),
+)
+BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
+HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
+
+
+def metric(key: str) -> Metric:
+    """The registry entry for a key; KeyError names the known keys."""
+    try:
+        return BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"unknown metric {key!r}; known: {', '.join(BY_KEY)}") from None
+
+
+def format_value(value: float | None, unit: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if unit == "us" and abs(value) >= 1000:
+        return f"{value / 1000:,.2f} ms"
+    if unit == "ms" and abs(value) < 1:
+        return f"{value * 1000:,.1f} us"
+    text = f"{value:,.2f}" if abs(value) < 100 and value != int(value) else f"{value:,.0f}"
+    return f"{text} {unit}".strip() if unit != "%" else f"{text}%"

@@ -1,0 +1,63 @@
+"""Find the forward passes (steps) in a trace, and say how they were found, from what, and how sure we are.
+
+Step finding is an ordered list of strategies. Each takes the trace's `Views` and returns its
+boundaries and segmentation, or None to pass; the first answer wins, so the list runs from the
+most specific evidence to the least: annotations someone wrote (a user's regex, Stepscope's
+markers, vLLM, SGLang), the training guard, ProfilerStep ranges labelled by embedding lookups,
+the host's own forward spans (call-tree repetition), embedding lookups, then device-side
+repetition (graph replays, a repeating kernel sequence), else nothing.
+
+To add a strategy, write a function `(Views) -> Found | None` and put it in STRATEGIES where its
+evidence ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from analysis.model import Segmentation
+from analysis.step_finding.annotated import (
+    profiler_steps,
+    regex_unmatched,
+    sglang_annotations,
+    stepscope_markers,
+    training_guard,
+    user_regex,
+    vllm_annotations,
+)
+from analysis.step_finding.device_patterns import graph_replays, kernel_pattern, nothing
+from analysis.step_finding.embedding import embedding_lookup
+from analysis.step_finding.frames import BOUNDARY_COLUMNS, Found, Views, boundary_frame
+from analysis.step_finding.host_forwards import host_forwards
+from parsers.timeline import Timeline
+
+Strategy = Callable[[Views], Found | None]
+
+STRATEGIES: tuple[Strategy, ...] = (
+    user_regex,
+    stepscope_markers,
+    vllm_annotations,
+    sglang_annotations,
+    regex_unmatched,
+    training_guard,
+    profiler_steps,
+    host_forwards,
+    embedding_lookup,
+    graph_replays,
+    kernel_pattern,
+)
+
+__all__ = ["BOUNDARY_COLUMNS", "STRATEGIES", "Found", "Views", "boundary_frame", "find_steps"]
+
+
+def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.DataFrame, Segmentation]:
+    """Step boundaries (BOUNDARY_COLUMNS) and how they were found: the first strategy that answers."""
+    views = Views(timeline, step_regex)
+    for strategy in STRATEGIES:
+        found = strategy(views)
+        if found is not None:
+            return found.bounds, found.segmentation
+    found = nothing(views)
+    return found.bounds, found.segmentation

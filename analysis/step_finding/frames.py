@@ -1,0 +1,133 @@
+"""What every step-finding strategy shares: the boundary frame it returns and the views of the trace it reads.
+
+A strategy gets a `Views` (the timeline plus slices computed once, on first use) and returns a `Found`
+(boundary frame + segmentation) or None. The boundary frame has BOUNDARY_COLUMNS; `boundary_frame`
+builds it from arrays or scalars so no strategy spells the columns out again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from analysis.model import Segmentation
+from parsers.timeline import Timeline
+
+BOUNDARY_COLUMNS = ("start_ns", "host_end_ns", "kind", "request", "index", "tokens", "batch", "label")
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
+
+
+class Found(NamedTuple):
+    bounds: pd.DataFrame  # BOUNDARY_COLUMNS
+    segmentation: Segmentation
+
+
+def boundary_frame(
+    start_ns,
+    host_end_ns,
+    kind="decode",
+    request=0,
+    index=None,
+    tokens=None,
+    batch=None,
+    label="",
+) -> pd.DataFrame:
+    """The frame of step boundaries; scalars are broadcast, index defaults to 0..n-1, tokens/batch to <NA>."""
+    start = np.asarray(start_ns, dtype=np.int64)
+    n = len(start)
+
+    def column(value, dtype=None):
+        if value is None or np.isscalar(value):
+            return np.full(n, value, dtype=dtype if value is not None else object)
+        return np.asarray(value, dtype=dtype)
+
+    def nullable_int(value):
+        if value is None:
+            return pd.array([None] * n, dtype="Int64")
+        return pd.array(value, dtype="Int64")
+
+    return pd.DataFrame(
+        {
+            "start_ns": start,
+            "host_end_ns": np.asarray(host_end_ns, dtype=np.int64) if not np.isscalar(host_end_ns) else np.full(
+                n, host_end_ns, dtype=np.int64
+            ),
+            "kind": column(kind, object),
+            "request": column(request, np.int64),
+            "index": np.arange(n, dtype=np.int64) if index is None else column(index, np.int64),
+            "tokens": nullable_int(tokens),
+            "batch": nullable_int(batch),
+            "label": column(label, object),
+        }
+    )
+
+
+def requests_opened_by(opens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Request number and index within the request of each step, given which steps open a request
+    (the first step always does)."""
+    opens = np.asarray(opens, dtype=bool).copy()
+    if len(opens):
+        opens[0] = True
+    position = np.arange(len(opens))
+    request = np.cumsum(opens) - 1
+    index = position - np.maximum.accumulate(np.where(opens, position, 0))
+    return request.astype(np.int64), index.astype(np.int64)
+
+
+def empty_frame() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="Int64" if c in ("tokens", "batch") else None) for c in BOUNDARY_COLUMNS})
+
+
+@dataclass
+class Views:
+    """The timeline and the slices of it that several strategies read, each computed once when first asked for.
+
+    `warnings` collects what earlier strategies noticed (e.g. a step regex that matched nothing); the
+    strategy that answers hands them on in its segmentation.
+    """
+
+    timeline: Timeline
+    step_regex: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def events(self) -> pd.DataFrame:
+        return self.timeline.events
+
+    @cached_property
+    def annotations(self) -> pd.DataFrame:
+        ev = self.events
+        return ev[ev["kind"] == "annotation"]
+
+    @cached_property
+    def annotation_names(self) -> pd.Series:
+        return self.annotations["name"].astype(str)
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        ev = self.events
+        return ev[ev["kind"] == "cpu_op"]
+
+    @cached_property
+    def launch_calls(self) -> pd.DataFrame:
+        ev = self.events
+        return ev[ev["kind"].isin(("runtime", "driver"))]
+
+    @cached_property
+    def graph_launches(self) -> pd.DataFrame:
+        calls = self.launch_calls
+        return calls[calls["name"].isin(GRAPH_LAUNCHES)]
+
+    @cached_property
+    def embeddings(self) -> pd.DataFrame:
+        from analysis.step_finding.embedding import token_embeddings
+
+        return token_embeddings(self.ops)
+
+    def result(self, bounds: pd.DataFrame, method: str, confidence: float, *notes: str, evidence=()) -> Found:
+        """A strategy's answer, carrying the warnings gathered so far plus its own notes."""
+        return Found(bounds, Segmentation(method, confidence, (*self.warnings, *notes), tuple(evidence)))

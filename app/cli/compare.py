@@ -1,0 +1,79 @@
+"""`compare A B [--format text|json|markdown] [--gate EXPR ...]`: the Compare page's table on the command line.
+
+Exit status: 0 when every gate holds (or none was given), 1 when B regresses against A on a gate (one line per
+failed gate on stderr), 2 for bad input or a bad gate expression (one "error:" line). Gates are parsed before
+the traces are read, so a typo fails in a moment, not after a minute of parsing. Any metric of the registry
+(analysis.metrics) can be gated; `--help` lists them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.cli.errors import UserError
+from app.cli.options import add_analysis_options, read_and_analyze
+
+EXIT_GATE_FAILED = 1
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from analysis.gate import GATE_SYNTAX, gate_help
+
+    compare = subparsers.add_parser(
+        "compare",
+        help="compare trace B against baseline A: metrics, deltas, ratios, one sentence; gate CI on regressions",
+        description="Compare trace B against baseline A (delta = B - A, ratio = B / A). With --gate, exit 1 when "
+        f"a gate fails: {GATE_SYNTAX}. A metric null in A or B fails its gate. Metrics: {gate_help()}.",
+    )
+    compare.add_argument("a", metavar="A", help="the baseline trace")
+    compare.add_argument("b", metavar="B", help="the changed trace")
+    compare.add_argument("--format", choices=("text", "json", "markdown"), default=None, help="output form (text)")
+    compare.add_argument("--json", action="store_true", help="short for --format json")
+    compare.add_argument("--gate", action="append", default=[], metavar="EXPR",
+                         help="e.g. itl_p50_ms<=1.05x, kernels_per_decode_step<=+10, gpu_busy_pct>=-2 (repeatable)")
+    add_analysis_options(compare)
+    compare.set_defaults(handler=run_compare)
+    return compare
+
+
+def trace_label(path: str) -> str:
+    """What the table and sentence call a trace: its folder for a generic `trace.json.gz`, else its file name."""
+    p = Path(path)
+    name = p.name
+    for suffix in (".gz", ".json", ".pftrace", ".perfetto-trace", ".sqlite"):
+        name = name.removesuffix(suffix)
+    return p.resolve().parent.name if name in ("trace", "") else name
+
+
+def load(path: str, args: argparse.Namespace) -> tuple:
+    """(Timeline, Analysis) of one trace with the command's options. Raises TraceError or ValueError."""
+    return read_and_analyze(argparse.Namespace(**{**vars(args), "trace": path}))
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from analysis.compare import compare
+    from analysis.gate import evaluate_gates, parse_gates
+    from analysis.report import contract
+    from exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
+
+    if args.json and args.format not in (None, "json"):
+        raise UserError(f"--json and --format {args.format} disagree")
+    fmt = args.format or ("json" if args.json else "text")
+    gates = parse_gates(args.gate)  # GateError is a ValueError: exit 2 before any trace is read
+    (ta, a), (tb, b) = load(args.a, args), load(args.b, args)
+    result = compare(a, b, trace_label(args.a), trace_label(args.b))
+    checked = evaluate_gates(gates, a.summary, b.summary)
+    if fmt == "json":
+        out = comparison_json(result, contract(ta, a)["summary"], contract(tb, b)["summary"], checked)
+        sys.stdout.write(json.dumps(out, separators=(",", ":"), allow_nan=False) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(comparison_markdown(result, checked))
+    else:
+        sys.stdout.write(comparison_text(result, checked))
+    failed = [r for r in checked if not r.ok]
+    for r in failed:
+        print(f"gate failed: {r.expr}: {r.detail}", file=sys.stderr)
+    return EXIT_GATE_FAILED if failed else 0

@@ -1,0 +1,86 @@
+"""The command line's entry point: `stepscope ...` and `python -m app.cli ...`.
+
+One subcommand per module (analyze, compare, report, export, roofline, run, sweep, app; batch comes from
+batch.cli); each registers its parser and a handler that returns the exit status. Anything the user can
+fix ends here, in `main`, as exit status 2 and one line on stderr starting with "error:" (argparse's own
+usage errors included); a traceback would be a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from app.cli.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
+
+__all__ = ["EXIT_BAD_INPUT", "UserError", "build_parser", "main"]
+
+
+EXIT_BROKEN_PIPE = 141  # as a shell reports a writer stopped by SIGPIPE
+COLLECT_MODULES = ("torch", "transformers")  # the `collect` extra: run and sweep need them
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse prints its usage and then the error; a script reading stderr wants the one line."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {' '.join(message.split())} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from app.cli_cached import serve_cached_analyze
+
+    served = serve_cached_analyze(sys.argv[1:] if argv is None else argv)  # a cached result: no heavy imports
+    if served is not None:
+        return served
+    args = build_parser().parse_args(argv)
+    from parsers import TraceError
+
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `stepscope analyze T --json | head`: the reader left early; no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout again at exit
+        return EXIT_BROKEN_PIPE
+    except MemoryError:
+        print("error: out of memory while reading the trace", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ModuleNotFoundError as exc:
+        if exc.name not in COLLECT_MODULES:
+            raise
+        print(f"error: `{args.command}` needs {exc.name}: pip install 'stepscope[collect]'", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (UserError, TraceError, ValueError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _prog() -> str:
+    """`stepscope` when run as the installed command, `python -m app.cli` otherwise."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return "stepscope" if name.startswith("stepscope") else "python -m app.cli"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from app.cli import analyze, compare, export, report, roofline, run, sweep, webapp
+    from batch.cli import add_batch_parser
+
+    parser = OneLineErrorParser(prog=_prog(), description="Stepscope: where every token's time goes.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
+    analyze.add_parser(sub)
+    compare.add_parser(sub)
+    report.add_parser(sub)
+    export.add_parser(sub)
+    roofline.add_parser(sub)
+    run.add_parser(sub)
+    sweep.add_parser(sub)
+    add_batch_parser(sub)
+    webapp.add_parser(sub)
+    return parser

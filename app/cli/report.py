@@ -1,0 +1,43 @@
+"""`report TRACE [--vs OTHER] -o report.html`: one self-contained HTML file to share (see app.report_html)."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.cli.errors import UserError
+from app.cli.options import add_analysis_options
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    report = subparsers.add_parser(
+        "report",
+        help="write one self-contained HTML report (opens offline, no Python needed to read it)",
+        description="Analyse TRACE (and OTHER with --vs: TRACE is the baseline A) and write one HTML file with the "
+        "summary cards, the step overview, per-step charts, gaps by cause, findings and the comparison. plotly.js "
+        "is inside: the file opens offline and loads nothing from the network. At most 8 MB.",
+    )
+    report.add_argument("trace", help="any trace Stepscope reads (Kineto JSON, Perfetto, nsys SQLite)")
+    report.add_argument("--vs", metavar="OTHER", default=None, help="a second trace to compare against TRACE")
+    report.add_argument("-o", "--output", required=True, metavar="REPORT.html", help="where to write the report")
+    add_analysis_options(report)
+    report.set_defaults(handler=run_report)
+    return report
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Load, analyse, build, write atomically. Raises TraceError/ValueError/UserError."""
+    from analysis.report import contract
+    from app.cli.compare import load, trace_label
+    from app.report_html import ReportTrace, build_report, write_report
+
+    traces = []
+    for path in [args.trace] + ([args.vs] if args.vs else []):
+        timeline, analysis = load(path, args)
+        traces.append(ReportTrace(trace_label(path), timeline, analysis, contract(timeline, analysis)))
+    html = build_report(*traces)
+    try:
+        written = write_report(html, args.output)
+    except OSError as exc:
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"wrote {args.output} ({written / 1e6:.1f} MB); it opens offline in any browser")
+    return 0

@@ -1,0 +1,26 @@
+"""A model's shapes for the roofline from a name the user gives: a collectors preset, a model folder,
+a config.json or a run.json. Used by the roofline command and by the Analyze page for traces
+without a run.json (so the page does not import the command line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis.roofline import ModelShape, read_config_file, shape_from_config
+
+_PRESET_MODEL_TYPES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Phi3Config": "phi3"}
+
+
+def model_shape(model: str, dtype: str = "bfloat16") -> ModelShape:
+    """A ModelShape for a preset name, else a model folder, config.json or run.json; ValueError
+    with a one-line message otherwise."""
+    from collectors.presets import PRESETS  # torch-free at import
+
+    preset = PRESETS.get(model)
+    if preset is not None:
+        config = {"model_type": _PRESET_MODEL_TYPES.get(preset.config_class, ""), **preset.config_kwargs}
+        return shape_from_config(config, dtype=dtype, name=preset.name)
+    if not Path(model).exists():
+        known = ", ".join(sorted(PRESETS))
+        raise ValueError(f"model {model!r} is neither a preset ({known}) nor an existing path")
+    return shape_from_config(read_config_file(model), dtype=dtype, name=Path(model).name)

@@ -1,0 +1,258 @@
+"""One self-contained HTML report of a trace (and optionally its comparison with another) to share with anyone.
+
+plotly.js is inlined (plotly's offline bundle), so the file opens offline and makes no network request: a
+Content-Security-Policy in the file forbids any fetch, so a stray one would fail loudly rather than leak.
+Every string that came from a trace is HTML-escaped here (tables, headings) or in Plotly text (figures).
+
+The file stays under MAX_REPORT_BYTES whatever the trace: figures are the step-level overview (never every
+kernel), per-step charts draw at most a budget of steps, tables a budget of rows; when a report is still too
+big, the budgets shrink and the report says what it left out. Lives in app/ because it composes the app's
+Plotly figures (exporters/ must not import app/).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+import plotly.io as pio
+import plotly.offline
+
+from analysis.compare import Comparison
+from analysis.gap_table import gaps_by_cause
+from analysis.metrics import HEADLINE
+from analysis.model import Analysis
+from app.figures import compare_charts, step_charts, timeline
+from exporters.compare_formats import format_delta, format_ratio, format_value
+from parsers.timeline import Timeline
+
+MAX_REPORT_BYTES = 8_000_000
+NAME_CHARS = 160  # kernel names run to kilobytes; tables show their start
+# (overview segments per lane, steps per chart, table rows, decode steps in comparison overlays), tried in order
+# (a screen shows ~2,000 segments per lane; ~1 MB each at 3,000): a usual report is ~6 MB, plotly.js 4.8 of it
+BUDGETS = ((3_000, 2_000, 200, 2_000), (1_000, 800, 60, 800), (300, 200, 20, 200), (100, 60, 10, 60))
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+       "img-src data: blob:; font-src data:; worker-src blob:; connect-src 'none'")
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:16px;
+color:#212529}
+h1{font-size:1.5rem;margin-bottom:4px} h2{font-size:1.2rem;margin-top:28px;border-bottom:1px solid #dee2e6}
+.meta{color:#6c757d;font-size:.9rem}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:8px;margin:12px 0}
+.card{border:1px solid #dee2e6;border-radius:6px;padding:8px 12px}
+.card .label{color:#6c757d;font-size:.8rem} .card .value{font-size:1.3rem;font-weight:600}
+table{border-collapse:collapse;font-size:.85rem;margin:8px 0} th,td{border:1px solid #dee2e6;padding:3px 8px}
+td.num{text-align:right;font-variant-numeric:tabular-nums} th{background:#f1f3f5}
+.finding{border-left:4px solid #339af0;padding:4px 12px;margin:8px 0;background:#f8f9fa}
+.finding.warn{border-color:#f59f00} .finding.critical{border-color:#e03131}
+.note{color:#6c757d;font-size:.85rem} .sentence{font-size:1.05rem;background:#ebfbee;padding:8px 12px}
+.trunc{word-break:break-all}
+"""
+
+
+@dataclass(frozen=True)
+class ReportTrace:
+    """What the report reads of one trace (app.cache.LoadedTrace has the same fields)."""
+
+    name: str
+    timeline: Timeline
+    analysis: Analysis
+    report: dict  # analysis.report.contract(timeline, analysis)
+
+
+class ReportTooLargeError(ValueError):
+    """Even the smallest budgets gave a file over the limit (should not happen; a clear error if it does)."""
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _short(text: object, chars: int = NAME_CHARS) -> str:
+    text = str(text)
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def _figure_html(fig, div_id: str) -> str:
+    """A figure as a div and its Plotly.newPlot script (plotly escapes '<' in the JSON: no </script> breakout)."""
+    return pio.to_html(fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG, div_id=div_id,
+                       default_width="100%")
+
+
+def _table(frame: pd.DataFrame, numeric: Iterable[str] = (), formats: dict | None = None) -> str:
+    formats = formats or {}
+    numeric = set(numeric)
+    head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
+    rows = []
+    for record in frame.itertuples(index=False):
+        cells = []
+        for column, value in zip(frame.columns, record, strict=True):
+            text = formats[column](value) if column in formats else value
+            css = ' class="num"' if column in numeric else ' class="trunc"'
+            cells.append(f"<td{css}>{esc(_short(text))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _num(digits: int):
+    return lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f}"
+
+
+def _cards(summary) -> str:
+    """The app's summary cards (the registry's headline metrics), as HTML."""
+    on_gpu = summary.on_gpu
+    cards = []
+    for m in HEADLINE:
+        cards.append(f'<div class="card"><div class="label">{esc(m.label_for(on_gpu))}</div>'
+                     f'<div class="value">{esc(m.format(m.value(summary)))}</div></div>')
+    note = ('<p class="note">CPU-only trace: host ops stand in for kernels and "GPU idle" means no op running.</p>'
+            if not on_gpu else "")
+    return f'<div class="cards">{"".join(cards)}</div>{note}'
+
+
+def _header(trace: ReportTrace, tag: str = "") -> str:
+    report = trace.report
+    seg = report["segmentation"]
+    warnings = "".join(f"<li>{esc(w)}</li>" for w in seg["warnings"])
+    return (
+        f"<h1>{esc(tag)}{esc(_short(trace.name))}</h1>"
+        f'<p class="meta">{esc(report["format"])} · device {esc(report["device"] or "unknown")} · '
+        f"{report['events']:,} events · {report['requests']} request(s) · {len(report['steps'])} step(s) found by "
+        f"{esc(seg['method'])} (confidence {seg['confidence']:.2f})</p>"
+        + (f"<ul class='note'>{warnings}</ul>" if warnings else "")
+    )
+
+
+def _thin_steps(steps: pd.DataFrame, budget: int) -> tuple[pd.DataFrame, str]:
+    if len(steps) <= budget:
+        return steps, ""
+    every = math.ceil(len(steps) / budget)
+    return steps.iloc[::every], f"Every {every}th of {len(steps):,} steps drawn (x is the step's number)."
+
+
+def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], prefix: str) -> list[str]:
+    overview_budget, step_budget, row_budget, _ = budgets
+    analysis = trace.analysis
+    parts = [_cards(analysis.summary)]
+    fig, note = timeline.overview_figure(analysis, overview_budget)
+    parts += ["<h2>Step overview</h2>", _figure_html(fig, f"{prefix}overview"),
+              f'<p class="note">{esc(note)}Drag to zoom, double-click to reset.</p>']
+    parts.append("<h2>Per step</h2>")
+    if analysis.steps.empty:
+        parts.append("<p>No steps found, so no per-step charts.</p>")
+    else:
+        steps, note = _thin_steps(analysis.steps, step_budget)
+        for name, chart in (("time", step_charts.step_time_chart), ("counts", step_charts.kernels_launches_chart),
+                            ("busy", step_charts.busy_idle_chart)):
+            parts.append(_figure_html(chart(steps), f"{prefix}step_{name}"))
+        if note:
+            parts.append(f'<p class="note">{esc(note)}</p>')
+    gaps = analysis.gaps
+    parts.append(f"<h2>Idle gaps by cause ({len(gaps):,} gaps)</h2>")
+    if gaps.empty:
+        parts.append("<p>No idle gaps above the threshold.</p>")
+    else:
+        parts.append(_table(gaps_by_cause(gaps), ("gaps", "total_ms", "longest_us", "share_pct"),
+                            {"total_ms": _num(3), "longest_us": _num(1), "share_pct": _num(1)}))
+        parts.append(_figure_html(step_charts.gap_histogram(gaps), f"{prefix}gap_hist"))
+    parts.append("<h2>Findings</h2>")
+    if not analysis.findings:
+        parts.append("<p>No findings for this trace.</p>")
+    for finding in analysis.findings[:row_budget]:
+        severity = finding.severity if finding.severity in ("info", "warn", "critical") else "info"
+        parts.append(f'<div class="finding {severity}"><b>[{esc(severity)}] {esc(finding.title)}</b>'
+                     f"<br>{esc(finding.detail)}</div>")
+    if len(analysis.findings) > row_budget:
+        parts.append(f'<p class="note">{row_budget} of {len(analysis.findings)} findings shown.</p>')
+    top = analysis.top_kernels
+    if not top.empty:
+        parts.append("<h2>Top kernels per phase</h2>")
+        top = top.groupby("phase", sort=False).head(max(row_budget // 10, 3))
+        top = top.assign(total_ms=top["total_ns"] / 1e6)[["phase", "name", "count", "total_ms", "share_pct"]]
+        parts.append(_table(top, ("count", "total_ms", "share_pct"), {"total_ms": _num(3), "share_pct": _num(1)}))
+    return parts
+
+
+def _comparison_sections(a: ReportTrace, b: ReportTrace, comparison: Comparison,
+                         budgets: tuple[int, int, int, int]) -> list[str]:
+    decode_budget = budgets[3]
+    rows = "".join(
+        f"<tr><td>{esc(r.label)}</td><td class='num'>{esc(format_value(r.a, r.unit))}</td>"
+        f"<td class='num'>{esc(format_value(r.b, r.unit))}</td><td class='num'>{esc(format_delta(r.delta, r.unit))}"
+        f"</td><td class='num'>{esc(format_ratio(r.ratio))}</td></tr>"
+        for r in comparison.metrics.itertuples(index=False)
+    )
+    parts = [
+        "<h2>Comparison</h2>",
+        f"<p>A (baseline): <b>{esc(_short(comparison.label_a))}</b> · B: <b>{esc(_short(comparison.label_b))}</b></p>",
+        f'<p class="sentence">{esc(comparison.sentence)}</p>',
+        "<table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B − A</th><th>B / A</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>",
+    ]
+    decode = [int((t.analysis.steps["kind"] == "decode").sum()) if len(t.analysis.steps) else 0 for t in (a, b)]
+    if max(decode) > decode_budget:
+        parts.append(f'<p class="note">{max(decode):,} decode steps: too many for the per-step overlays in a '
+                     "shareable file; open the traces in the app to see them.</p>")
+    else:
+        # Plotly renders a little HTML in legends and titles: the names go in as escaped text
+        a_fig, b_fig = (replace(t, name=html.escape(_short(t.name, 60))) for t in (a, b))
+        parts.append(_figure_html(compare_charts.itl_overlay(a_fig, b_fig), "cmp_itl"))
+        parts.append(_figure_html(compare_charts.per_step_overlay(a_fig, b_fig), "cmp_steps"))
+    return parts
+
+
+def _document(title: str, body: Sequence[str]) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{esc(_short(title, 120))}</title><style>{CSS}</style>"
+        f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script></head><body>"
+        + "\n".join(body)
+        + '\n<p class="note">Made by Stepscope. Self-contained: opens offline, loads nothing from the network.</p>'
+        "</body></html>\n"
+    )
+
+
+def build_report(trace: ReportTrace, other: ReportTrace | None = None, comparison: Comparison | None = None,
+                 max_bytes: int = MAX_REPORT_BYTES) -> str:
+    """The report as one HTML string, at most max_bytes of UTF-8. `other`: B of a comparison (trace is A)."""
+    if other is not None and comparison is None:
+        from analysis.compare import compare
+
+        comparison = compare(trace.analysis, other.analysis, trace.name, other.name)
+    for budgets in BUDGETS:
+        if other is None:
+            body = [_header(trace), *_trace_sections(trace, budgets, "a_")]
+            title = f"Stepscope: {trace.name}"
+        else:
+            body = ["<h1>Stepscope comparison</h1>", *_comparison_sections(trace, other, comparison, budgets)]
+            body += [_header(trace, "A: "), *_trace_sections(trace, budgets, "a_")]
+            body += [_header(other, "B: "), *_trace_sections(other, budgets, "b_")]
+            title = f"Stepscope: {trace.name} vs {other.name}"
+        document = _document(title, body)
+        if len(document.encode()) <= max_bytes:
+            return document
+    raise ReportTooLargeError(f"the report would be over {max_bytes / 1e6:.0f} MB even with the smallest figures")
+
+
+def write_report(html_text: str, out_path: str | os.PathLike) -> int:
+    """Write atomically (temp file in the same folder, then rename); returns the bytes written."""
+    out = Path(out_path)
+    data = html_text.encode()
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(data)

@@ -1,0 +1,111 @@
+"""Fleet: a batch's output folder (`python -m app.cli batch ... --out DIR`) across its traces.
+
+Distributions of TTFT, ITL p50, busy % and kernels per step, grouped by device / model / mode; the slowest
+traces and the outliers (batch/fleet.py decides which) in a sortable table; one of them opens in Analyze.
+Only folders under the fleet root (STEPSCOPE_FLEET_ROOT, else the runs folder) are offered: never a typed path.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
+
+import streamlit as st
+
+from app.figures import fleet_charts
+from app.navigation import ANALYZE_KEY, go_to
+from app.safe_text import for_markdown
+from app.trace_sources import fleet_root, samples_dir
+from app.uploads import register_upload
+from batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
+
+FLEET_KEY = "fleet_folder"
+TABLE_COLUMNS = ("path", "rank", "group", "outlier_reason", "ttft_ms", "itl_p50_ms", "itl_p90_ms", "gpu_busy_pct",
+                 "kernels_per_decode_step", "decode_steps", "device", "model", "mode", "format", "key")
+
+
+def _start_batch(root: Path) -> None:
+    """Run a batch over a folder of traces (the samples, or a folder under the root) with a live progress bar."""
+    from batch.runner import run_batch
+
+    with st.expander("Analyse a folder of traces into a new batch", expanded=not batch_folders(root)):
+        sources = {"samples": samples_dir()}
+        if root.is_dir():
+            sources.update({p.name: p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")
+                            and not (p / "traces.parquet").is_file()})
+        name = st.selectbox("Folder of traces", list(sources), key="fleet_batch_source")
+        if st.button("Run the batch", key="fleet_batch_run"):
+            out = root / f"batch_{name}"
+            bar = st.progress(0.0, text="starting...")
+
+            def progress(done: int, total: int, errors: int) -> None:
+                bar.progress(done / max(total, 1), text=f"{done}/{total} traces, {errors} errors")
+
+            try:
+                report = run_batch(str(sources[name]), str(out), workers=1, progress=None, on_progress=progress)
+            except (OSError, RuntimeError) as exc:
+                st.error(f"The batch failed: {for_markdown(exc)}")
+                return
+            bar.progress(1.0, text=f"{report.analysed} analysed, {report.errors} errors, {report.skipped} done before")
+            st.session_state[FLEET_KEY] = out.name
+
+
+def render() -> None:
+    st.title("Fleet")
+    root = fleet_root()
+    st.caption(for_markdown(f"Batch outputs under {root} (set STEPSCOPE_FLEET_ROOT to use another folder)."))
+    _start_batch(root)
+    folders = batch_folders(root)
+    if not folders:
+        st.info("No batch output here yet: run `python -m app.cli batch TRACES --out "
+                f"{for_markdown(root)}/NAME`, or start one above.")
+        return
+    by_name = {p.name: p for p in folders}
+    names = list(by_name)
+    chosen = st.session_state.get(FLEET_KEY)
+    picked = st.selectbox("Batch", names, index=names.index(chosen) if chosen in names else 0)
+    st.session_state[FLEET_KEY] = picked
+    try:
+        fleet = load_fleet(by_name[picked])
+    except ValueError as exc:
+        st.error(for_markdown(exc))
+        return
+    t = fleet.traces
+    ok = int((t["status"] == "ok").sum())
+    left, middle, right = st.columns(3)
+    left.metric("Traces analysed", f"{ok:,}", border=True)
+    middle.metric("Error rows", f"{fleet.errors:,}", border=True)
+    right.metric("Outliers", f"{int(t['outlier'].sum()):,}", border=True)
+    group_by = st.selectbox("Group by", list(GROUP_COLUMNS), key="fleet_group_by")
+    columns = st.columns(2)
+    for i, key in enumerate(FLEET_METRICS):
+        columns[i % 2].plotly_chart(fleet_charts.distribution(t, key, group_by), width="stretch", key=f"fleet_{key}")
+    st.subheader("Slowest traces and outliers")
+    table = slowest(fleet)
+    shown = table[[c for c in TABLE_COLUMNS if c in table]]
+    st.dataframe(shown, width="stretch", hide_index=True)  # sortable by clicking a column header
+    if len(table):
+        labels = {i: f"{Path(str(row.path)).name}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
+                  for i, row in enumerate(table.itertuples())}
+        choice = st.selectbox("Trace", list(labels), format_func=labels.get, key="fleet_open_choice")
+        if st.button("Open in Analyze", key="fleet_open"):
+            row = table.iloc[choice]
+            path = openable_trace(str(row["path"]), str(row["key"]), row.get("rank"))
+            if path is None:
+                st.error("That trace is no longer where the batch read it (or its content changed).")
+            else:
+                result = register_upload(st.session_state, path.name, path.read_bytes())
+                if result.error:
+                    st.error(for_markdown(result.error))
+                else:
+                    st.session_state[ANALYZE_KEY] = result.key
+                    go_to("analyze")
+    errors = t[t["status"] != "ok"]
+    if len(errors):
+        with st.expander(f"Error rows ({len(errors)})"):
+            st.dataframe(errors[["path", "error"]], width="stretch", hide_index=True)
+
+
+render()

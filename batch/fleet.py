@@ -1,0 +1,104 @@
+"""A batch output folder read back for the Fleet page: the traces table, its distributions and its outliers.
+
+Why here and not in the app: the page only arranges; which trace is "slow" or an "outlier" is a computed
+judgement, made once, testable without Streamlit. An outlier is a trace whose ITL p50 or TTFT lies above the
+upper Tukey fence (Q3 + 1.5 IQR) of its own group (same device, model and mode), so a slow GPU is not flagged
+for being a different GPU. Groups of fewer than OUTLIER_MIN_GROUP traces flag nothing: too few to say.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from batch.inputs import rank_run_folders, run_key, sha256_of_file
+from parsers.ranks import TRACE_SUFFIXES
+
+FLEET_METRICS = ("ttft_ms", "itl_p50_ms", "gpu_busy_pct", "kernels_per_decode_step")  # the distributions shown
+GROUP_COLUMNS = ("device", "model", "mode")
+OUTLIER_METRICS = ("itl_p50_ms", "ttft_ms")
+OUTLIER_MIN_GROUP = 4
+TUKEY_K = 1.5
+TRACES_TABLE = "traces.parquet"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    folder: Path
+    traces: pd.DataFrame  # one row per input: the batch's traces table plus group and outlier columns
+    errors: int
+
+
+def batch_folders(root: str | os.PathLike) -> list[Path]:
+    """Batch output folders under a root (the root itself and its direct sub-folders holding a traces table)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = [root] if (root / TRACES_TABLE).is_file() else []
+    found += sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
+                    and (p / TRACES_TABLE).is_file())
+    return found
+
+
+def load_fleet(folder: str | os.PathLike) -> Fleet:
+    """Read a batch's traces table and mark each trace's group and outliers. ValueError (one line) if unreadable."""
+    folder = Path(folder)
+    try:
+        traces = pd.read_parquet(folder / TRACES_TABLE)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read {TRACES_TABLE} in {folder.name}: {' '.join(str(exc).split())[:200]}") from None
+    for column in GROUP_COLUMNS:
+        if column not in traces:
+            traces[column] = None
+    traces["group"] = (
+        traces[list(GROUP_COLUMNS)].fillna("?").astype(str).agg(" / ".join, axis=1)
+    )
+    ok = traces["status"] == "ok"
+    traces["outlier"] = False
+    traces["outlier_reason"] = ""
+    for key in OUTLIER_METRICS:
+        if key not in traces:
+            continue
+        values = traces[key].where(ok)
+        grouped = values.groupby(traces["group"])
+        q1, q3, n = grouped.transform(lambda v: v.quantile(0.25)), grouped.transform(lambda v: v.quantile(0.75)), \
+            grouped.transform("count")
+        fence = q3 + TUKEY_K * (q3 - q1)
+        flag = (n >= OUTLIER_MIN_GROUP) & (values > fence)
+        reason = np.where(flag, f"{key} above Q3 + {TUKEY_K} IQR of its group", "")
+        traces["outlier_reason"] = np.where(
+            flag & (traces["outlier_reason"] != ""), traces["outlier_reason"] + "; " + reason,
+            np.where(flag, reason, traces["outlier_reason"]),
+        )
+        traces["outlier"] |= flag.fillna(False).to_numpy(dtype=bool)
+    return Fleet(folder, traces, int((~ok).sum()))
+
+
+def slowest(fleet: Fleet, n: int = 20, by: str = "itl_p50_ms") -> pd.DataFrame:
+    """The n slowest analysed traces by a metric, plus every outlier, slowest first."""
+    t = fleet.traces[fleet.traces["status"] == "ok"]
+    top = t.nlargest(n, by) if by in t else t.head(0)
+    subset = [c for c in ("key", "rank") if c in t]  # one row per trace, per rank of a multi-rank run
+    return pd.concat([top, t[t["outlier"]]]).drop_duplicates(subset).sort_values(by, ascending=False)
+
+
+def openable_trace(path: str, key: str, rank: int | None = None) -> Path | None:
+    """The trace file of a batch row, only if it still holds the bytes the batch analysed (its content hash is
+    the row's key; for one rank of a run, the run's key over its folder) and looks like a trace: the page never
+    opens an arbitrary path typed or planted in a table."""
+    p = Path(path)
+    if not p.name.lower().endswith(TRACE_SUFFIXES) or not p.is_file():
+        return None
+    try:
+        if rank is not None and rank == rank:  # one rank of a multi-rank run (NaN: a single trace)
+            folder = p.parent
+            files = [q for q in folder.iterdir() if q.is_file() and q.name.lower().endswith(TRACE_SUFFIXES)
+                     and q.name != "run.json"]
+            return p if folder in rank_run_folders(files) and run_key(files)[0] == key else None
+        return p if sha256_of_file(p) == key else None
+    except OSError:
+        return None

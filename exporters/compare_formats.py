@@ -1,0 +1,116 @@
+"""A Comparison as DESIGN.md's compare JSON, as a terminal table, and as a Markdown table for a PR comment.
+
+The three forms print the same numbers: the metric table of analysis.compare (delta = B - A, ratio = B / A),
+its one-sentence summary and the gate results. Trace names are untrusted text: the Markdown form escapes them
+(GitHub renders HTML and Markdown in comments), the JSON form leaves escaping to the JSON encoder.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Sequence
+
+from analysis.compare import Comparison
+from analysis.gate import GateResult
+from analysis.metrics import BY_KEY, format_value
+
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]|~$])")  # with < > & as entities: nothing renders as markup
+
+
+def _json_number(value: float) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def comparison_json(comparison: Comparison, summary_a: dict, summary_b: dict,
+                    gates: Sequence[GateResult] = ()) -> dict:
+    """DESIGN.md's `compare --json` object. summary_a/b: the analyze contract's summary objects.
+
+    `metrics` holds the Compare page's rows; `better` comes from the metric registry (null: neither)."""
+    metrics = [
+        {
+            "key": row.metric,
+            "label": row.label,
+            "unit": row.unit,
+            "a": _json_number(row.a),
+            "b": _json_number(row.b),
+            "delta": _json_number(row.delta),
+            "ratio": _json_number(row.ratio),
+            "better": BY_KEY[row.metric].better if row.metric in BY_KEY else None,
+        }
+        for row in comparison.metrics.itertuples(index=False)
+    ]
+    return {
+        "a": summary_a,
+        "b": summary_b,
+        "labels": {"a": comparison.label_a, "b": comparison.label_b},
+        "metrics": metrics,
+        "sentence": comparison.sentence,
+        "gates": [{"expr": r.expr, "ok": r.ok, "detail": r.detail} for r in gates],
+    }
+
+
+def format_delta(value: float, unit: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    text = format_value(abs(value), unit)
+    return ("+" if value > 0 else "-" if value < 0 else "±") + text.replace("%", " pt")
+
+
+def format_ratio(value: float) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.2f}x"
+
+
+def _rows(comparison: Comparison) -> list[tuple[str, str, str, str, str]]:
+    return [
+        (row.label, format_value(row.a, row.unit), format_value(row.b, row.unit), format_delta(row.delta, row.unit),
+         format_ratio(row.ratio))
+        for row in comparison.metrics.itertuples(index=False)
+    ]
+
+
+def comparison_text(comparison: Comparison, gates: Sequence[GateResult] = ()) -> str:
+    """The comparison as an aligned table for a terminal."""
+    header = ("metric", "A", "B", "B - A", "B / A")
+    rows = [header, *_rows(comparison)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [f"A  {_one_line(comparison.label_a)}", f"B  {_one_line(comparison.label_b)}", ""]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
+        lines.append("  ".join(cells).rstrip())
+    lines += ["", _one_line(comparison.sentence)]
+    if gates:
+        lines.append("")
+        lines += [_one_line(result.line()) for result in gates]
+    return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def markdown_escape(text: object) -> str:
+    """Untrusted text shown literally in GitHub Markdown: HTML entities, then Markdown specials escaped."""
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", html.escape(_one_line(text), quote=True))
+
+
+def comparison_markdown(comparison: Comparison, gates: Sequence[GateResult] = ()) -> str:
+    """A Markdown table ready for a PR comment, the sentence under it, then one bullet per gate."""
+    lines = [
+        f"**Stepscope comparison**: A = {markdown_escape(comparison.label_a)}, "
+        f"B = {markdown_escape(comparison.label_b)}",
+        "",
+        "| metric | A | B | B − A | B / A |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += ["| " + " | ".join(markdown_escape(cell) for cell in row) + " |" for row in _rows(comparison)]
+    lines += ["", markdown_escape(comparison.sentence)]
+    if gates:
+        failed = sum(not r.ok for r in gates)
+        lines += ["", f"**Gates**: {len(gates) - failed} passed, {failed} failed", ""]
+        lines += [
+            f"- {'✅' if r.ok else '❌'} `{r.expr.replace('`', '')}`: {markdown_escape(r.detail)}" for r in gates
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,166 @@
+"""A folder or glob of per-rank traces -> the ranks of one run, each with its rank number and how it was known.
+
+Why: tensor/pipeline/expert-parallel jobs write one trace per rank (vLLM ``...-rank-N.<ts>.pt.trace.json.gz``,
+SGLang ``...-TP-N-DP-N-PP-N-EP-N.trace.json.gz``, torchrun ``rank-N``/``rank_N``), and Kineto puts
+``distributedInfo.rank`` in each file. The rank comes from that metadata first, else the file name, else the
+order of the files. Files that do not look like one run (world sizes differ, ranks repeat, time ranges do not
+overlap) are still read, with a warning saying so. Whether the ranks share a clock decides how analysis may
+compare them: on one host absolute times compare; across hosts only step durations do.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from parsers.errors import TraceError
+from parsers.limits import ReadLimits
+from parsers.load import load_trace
+from parsers.timeline import Timeline
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".sqlite", ".perfetto-trace", ".pftrace", ".pb", ".gz")
+NOT_TRACES = ("run.json",)
+MAX_RANK = 1 << 20
+
+# SGLang first (it also contains digits that torchrun's pattern would take), then vLLM/torchrun forms.
+_NAME_PATTERNS = (
+    ("sglang TP-N-DP-N-PP-N-EP-N", re.compile(r"TP-(\d+)-DP-(\d+)-PP-(\d+)(?:-EP-(\d+))?", re.IGNORECASE)),
+    ("rank-N / rank_N", re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)(?=[^0-9]|$)", re.IGNORECASE)),
+)
+
+
+@dataclass(frozen=True)
+class RankFile:
+    path: Path
+    rank: int
+    rank_source: str  # "distributedInfo" | "file name (PATTERN)" | "file order"
+    world_size: int | None
+    host: str | None
+    start_ns: int  # first event (trace clock)
+    end_ns: int  # last event end
+
+
+@dataclass(frozen=True)
+class RankedRun:
+    """The ranks of one run, sorted by rank, with their timelines in the same order."""
+
+    files: tuple[RankFile, ...]
+    timelines: tuple[Timeline, ...]
+    warnings: tuple[str, ...]
+    same_clock: bool  # False: different hosts or disjoint times, compare ranks by step durations only
+    clock_note: str
+
+
+def find_trace_files(source: str | os.PathLike) -> list[Path]:
+    """A folder (its trace files, not recursive) or a glob pattern -> sorted trace paths."""
+    text = os.fspath(source)
+    path = Path(text)
+    if path.is_dir():
+        candidates = [p for p in path.iterdir() if p.is_file()]
+    elif path.is_file():
+        candidates = [path]
+    else:
+        candidates = [Path(p) for p in glob.glob(text) if Path(p).is_file()]
+    found = sorted(p for p in candidates if _looks_like_trace_name(p.name))
+    if not found:
+        raise TraceError(f"no trace files in {text[:200]}")
+    return found
+
+
+def _looks_like_trace_name(name: str) -> bool:
+    return name not in NOT_TRACES and not name.startswith(".") and name.lower().endswith(TRACE_SUFFIXES)
+
+
+def rank_from_name(name: str) -> tuple[int, str] | None:
+    """Rank from a file name: SGLang's TP/DP/PP/EP (TP index within the DP/PP group), vLLM's and torchrun's rank-N."""
+    for label, pattern in _NAME_PATTERNS:
+        m = pattern.search(name)
+        if m:
+            return int(m.group(1)), label
+    return None
+
+
+def _distributed(timeline: Timeline) -> tuple[int | None, int | None]:
+    """(rank, world size) from Kineto's distributedInfo, each None when absent or not a sane integer."""
+    info = timeline.meta.extra.get("distributed")
+    if not isinstance(info, dict):
+        return None, None
+
+    def sane(key: str, low: int) -> int | None:
+        value = info.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and low <= value < MAX_RANK else None
+
+    return sane("rank", 0), sane("world_size", 1)
+
+
+def _host(timeline: Timeline) -> str | None:
+    host = timeline.meta.extra.get("host_name")
+    if not isinstance(host, str) or not host.strip():
+        run = timeline.meta.extra.get("run")  # a contracts.run_record.RunRecord, or None
+        host = getattr(run, "extra", {}).get("host")
+    return host.strip()[:200] if isinstance(host, str) and host.strip() else None
+
+
+def load_ranks(source: str | os.PathLike | list[Path], limits: ReadLimits | None = None) -> RankedRun:
+    """Read every trace of a run and number its ranks. Raises TraceError naming the file that could not be read."""
+    paths = list(source) if isinstance(source, list) else find_trace_files(source)
+    timelines: list[Timeline] = []
+    for p in paths:
+        try:
+            timelines.append(load_trace(p, limits))
+        except TraceError as exc:
+            raise TraceError(f"{p.name}: {exc}") from None
+    return rank_timelines(paths, timelines)
+
+
+def rank_timelines(paths: list[Path], timelines: list[Timeline]) -> RankedRun:
+    """Number already-read timelines and check they look like one run."""
+    warnings: list[str] = []
+    files: list[RankFile] = []
+    meta = [_distributed(t) for t in timelines]
+    by_name = [rank_from_name(p.name) for p in paths]
+    if all(r is not None for r, _ in meta):
+        ranks = [(r, "distributedInfo") for r, _ in meta]
+    elif all(n is not None for n in by_name):
+        ranks = [(n[0], f"file name ({n[1]})") for n in by_name]
+    else:
+        ranks = [(i, "file order") for i in range(len(paths))]
+        if len(paths) > 1:
+            warnings.append("no rank in the traces' metadata or file names: ranks numbered in file-name order")
+    for p, t, (rank, how), (_, world) in zip(paths, timelines, ranks, meta, strict=False):
+        ev = t.events
+        start = int(ev["ts"].min()) if len(ev) else 0
+        end = int((ev["ts"] + ev["dur"]).max()) if len(ev) else 0
+        files.append(RankFile(p, rank, how, world, _host(t), start, end))
+
+    seen = [f.rank for f in files]
+    repeated = sorted({r for r in seen if seen.count(r) > 1})
+    if repeated:
+        warnings.append(f"rank(s) {', '.join(map(str, repeated))} appear more than once: not one run?")
+    worlds = sorted({f.world_size for f in files if f.world_size is not None})
+    if len(worlds) > 1:
+        warnings.append(f"world sizes differ between files ({', '.join(map(str, worlds))}): not one run?")
+    elif worlds and worlds[0] != len(files):
+        warnings.append(f"{len(files)} of a world of {worlds[0]} ranks are here: the others are not compared")
+
+    hosts = sorted({f.host for f in files if f.host})
+    overlap = len(files) < 2 or max(f.start_ns for f in files) < min(f.end_ns for f in files)
+    if len(hosts) > 1:
+        same_clock, note = False, f"ranks ran on {len(hosts)} hosts: compared by step durations, not absolute times"
+    elif not overlap:
+        same_clock = False
+        note = "the ranks' time ranges do not overlap (different clocks?): compared by step durations"
+        warnings.append("time ranges of the files do not overlap: not one run, or clocks differ")
+    else:
+        same_clock, note = True, "one host, one clock: step ends and collective arrivals compared directly"
+    order = sorted(range(len(files)), key=lambda i: (files[i].rank, str(files[i].path)))
+    return RankedRun(
+        files=tuple(files[i] for i in order),
+        timelines=tuple(timelines[i] for i in order),
+        warnings=tuple(warnings),
+        same_clock=same_clock,
+        clock_note=note,
+    )

@@ -1,0 +1,37 @@
+"""Stepscope for notebooks and scripts: load a trace, analyse it, compare two, get the frames.
+
+    import stepscope
+    trace = stepscope.load("sample_traces/cpu_tiny-llama_eager/trace.json.gz")
+    trace.summary["itl_ms"]["p50"]          # the analyze --json summary
+    trace.steps, trace.gaps                 # pandas frames, one row per step / idle gap
+    diff = stepscope.compare(base, trace)   # metrics frame (delta = B - A, ratio = B / A) and a sentence
+    diff.gate("itl_p50_ms<=1.05x")          # the CLI's gates
+
+The project's top-level folders (parsers/, analysis/, app/, ...) are this package's subpackages: installed, they
+live inside it (stepscope.parsers, ...); in a checkout they stay at the repository root and __path__ below
+reaches them, so `import stepscope` works from a clone without installing.
+"""
+
+from __future__ import annotations
+
+import os as _os
+
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_root = _os.path.dirname(_here)
+if not _os.path.isdir(_os.path.join(_here, "parsers")) and _os.path.isdir(_os.path.join(_root, "parsers")):
+    __path__.append(_root)  # a checkout: stepscope.parsers is ./parsers
+
+__all__ = ["Trace", "TraceComparison", "analyze", "compare", "frames", "load"]
+
+
+def __getattr__(name: str):
+    """The API is imported on first use: `import stepscope.contracts` (say) must not pull in pandas."""
+    if name in __all__:
+        from stepscope import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'stepscope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,88 @@
+"""The HTML report in a real Chromium, offline: every network request is blocked and recorded.
+
+Opens a report (single and comparison, built from a SYNTHETIC trace with a hostile kernel name) as a file://
+URL with page.route aborting anything else, then checks: no request left the page, none failed, no console
+error or page error, every Plotly figure drew, and the hostile name's script never ran. Uses Debian's
+/usr/bin/chromium; never lets Playwright download a browser.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from app.report_html import build_report, write_report
+from tests.test_report_html import HOSTILE, _report_trace, synthetic_steps
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but /usr/bin/chromium is missing: .ci/run must `apt-get install -y chromium`")
+        pytest.skip("/usr/bin/chromium is missing (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+def _open_offline(browser, path: Path) -> dict:
+    """Load the file with the network blocked; return what happened."""
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    seen = {"blocked": [], "failed": [], "errors": [], "dialogs": []}
+
+    def route(request_route):
+        url = request_route.request.url
+        if url == path.as_uri():
+            request_route.continue_()
+        else:
+            seen["blocked"].append(url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    page.on("requestfailed", lambda request: seen["failed"].append(request.url))
+    page.on("console", lambda message: message.type == "error" and seen["errors"].append(message.text))
+    page.on("pageerror", lambda error: seen["errors"].append(str(error)))
+    page.on("dialog", lambda dialog: (seen["dialogs"].append(dialog.message), dialog.dismiss()))
+    page.goto(path.as_uri(), wait_until="load")
+    divs = page.locator(".plotly-graph-div")
+    seen["figures"] = divs.count()
+    page.wait_for_function(
+        "n => document.querySelectorAll('.plotly-graph-div .main-svg').length >= n", arg=seen["figures"],
+        timeout=30_000,
+    )
+    seen["drawn"] = page.evaluate("document.querySelectorAll('.plotly-graph-div').length")
+    seen["drawn_svg"] = page.evaluate(
+        "[...document.querySelectorAll('.plotly-graph-div')].filter(d => d.querySelector('.main-svg')).length")
+    seen["pwned"] = page.evaluate("window.__pwned === undefined ? null : window.__pwned")
+    seen["title"] = page.title()
+    page.wait_for_timeout(500)  # late errors (WebGL, resize) would land here
+    context.close()
+    return seen
+
+
+@pytest.mark.parametrize("compare", [False, True], ids=["single", "compare"])
+def test_report_opens_offline_without_errors(browser, tmp_path, compare):
+    trace = _report_trace(tmp_path, HOSTILE, synthetic_steps(16, kernel_name=HOSTILE))
+    other = _report_trace(tmp_path, "other", synthetic_steps(16, kernels=2)) if compare else None
+    path = tmp_path / "report.html"
+    write_report(build_report(trace, other), path)
+    seen = _open_offline(browser, path)
+    assert seen["blocked"] == [], "the report asked the network for something"
+    assert seen["failed"] == []
+    assert seen["errors"] == []
+    assert seen["dialogs"] == [] and seen["pwned"] is None  # the hostile name stayed text
+    expected = 5 + (5 + 2 if compare else 0)
+    assert seen["figures"] == expected and seen["drawn_svg"] == expected
+    assert "</script>" in seen["title"]  # the title shows the hostile name as text

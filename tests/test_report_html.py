@@ -1,0 +1,134 @@
+"""The self-contained HTML report: contents, escaping of hostile trace text, the 8 MB bound, atomic writing.
+
+Traces here are SYNTHETIC (built below) so the right numbers follow from how they are built: steps every
+STEP_US microseconds, so ITL is exactly STEP_US; the browser check is tests/test_browser_report.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis import analyze
+from analysis.report import contract
+from app.report_html import MAX_REPORT_BYTES, ReportTooLargeError, ReportTrace, build_report, write_report
+from parsers import load_trace
+from tests.synthetic_traces import annotation, doc, kernel, write
+
+HOSTILE = "</script><script>window.__pwned=1</script><img src=x onerror=alert(1)>"
+STEP_US = 100.0
+KERNEL_US = 10.0
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def synthetic_steps(steps: int, kernels: int = 4, devices: int = 1, kernel_name: str = "gemm") -> dict:
+    """SYNTHETIC: one prefill then decode steps, each a Stepscope marker STEP_US long holding `kernels`
+    kernels of KERNEL_US on each device, 5 us apart (so every gap between kernels is 5 us)."""
+    events = []
+    corr = 1
+    for index in range(steps):
+        start = 1000.0 + index * STEP_US
+        kind = "prefill" if index == 0 else "decode"
+        tokens = 8 if index == 0 else 1
+        events.append(annotation(f"stepscope.{kind}[request=0,index={index},tokens={tokens},batch=1]", start,
+                                 STEP_US - 1))
+        for device in range(devices):
+            for k in range(kernels):
+                name = kernel_name if k == 1 else f"gemm_{k}"
+                events.append(kernel(name, start + 2 + k * (KERNEL_US + 5), KERNEL_US, corr, device=device))
+                corr += 1
+    return doc(events)
+
+
+def _report_trace(tmp_path: Path, name: str, document: dict) -> ReportTrace:
+    path = write(tmp_path / f"{len(list(tmp_path.iterdir()))}.json", document)
+    timeline = load_trace(path)
+    analysis = analyze(timeline)
+    return ReportTrace(name, timeline, analysis, contract(timeline, analysis))
+
+
+def test_report_holds_cards_charts_gaps_and_findings(tmp_path):
+    trace = _report_trace(tmp_path, "synthetic run", synthetic_steps(12))
+    assert trace.analysis.summary.decode_steps == 11  # the builder's count, as the analysis sees it
+    html = build_report(trace)
+    assert html.startswith("<!DOCTYPE html>")
+    cards = dict(re.findall(r'<div class="label">([^<]*)</div><div class="value">([^<]*)</div>', html))
+    assert cards["ITL p50"] == "100.0 us"  # every decode step starts STEP_US after the last
+    assert cards["kernels per decode step"] == "4"
+    assert cards["GPU idle per decode step"] == "60 us"  # STEP_US minus 4 kernels of KERNEL_US
+    assert cards["decode steps"] == "11"
+    assert "Decode is host-bound" in html  # the analysis' finding, shown
+    assert "Step overview" in html and "Per step" in html and "Idle gaps by cause" in html and "Findings" in html
+    # figures: overview, three per-step charts, gap histogram, each a Plotly div drawn by an inline script
+    assert len(re.findall(r'class="plotly-graph-div"', html)) == 5
+    assert html.count("Plotly.newPlot(") == 5
+    # no external resource anywhere: no src/href to a URL, and a CSP that forbids fetching
+    assert not re.search(r"""<(script|link|img|iframe)[^>]+(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "default-src 'none'" in html and "connect-src 'none'" in html
+
+
+def test_hostile_names_are_escaped(tmp_path):
+    trace = _report_trace(tmp_path, HOSTILE, synthetic_steps(8, kernel_name=HOSTILE))
+    other = _report_trace(tmp_path, HOSTILE + " B", synthetic_steps(10, kernel_name=HOSTILE))
+    for html in (build_report(trace), build_report(trace, other)):
+        assert HOSTILE not in html
+        assert "<img src=x" not in html and "window.__pwned=1</script>" not in html
+        assert "&lt;/script&gt;&lt;script&gt;window.__pwned=1" in html  # shown as text in the heading/table
+
+
+def test_report_of_a_big_trace_stays_under_the_limit(tmp_path):
+    steps = 6_000  # more steps, gaps and busy intervals than any budget draws
+    trace = _report_trace(tmp_path, "big", synthetic_steps(steps, kernels=4, devices=3))
+    assert len(trace.analysis.steps) == steps
+    html = build_report(trace)
+    size = len(html.encode())
+    assert size <= MAX_REPORT_BYTES
+    assert f"of {steps:,} steps drawn" in html  # the report says it thinned the steps
+    both = build_report(trace, trace)
+    assert len(both.encode()) <= MAX_REPORT_BYTES
+    assert "too many for the per-step overlays" in both  # 5,999 decode steps: overlays left out, said so
+
+
+def test_smaller_limit_shrinks_the_figures_or_fails_clearly(tmp_path):
+    trace = _report_trace(tmp_path, "big", synthetic_steps(3_000, kernels=4, devices=2))
+    full = len(build_report(trace).encode())
+    smaller = build_report(trace, max_bytes=full - 200_000)
+    assert len(smaller.encode()) <= full - 200_000
+    with pytest.raises(ReportTooLargeError):
+        build_report(trace, max_bytes=1_000_000)  # plotly.js alone is larger
+
+
+def test_comparison_report_has_the_table_and_sentence(tmp_path):
+    a = _report_trace(tmp_path, "eager", synthetic_steps(10))
+    b = _report_trace(tmp_path, "compile", synthetic_steps(10, kernels=2))
+    html = build_report(a, b)
+    assert "Stepscope comparison" in html and "torch.compile" in html  # the sentence names the switch
+    assert html.count("Plotly.newPlot(") == 2 + 2 * 5  # ITL and per-step overlays, then each trace's five
+    kernels_row = re.search(r"<td>kernels per decode step</td><td class='num'>([^<]*)</td><td class='num'>([^<]*)"
+                            r"</td><td class='num'>([^<]*)</td>", html)
+    assert kernels_row is not None
+    assert kernels_row.groups() == ("4", "2", "-2")  # the builder's kernels per step, A then B
+
+
+def test_write_is_atomic(tmp_path):
+    target = tmp_path / "report.html"
+    written = write_report("<p>first</p>", target)
+    assert written == len(b"<p>first</p>") and target.read_text() == "<p>first</p>"
+    write_report("<p>second</p>", target)
+    assert target.read_text() == "<p>second</p>"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]  # no temp file left behind
+    with pytest.raises(OSError):
+        write_report("x", tmp_path / "missing" / "report.html")
+
+
+def test_sample_report_is_built_quickly():
+    sample = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
+    if not sample.exists():
+        pytest.skip("sample traces are not here")
+    timeline = load_trace(sample)
+    analysis = analyze(timeline)
+    html = build_report(ReportTrace("eager", timeline, analysis, contract(timeline, analysis)))
+    assert 4_500_000 < len(html.encode()) <= MAX_REPORT_BYTES  # plotly.js (~4.8 MB) plus the figures
+    assert "host ops per decode step" in html  # a CPU trace's cards say what stands in for kernels
