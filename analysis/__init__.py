@@ -11,6 +11,7 @@ from analysis.gaps import find_gaps
 from analysis.kernel_names import short_names
 from analysis.model import Analysis, Finding, Segmentation
 from analysis.options import AnalysisOptions
+from analysis.sanity import check_analysis
 from analysis.step_finding import find_steps
 from analysis.steps import measure_steps
 from analysis.summary import inter_token_latency_ns, outlier_mask, summarize
@@ -47,11 +48,11 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
         busy_intervals=busy_by_device,
         time_origin_ns=act.first_ts,
     )
-    if not options.anatomy:
-        return result
-    from analysis.anatomy import with_anatomy  # imports analysis.model, like this module
+    if options.anatomy:
+        from analysis.anatomy import with_anatomy  # imports analysis.model, like this module
 
-    return with_anatomy(timeline, result, rules=options.category_rules)
+        result = with_anatomy(timeline, result, rules=options.category_rules)
+    return check_analysis(result)
 
 
 def one_process(timeline: Timeline, pid: int) -> Timeline:

@@ -152,10 +152,11 @@ def busy_union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.nda
     new_block = np.empty(len(s), dtype=bool)
     new_block[0] = True
     new_block[1:] = s[1:] > running_end[:-1]
-    block_id = np.cumsum(new_block) - 1
     block_starts = s[new_block]
-    block_ends = np.zeros(len(block_starts), dtype=np.int64)
-    np.maximum.at(block_ends, block_id, e)
+    # a block ends at the running maximum just before the next block opens (times may be negative:
+    # no accumulator starting at 0)
+    last_of_block = np.append(np.flatnonzero(new_block)[1:] - 1, len(s) - 1)
+    block_ends = running_end[last_of_block].astype(np.int64)
     return block_starts, block_ends
 
 

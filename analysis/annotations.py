@@ -13,6 +13,7 @@ import re
 from typing import NamedTuple
 
 from contracts.markers import parse_marker
+from parsers.numbers import bounded_int, has_oversized_number
 
 _VLLM = re.compile(
     r"^execute_(?:(?P<total>\d+)_)?context_(?P<ctx>\d+)\((?P<ctx_detail>[^)]*)\)_generation_(?P<gen>\d+)\("
@@ -30,7 +31,13 @@ class StepLabel(NamedTuple):
     index: int | None = None
 
 
+# Every number in a step name is bounded (parsers.numbers): a name with a 20-digit count is not a step
+# label (find_steps warns about such names), so no huge int ever reaches an int64 column.
+
+
 def stepscope_label(name: str) -> StepLabel | None:
+    if has_oversized_number(name):
+        return None
     marker = parse_marker(name)
     if marker is None:
         return None
@@ -39,7 +46,7 @@ def stepscope_label(name: str) -> StepLabel | None:
 
 def vllm_label(name: str) -> StepLabel | None:
     m = _VLLM.match(name)
-    if m is None:
+    if m is None or has_oversized_number(name):
         return None
     ctx, gen = int(m["ctx"]), int(m["gen"])
     kind = "mixed" if ctx and gen else "prefill" if ctx else "decode" if gen else "empty"
@@ -55,7 +62,7 @@ def vllm_label(name: str) -> StepLabel | None:
 
 def sglang_label(name: str) -> StepLabel | None:
     m = _SGLANG.match(name)
-    if m is None:
+    if m is None or has_oversized_number(m.group(0)):
         return None
     bs = _SGLANG_BS.search(m["rest"])
     batch = int(bs.group(1)) if bs else None
@@ -64,7 +71,7 @@ def sglang_label(name: str) -> StepLabel | None:
 
 
 def profiler_step_label(name: str) -> StepLabel | None:
-    return StepLabel(None, None, None) if _PROFILER_STEP.match(name) else None
+    return StepLabel(None, None, None) if _PROFILER_STEP.match(name) and not has_oversized_number(name) else None
 
 
 def regex_label(pattern: re.Pattern[str], name: str) -> StepLabel | None:
@@ -75,5 +82,21 @@ def regex_label(pattern: re.Pattern[str], name: str) -> StepLabel | None:
     kind = (groups.get("kind") or "").lower() or None
     if kind not in (None, "prefill", "decode", "mixed", "empty"):
         kind = None
-    tokens = int(groups["tokens"]) if groups.get("tokens", "") and groups["tokens"].isdigit() else None
+    tokens = bounded_int(groups.get("tokens"))
     return StepLabel(kind, tokens, None)
+
+
+STEP_NAME_START = re.compile(r"^(?:stepscope\.|execute_|step\[|ProfilerStep#)")
+
+
+def oversized_step_names(names) -> list[str]:
+    """Names that look like step annotations but carry a number too large to be a count (not trusted)."""
+    return [n for n in names if STEP_NAME_START.match(n) and has_oversized_number(n)]
+
+
+def oversized_step_warnings(names) -> list[str]:
+    """The warning for step annotations ignored because of a huge number, [] when there are none."""
+    bad = oversized_step_names(names)
+    if not bad:
+        return []
+    return [f"{len(bad)} step annotations with numbers too large to be counts ignored, e.g. {bad[0][:80]!r}"]

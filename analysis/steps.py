@@ -90,13 +90,18 @@ def _attribution_limits(b: pd.DataFrame, act: Activity) -> np.ndarray:
     n = len(b)
     next_start = np.append(start[1:], np.iinfo(np.int64).max)
     same_request = np.append(b["request"].to_numpy()[1:] == b["request"].to_numpy()[:-1], False)
-    limit = np.where(same_request, next_start, 0)
+    request = b["request"].to_numpy()
     tails = next_start - host_end
-    for i in np.flatnonzero(~same_request):
-        req = b["request"].iloc[i]
-        req_tails = tails[(b["request"].to_numpy() == req) & same_request]
-        tail = int(np.median(req_tails)) if len(req_tails) else 0
-        limit[i] = min(max(host_end[i] + max(tail, 0), start[i] + 1), next_start[i] if i + 1 < n else act.last_ts + 1)
+    # each request's median tail (within-request steps only), looked up for its last step: vectorised
+    # in the number of requests (a trace of thousands of one-step requests must not loop over them)
+    within = pd.Series(tails[same_request]).groupby(request[same_request]).median()
+    last = ~same_request
+    tail = within.reindex(request[last]).fillna(0).to_numpy().astype(np.int64)
+    ceiling = next_start[last].copy()
+    if n and last[-1]:
+        ceiling[-1] = act.last_ts + 1
+    limit = np.where(same_request, next_start, 0)
+    limit[last] = np.minimum(np.maximum(host_end[last] + np.maximum(tail, 0), start[last] + 1), ceiling)
     return limit
 
 

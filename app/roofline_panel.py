@@ -25,6 +25,7 @@ from analysis.roofline import (
     match_gpu,
     roofline_for_trace,
     roofline_report,
+    run_record_note,
     timeline_device,
 )
 from analysis.roofline.compare import format_bytes
@@ -202,7 +203,12 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
         st.info("Pick the device the trace ran on to see how far each phase is from what it allows.")
         return None
     if record is None and choice.preset is None:
-        st.info("No run.json beside this trace: pick the model it ran (a preset's shapes) to see the roofline.")
+        note = run_record_note(source.path) if source.path is not None else None
+        st.info(
+            f"{for_markdown(note)}. Pick the model it ran (a preset's shapes) to see the roofline."
+            if note
+            else "No run.json beside this trace: pick the model it ran (a preset's shapes) to see the roofline."
+        )
         return None
     cpu_name = record.device if record else timeline_device(loaded.timeline)[0]
     try:

@@ -13,8 +13,12 @@ import streamlit as st  # noqa: E402
 
 st.set_page_config(page_title="Stepscope", page_icon=":material/timeline:", layout="wide")
 
+from app.exposure import remote_runs_allowed, warn_if_exposed  # noqa: E402
 from app.navigation import PAGE_FILES, register_pages  # noqa: E402
 
+exposed = warn_if_exposed()  # listening beyond 127.0.0.1 is an explicit --server.address: say so
+if exposed:
+    st.sidebar.warning(exposed)
 pages = {
     "analyze": st.Page(PAGE_FILES["analyze"], title="Analyze", icon=":material/monitoring:", default=True),
     "run": st.Page(PAGE_FILES["run"], title="Run", icon=":material/play_arrow:"),
@@ -22,5 +26,7 @@ pages = {
     "ranks": st.Page(PAGE_FILES["ranks"], title="Ranks", icon=":material/view_week:"),
     "fleet": st.Page(PAGE_FILES["fleet"], title="Fleet", icon=":material/dataset:"),
 }
+if not remote_runs_allowed():  # beyond localhost, runs (GPU, disk, model paths) are the operator's choice
+    del pages["run"]
 register_pages(pages)
 st.navigation(list(pages.values())).run()

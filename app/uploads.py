@@ -42,9 +42,12 @@ def register_upload(state: MutableMapping, name: str, data: bytes) -> UploadResu
         try:
             load_bytes(name, data)
         except TraceError as exc:
-            return UploadResult(None, f"{name}: {exc}")
+            return UploadResult(None, f"{name[:200]}: {exc}")
         except MemoryError:
-            return UploadResult(None, f"{name}: out of memory while reading the trace")
+            return UploadResult(None, f"{name[:200]}: out of memory while reading the trace")
+        except Exception as exc:  # any reader or analysis failure: one line, and the open trace stays open
+            detail = " ".join(str(exc).split())[:200]
+            return UploadResult(None, f"{name[:200]}: could not be read ({type(exc).__name__}: {detail})")
         uploads[sha] = (name, data)
     return UploadResult(f"upload:{sha}", None)
 

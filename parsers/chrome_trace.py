@@ -20,9 +20,14 @@ import numpy as np
 import pandas as pd
 
 from parsers.errors import TraceError
+from parsers.limits import ReadLimits, check_event_count
 from parsers.timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
 
 BATCH_EVENTS = 32_768
+MAX_TIME_US = float(1 << 62) / 1000  # |ts| and dur beyond 2^62 ns (146 years): skipped, never wrapped
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+FAR_TIME = "ts or dur beyond 2^62 ns (would overflow 64-bit time)"
+_TIME_REASONS = ("missing or non-finite ts", "missing, negative or non-finite dur", FAR_TIME)
 MAX_NAME_CHARS = 16384
 
 # Kineto categories (current and 2021 names) -> Timeline kinds.
@@ -147,7 +152,9 @@ def looks_like_chrome_trace(head: bytes) -> bool:
     return stripped[:1] in (b"{", b"[")
 
 
-def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Timeline:
+def read_chrome_trace(
+    data: bytes | bytearray | list[bytes | bytearray], limits: ReadLimits | None = None
+) -> Timeline:
     """Parse decompressed Chrome-trace JSON bytes into a Timeline.
 
     Given a one-element list instead, the reader takes the bytes out of it, so that (with no other
@@ -157,6 +164,9 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Time
         data = data.pop()
     if not data or not bytes(data[:4096]).strip():
         raise TraceError("the file is empty")
+    # Every event has a "ph" key: counting them (one C-level scan) bounds the event count before the
+    # event list, whose per-event overhead dwarfs a tiny event's bytes, is built.
+    check_event_count(data.count(b'"ph"'), limits)
     from parsers.split_decode import SplitNotPossibleError, decode_in_two
 
     box = [data]  # big files: in pieces, half of them in a second process; anything unusual falls back
@@ -180,11 +190,14 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray]) -> Time
         start = (len(evs) - 1) // BATCH_EVENTS * BATCH_EVENTS
         batch = evs[start:]
         del evs[start:]
-        builder.add_batch(_decode_batch(batch, start))
+        builder.add_batch(_decode_batch(batch, start, builder), start)
         del batch
     if builder.duration_events == 0:
         if event_count == 0:
             raise TraceError("the trace has no events")
+        dropped = {r: n for r, n in builder.skipped.items() if r in _TIME_REASONS}
+        if dropped:
+            raise TraceError(f"none of the {event_count} events has a usable time: skipped {dropped}")
         raise TraceError(f"none of the {event_count} events is a complete (ph X) event: nothing to analyse")
     return _timeline(doc, builder, event_count)
 
@@ -193,13 +206,16 @@ def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Time
     """The frame and metadata from the decoded columns and the document's other fields."""
     events = builder.frame()
     devices = {
-        p.id: DeviceInfo(ordinal=p.id, name=p.name.strip(), sm_count=p.numSms, memory_bytes=p.totalGlobalMem)
+        p.id: DeviceInfo(
+            ordinal=p.id, name=p.name.strip()[:200], sm_count=_count(p.numSms), memory_bytes=_count(p.totalGlobalMem)
+        )
         for p in (doc.deviceProperties or [])
+        if 0 <= p.id < 1 << 31
     }
     meta = TraceMeta(
         source_format="kineto-json",
         event_count=event_count,
-        base_time_ns=doc.baseTimeNanoseconds,
+        base_time_ns=doc.baseTimeNanoseconds if _count(doc.baseTimeNanoseconds) else None,
         devices=devices,
         process_names=builder.process_names,
         thread_names=builder.thread_names,
@@ -218,9 +234,16 @@ def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Time
     return Timeline(events=events, meta=meta)
 
 
-def _decode_batch(raws: list[msgspec.Raw], offset: int) -> list:
+def _decode_batch(raws: list[msgspec.Raw], offset: int, builder: _ColumnBuilder | None = None) -> list:
+    batch = b"[" + b",".join(raws) + b"]"
     try:
-        return _BATCH_DECODER.decode(b"[" + b",".join(raws) + b"]")
+        try:
+            return _BATCH_DECODER.decode(batch)
+        except UnicodeDecodeError:  # invalid UTF-8 in a name: replaced with U+FFFD and counted, not fatal
+            batch, replaced = _repair_utf8(batch)
+            if builder is not None:
+                builder.invalid_utf8 += replaced
+            return _BATCH_DECODER.decode(batch)
     except msgspec.ValidationError as exc:
         raise TraceError(_locate(exc, offset)) from None
     except (msgspec.DecodeError, RecursionError) as exc:  # nesting too deep for the decoder, say
@@ -233,15 +256,28 @@ def _decode_root(data: bytes | bytearray | memoryview) -> _TraceDoc:
         data = memoryview(data)[len(bytes(data[:64])) - len(head) + 3 :]
         head = head[3:].lstrip()
     try:
-        if head[:1] == b"[":
-            return _TraceDoc(traceEvents=_ARRAY_DECODER.decode(data))
-        if head[:1] == b"{":
-            return _ROOT_DECODER.decode(data)
+        try:
+            if head[:1] == b"[":
+                return _TraceDoc(traceEvents=_ARRAY_DECODER.decode(data))
+            if head[:1] == b"{":
+                return _ROOT_DECODER.decode(data)
+        except UnicodeDecodeError:  # outside the events (names inside them are repaired per batch)
+            repaired, _ = _repair_utf8(bytes(data))
+            return _decode_root(repaired)
     except msgspec.ValidationError as exc:
         raise TraceError(_locate(exc)) from None
     except (msgspec.DecodeError, RecursionError) as exc:
         raise TraceError(f"malformed or truncated JSON: {_one_line(exc)}") from None
     raise TraceError("not JSON: the file does not start with '{' or '['")
+
+
+_REPLACEMENT = "\ufffd".encode()
+
+
+def _repair_utf8(data: bytes) -> tuple[bytes, int]:
+    """The bytes with every invalid UTF-8 sequence replaced by U+FFFD, and how many were replaced."""
+    repaired = data.decode("utf-8", errors="replace").encode("utf-8")
+    return repaired, repaired.count(_REPLACEMENT) - data.count(_REPLACEMENT)
 
 
 def _one_line(exc: Exception) -> str:
@@ -271,9 +307,11 @@ class _ColumnBuilder:
         self.skipped: Counter[str] = Counter()
         self.categories: dict[str, str] = {}
         self.duration_events = 0
+        self.invalid_utf8 = 0
+        self.wide_ids = 0
         self._ids = count()
 
-    def add_batch(self, evs: list) -> None:
+    def add_batch(self, evs: list, offset: int = 0) -> None:
         phases = Counter(map(type, evs))
         for cls, n in phases.items():
             if cls in _SKIPPED_TYPES:
@@ -288,7 +326,10 @@ class _ColumnBuilder:
         try:
             self._add_durations(evs)
         except (OverflowError, ValueError, TypeError) as exc:
-            raise TraceError(f"an event holds a value out of range ({exc})") from None
+            raise TraceError(
+                f"one of events {offset}..{offset + len(evs) - 1} holds a value out of range for its field "
+                f"(ts, dur, pid, tid or an id in args): {_one_line(exc)}"
+            ) from None
 
     def _add_durations(self, evs: list[_Complete]) -> None:
         n = len(evs)
@@ -296,17 +337,19 @@ class _ColumnBuilder:
         dur_us = np.fromiter(map(attrgetter("dur"), evs), dtype=np.float64, count=n)
         bad_ts = ~np.isfinite(ts_us)
         bad_dur = ~np.isfinite(dur_us) | (dur_us < 0)
-        keep = ~(bad_ts | bad_dur)
+        # ts and dur each within 2^62 ns, so ts + dur never wraps around in int64
+        far_ts = ~bad_ts & (np.abs(np.where(bad_ts, 0, ts_us)) > MAX_TIME_US)
+        far_dur = ~bad_dur & (np.where(bad_dur, 0, dur_us) > MAX_TIME_US)
+        keep = ~(bad_ts | bad_dur | far_ts | far_dur)
         if not keep.all():
             self.skipped["missing or non-finite ts"] += int(bad_ts.sum())
             self.skipped["missing, negative or non-finite dur"] += int((bad_dur & ~bad_ts).sum())
+            self.skipped[FAR_TIME] += int(((far_ts | far_dur) & ~bad_ts & ~bad_dur).sum())
             idx = np.flatnonzero(keep)
             evs = list(map(evs.__getitem__, idx.tolist()))
             ts_us, dur_us, n = ts_us[idx], dur_us[idx], len(idx)
             if n == 0:
                 return
-        if np.abs(ts_us).max() > 9.0e15:
-            raise TraceError("timestamps past the year 2255 in microseconds: not a profiler clock")
         whole = np.floor(ts_us)
         parts = self.parts
         parts["ts"].append(whole.astype(np.int64) * 1000 + np.rint((ts_us - whole) * 1000).astype(np.int64))
@@ -332,7 +375,7 @@ class _ColumnBuilder:
         parts["tid"].append(tid)
 
         def arg(field: str, rows: list = evs) -> np.ndarray:
-            return np.fromiter(map(attrgetter(field), rows), dtype=np.int64, count=len(rows))
+            return self._int64(list(map(attrgetter(field), rows)))
 
         ext = arg("args.external_id")
         if not _LEGACY_CATEGORIES.isdisjoint(cat_labels):  # 2021 traces spell it "external id"
@@ -360,6 +403,15 @@ class _ColumnBuilder:
         parts["external_id"].append(ext)
         self.duration_events += n
 
+    def _int64(self, values: list) -> np.ndarray:
+        """An int64 column; JSON allows any integer, so values beyond int64 become -1 (unknown), counted."""
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except OverflowError:
+            wide = [v if _INT64_MIN <= v <= _INT64_MAX else None for v in values]  # only on hostile input
+            self.wide_ids += wide.count(None)
+            return np.array([-1 if v is None else v for v in wide], dtype=np.int64)
+
     def _kind_code(self, category: str, count: int) -> int:
         kind = CATEGORY_KINDS.get(category)
         if kind is None:
@@ -382,7 +434,7 @@ class _ColumnBuilder:
         values = list(map(attrgetter(field), evs))
         try:  # the common case: every id is an int
             return np.fromiter(values, dtype=np.int64, count=len(values))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             pass
         codes, uniques = _codes(values, len(values))
         mapped = np.fromiter((self._id_of(u) for u in uniques), dtype=np.int64, count=len(uniques))
@@ -390,7 +442,10 @@ class _ColumnBuilder:
 
     def _id_of(self, value: int | str) -> int:
         if isinstance(value, int):
-            return value
+            if _INT64_MIN >> 1 <= value <= _INT64_MAX:
+                return value
+            self.wide_ids += 1
+            value = str(value)[:40]  # beyond 64 bits: a named lane like any other label
         text = value.strip()
         if text.lstrip("-").isdigit() and len(text) < 19:
             return int(text)
@@ -402,6 +457,7 @@ class _ColumnBuilder:
     def _read_metadata(self, evs: list[_Metadata]) -> None:
         for e in reversed(evs):  # batches come last-first: the first label in the file is set last and wins
             order = e.args.sort_index if e.args is not None else None
+            order = order if isinstance(order, int | float) and abs(order) < 1 << 31 else None  # NaN fails too
             if e.name == "process_sort_index" and isinstance(order, int | float):
                 self.sort_order[(self._id_of(e.pid), None)] = int(order)
             elif e.name == "thread_sort_index" and isinstance(order, int | float):
@@ -419,9 +475,13 @@ class _ColumnBuilder:
         if self.unknown_categories:
             total = sum(self.unknown_categories.values())
             out.append(f"{total} events in unknown categories kept as 'other': {dict(self.unknown_categories)}")
-        for reason in ("missing or non-finite ts", "missing, negative or non-finite dur"):
+        for reason in _TIME_REASONS:
             if self.skipped.get(reason):
                 out.append(f"{self.skipped[reason]} events skipped: {reason}")
+        if self.invalid_utf8:
+            out.append(f"{self.invalid_utf8} invalid UTF-8 sequences in the events replaced with U+FFFD")
+        if self.wide_ids:
+            out.append(f"{self.wide_ids} ids (correlation, device, stream, pid, tid) beyond 64 bits read as unknown")
         clipped = sum(1 for s in self.names if len(s) > MAX_NAME_CHARS)
         if clipped:
             out.append(f"{clipped} names longer than {MAX_NAME_CHARS} characters were cut")
@@ -437,6 +497,11 @@ class _ColumnBuilder:
             codes = cols[col][order]
             data[col] = pd.Categorical.from_codes(codes.astype(_code_dtype(len(table))), categories=list(table))
         return pd.DataFrame(data, copy=False)
+
+
+def _count(value: int | None) -> int | None:
+    """A non-negative size from the file (SMs, bytes, ns), None when absent or beyond 2^62."""
+    return value if value is not None and 0 <= value < 1 << 62 else None
 
 
 def _code_dtype(n: int) -> type:

@@ -1,8 +1,11 @@
 """Read a trace file's bytes within size limits, unzipping gzip safely.
 
-Limits default to sizes that fit a 24 GiB machine with room for analysis; they
-can be raised with STEPSCOPE_MAX_FILE_MB / STEPSCOPE_MAX_DECOMPRESSED_MB or
-per call. A gzip bomb stops at the decompression limit instead of eating RAM.
+Limits default to sizes that fit a 24 GiB machine running the app alongside other
+work; they can be raised with STEPSCOPE_MAX_FILE_MB / STEPSCOPE_MAX_DECOMPRESSED_MB /
+STEPSCOPE_MAX_EVENTS or per call. A gzip bomb stops at the decompression limit
+instead of eating RAM, and a file of millions of tiny events is refused by count
+before its frame is built (memory grows with events, not bytes). Gzip files of many
+members are read in fixed input chunks, so their cost stays linear.
 """
 
 from __future__ import annotations
@@ -17,18 +20,34 @@ from parsers.errors import TraceError
 MiB = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 16 * MiB
+_IN_CHUNK = 1 * MiB
+DEFAULT_MAX_DECOMPRESSED_MB = 2048
+DEFAULT_MAX_EVENTS = 20_000_000
+MAX_EVENTS_ENV = "STEPSCOPE_MAX_EVENTS"
 
 
 @dataclass(frozen=True)
 class ReadLimits:
     max_file_bytes: int
     max_decompressed_bytes: int
+    max_events: int = DEFAULT_MAX_EVENTS
 
     @classmethod
     def from_env(cls) -> ReadLimits:
         return cls(
             max_file_bytes=_env_mb("STEPSCOPE_MAX_FILE_MB", 2048) * MiB,
-            max_decompressed_bytes=_env_mb("STEPSCOPE_MAX_DECOMPRESSED_MB", 4096) * MiB,
+            max_decompressed_bytes=_env_mb("STEPSCOPE_MAX_DECOMPRESSED_MB", DEFAULT_MAX_DECOMPRESSED_MB) * MiB,
+            max_events=_env_mb(MAX_EVENTS_ENV, DEFAULT_MAX_EVENTS),
+        )
+
+
+def check_event_count(count: int, limits: ReadLimits | None, what: str = "events") -> None:
+    """Refuse a trace with more events than the limit, before any per-event memory is spent on it."""
+    limit = (limits or ReadLimits.from_env()).max_events
+    if count > limit:
+        raise TraceError(
+            f"the trace holds about {count:,} {what}, over the {limit:,} event limit "
+            f"(raise {MAX_EVENTS_ENV} to allow it)"
         )
 
 
@@ -39,7 +58,7 @@ def _env_mb(name: str, default: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise TraceError(f"{name}={raw!r} is not a whole number of MB") from None
+        raise TraceError(f"{name}={raw[:40]!r} is not a whole number") from None
     if value <= 0:
         raise TraceError(f"{name} must be positive")
     return value
@@ -80,27 +99,44 @@ def decode_container(data: bytes, limits: ReadLimits | None = None) -> bytes | b
 
 
 def _gunzip(data: bytes, max_out: int) -> bytearray:
+    """Inflate every gzip member in turn, in linear time however many members there are.
+
+    zlib copies the input left over after a member (unused_data); feeding the whole rest of the file
+    each time would make a file of many tiny members quadratic. Input is fed in chunks that start small
+    and double while a member lasts, so each copy is at most about twice what the member consumed.
+    """
     out = bytearray()
     view = memoryview(data)
-    while view:
+    pos, n = 0, len(view)
+    while pos < n:
+        if view[pos] == 0:  # zero padding after the last member is allowed; anything after it is not
+            if bytes(view[pos:]).strip(b"\x00"):
+                raise TraceError(f"corrupt gzip data: zero bytes at byte {pos} followed by more data")
+            break
         inflater = inflate.decompressobj(wbits=31)  # ISA-L when installed: same interface, faster
-        pending = view
-        try:
-            while pending and not inflater.eof:
-                budget = max_out - len(out) + 1
-                out += inflater.decompress(pending, min(budget, _CHUNK))
+        feed = 256
+        while not inflater.eof:
+            if pos >= n:
+                raise TraceError("truncated gzip: the file ends before the compressed stream does")
+            chunk = view[pos : pos + feed]
+            pending: bytes | memoryview = chunk
+            while True:
+                budget = min(max_out - len(out) + 1, _CHUNK)
+                try:
+                    piece = inflater.decompress(pending, budget)
+                except inflate.ERRORS as exc:
+                    raise TraceError(f"corrupt gzip data near byte {pos}: {exc}") from None
+                out += piece
                 if len(out) > max_out:
                     raise TraceError(
                         f"gzip expands beyond the {max_out / MiB:.0f} MB decompression limit "
                         "(raise STEPSCOPE_MAX_DECOMPRESSED_MB to allow it)"
                     )
+                if inflater.eof:
+                    break
                 pending = inflater.unconsumed_tail
-            if not inflater.eof:
-                out += inflater.flush()
-        except inflate.ERRORS as exc:
-            raise TraceError(f"corrupt gzip data: {exc}") from None
-        if not inflater.eof:
-            raise TraceError("truncated gzip: the file ends before the compressed stream does")
-        rest = inflater.unused_data
-        view = memoryview(rest) if rest.strip(b"\x00") else memoryview(b"")
+                if not pending and len(piece) < budget:
+                    break  # this chunk is used up and no output is held back
+            pos += len(chunk) - len(inflater.unused_data) if inflater.eof else len(chunk)
+            feed = min(feed * 2, _IN_CHUNK)
     return out

@@ -19,7 +19,7 @@ _FORMATS = "not a Kineto/Chrome JSON trace, Perfetto protobuf trace or Nsight Sy
 def load_trace(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
     """Read a trace file of any supported format (plain or gzip) into a Timeline, with its run.json if any."""
     owned = [read_trace_bytes(Path(path), limits)]  # handed over: the reader frees it as soon as it can
-    return attach_run_json(_parse(owned), Path(path))
+    return attach_run_json(_parse(owned, limits), Path(path))
 
 
 def parse_trace_bytes(
@@ -28,10 +28,10 @@ def parse_trace_bytes(
     """Parse an in-memory trace (e.g. an upload). Raises TraceError with a one-line reason."""
     if not already_decompressed:
         data = decode_container(bytes(data), limits)
-    return _parse([data])
+    return _parse([data], limits)
 
 
-def _parse(owned: list[bytes | bytearray]) -> Timeline:
+def _parse(owned: list[bytes | bytearray], limits: ReadLimits | None = None) -> Timeline:
     """Sniff the content and read it; `owned` holds the only reference the readers may drop early."""
     data = owned[0]
     head = bytes(data[:4096])
@@ -39,11 +39,11 @@ def _parse(owned: list[bytes | bytearray]) -> Timeline:
         raise TraceError("the file is empty")
     if looks_like_chrome_trace(head):
         del data
-        return read_chrome_trace(owned)
+        return read_chrome_trace(owned, limits)
     if looks_like_sqlite(head):
-        return read_nsys_sqlite(data)
+        return read_nsys_sqlite(data, limits)
     if looks_like_perfetto(data):
-        return read_perfetto(data)
+        return read_perfetto(data, limits)
     if b"\x00" in head[:512] or not _mostly_text(head):
         raise TraceError(f"unrecognised binary file: {_FORMATS}")
     raise TraceError(f"unrecognised text file: {_FORMATS}")

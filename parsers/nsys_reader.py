@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 
 from parsers.errors import TraceError
+from parsers.limits import ReadLimits, check_event_count
+from parsers.numbers import int64_column
 from parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 
 SOURCE_FORMAT = "nsys-sqlite"
@@ -50,7 +52,7 @@ def looks_like_sqlite(head: bytes) -> bool:
     return bytes(head[: len(SQLITE_MAGIC)]) == SQLITE_MAGIC
 
 
-def read_nsys_sqlite(data: bytes | bytearray | memoryview) -> Timeline:
+def read_nsys_sqlite(data: bytes | bytearray | memoryview, limits: ReadLimits | None = None) -> Timeline:
     """Parse the bytes of an nsys SQLite export. Raises TraceError with a one-line reason."""
     if not looks_like_sqlite(bytes(data[:16])):
         raise TraceError("not a SQLite file: the SQLite header is missing")
@@ -63,14 +65,14 @@ def read_nsys_sqlite(data: bytes | bytearray | memoryview) -> Timeline:
             raise TraceError(f"cannot open the SQLite file: {exc}") from None
         try:
             conn.execute("PRAGMA trusted_schema = OFF")
-            return _read(conn)
+            return _read(conn, limits)
         except sqlite3.DatabaseError as exc:
             raise TraceError(f"corrupt or unreadable SQLite file: {exc}") from None
         finally:
             conn.close()
 
 
-def _read(conn: sqlite3.Connection) -> Timeline:
+def _read(conn: sqlite3.Connection, limits: ReadLimits | None = None) -> Timeline:
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     present = [t for t in EVENT_TABLES if t in tables]
     if not present:
@@ -81,6 +83,8 @@ def _read(conn: sqlite3.Connection) -> Timeline:
     if "StringIds" not in tables:
         raise TraceError("nsys export without its StringIds table: names cannot be resolved")
     columns = {t: _columns(conn, t) for t in (*present, SYNC_TABLE) if t in tables}
+    rows = sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in columns)
+    check_event_count(rows, limits, "rows in the event tables")
     frames, skipped = [], {}
     if KERNEL_TABLE in columns:
         frames.append(_kernels(conn, columns[KERNEL_TABLE]))
@@ -99,11 +103,32 @@ def _read(conn: sqlite3.Connection) -> Timeline:
     raw = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
     if raw is None:
         raise TraceError(f"the nsys export's tables ({', '.join(present)}) hold no events: nothing to analyse")
-    bad = raw["end"].isna() | raw["start"].isna() | (raw["end"] < raw["start"])
-    if bad.any():
-        skipped["missing end or ending before start"] = int(bad.sum())
-        raw = raw[~bad]
+    # Columns are typed by the file, not by us: text, NULL, inf or 1e300 where a time belongs are dropped
+    # and counted, as are times beyond 2^62 ns (their sums would wrap around in int64).
+    start, start_ok = int64_column(raw["start"])
+    end, end_ok = int64_column(raw["end"])
+    unusable = ~(start_ok & end_ok)
+    before = ~unusable & (end < start)
+    if unusable.any():
+        skipped["start or end missing, not a number or beyond 2^62 ns"] = int(unusable.sum())
+    if before.any():
+        skipped["ending before start"] = int(before.sum())
+    keep = ~(unusable | before)
+    raw = raw.assign(start=start, end=end)[keep]
+    for col in ("pid", "tid", "device", "stream"):
+        raw[col] = int64_column(raw[col])[0]
     return _timeline(raw, skipped, _devices(conn, tables), _thread_names(conn, tables), present)
+
+
+def _query(conn: sqlite3.Connection, sql: str, table: str) -> pd.DataFrame:
+    """Run one query; pandas wraps sqlite's errors in its own class, so both are caught and said with the table."""
+    try:
+        return pd.read_sql_query(sql, conn)
+    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+        reason = " ".join(str(exc.__cause__ or exc).split())[:200]
+        raise TraceError(f"nsys table {table} cannot be read: {reason}") from None
+    except OverflowError:
+        raise TraceError(f"nsys table {table} holds an integer beyond 64 bits") from None
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -121,7 +146,7 @@ def _gpu_query(conn, table: str, cols: set[str], name_sql: str, kind: str, join:
         f"a.correlationId AS correlation, {'a.' + graph if graph != '-1' else '-1'} AS graph_node_id "
         f"FROM {table} AS a {join}"
     )
-    frame = pd.read_sql_query(sql, conn)
+    frame = _query(conn, sql, table)
     frame["kind"] = kind
     frame["pid"], frame["tid"] = frame["device"], frame["stream"]  # Kineto's layout for GPU lanes
     return frame
@@ -137,14 +162,14 @@ def _kernels(conn, cols: set[str]) -> pd.DataFrame:
 
 def _memcpys(conn, cols: set[str]) -> pd.DataFrame:
     frame = _gpu_query(conn, MEMCPY_TABLE, cols, "a.copyKind" if "copyKind" in cols else "0", "memcpy")
-    copy = pd.to_numeric(frame["name"], errors="coerce").fillna(0).astype(int)
+    copy = pd.Series(int64_column(frame["name"], 0)[0])
     frame["name"] = "Memcpy " + copy.map(COPY_KINDS).fillna("Unknown")
     return frame
 
 
 def _syncs(conn, cols: set[str]) -> pd.DataFrame:
     frame = _gpu_query(conn, SYNC_TABLE, cols, "a.syncType" if "syncType" in cols else "0", "sync")
-    sync = pd.to_numeric(frame["name"], errors="coerce").fillna(0).astype(int)
+    sync = pd.Series(int64_column(frame["name"], 0)[0])
     frame["name"] = sync.map(SYNC_KINDS).fillna("Synchronization")
     return frame
 
@@ -154,7 +179,7 @@ def _runtime(conn) -> pd.DataFrame:
         "SELECT r.start AS start, r.end AS end, COALESCE(s.value, 'cuda API call') AS name, r.globalTid AS gtid, "
         f"r.correlationId AS correlation FROM {RUNTIME_TABLE} AS r LEFT JOIN StringIds AS s ON s.id = r.nameId"
     )
-    frame = _host_ids(pd.read_sql_query(sql, conn))
+    frame = _host_ids(_query(conn, sql, RUNTIME_TABLE))
     distinct = frame["name"].astype(str).unique()
     frame["name"] = frame["name"].astype(str).map({n: _VERSION_SUFFIX.sub("", n) for n in distinct})
     is_driver = frame["name"].map(lambda n: bool(_DRIVER_NAME.match(n)) and not n.startswith("cuda"))
@@ -172,7 +197,7 @@ def _nvtx(conn, cols: set[str]) -> tuple[pd.DataFrame, dict[str, int]]:
         f"SELECT n.start AS start, n.end AS end, {text} AS name, n.globalTid AS gtid "
         f"FROM {NVTX_TABLE} AS n {join} WHERE n.eventType IN ({types})"
     )
-    frame = _host_ids(pd.read_sql_query(sql, conn))
+    frame = _host_ids(_query(conn, sql, NVTX_TABLE))
     frame["kind"] = "annotation"
     frame["correlation"] = -1
     (others,) = conn.execute(f"SELECT COUNT(*) FROM {NVTX_TABLE} WHERE eventType NOT IN ({types})").fetchone()
@@ -181,7 +206,7 @@ def _nvtx(conn, cols: set[str]) -> tuple[pd.DataFrame, dict[str, int]]:
 
 def _host_ids(frame: pd.DataFrame) -> pd.DataFrame:
     """nsys packs pid and tid into globalTid: pid in bits 24-47, tid in bits 0-23."""
-    gtid = pd.to_numeric(frame.pop("gtid"), errors="coerce").fillna(0).astype(np.int64).to_numpy()
+    gtid = int64_column(frame.pop("gtid"))[0]
     frame["pid"] = (gtid >> 24) & 0xFFFFFF
     frame["tid"] = gtid & 0xFFFFFF
     frame["device"], frame["stream"], frame["graph_node_id"] = -1, -1, -1
@@ -231,11 +256,11 @@ def _timeline(
         "tid": raw["tid"].to_numpy(dtype=np.int64),
         "device": raw["device"].to_numpy(dtype=np.int64),
         "stream": raw["stream"].to_numpy(dtype=np.int64),
-        "correlation": pd.to_numeric(raw["correlation"], errors="coerce").fillna(-1).to_numpy(dtype=np.int64),
+        "correlation": int64_column(raw["correlation"])[0],
         "external_id": np.full(len(raw), -1, dtype=np.int64),
     }
     events = pd.DataFrame({c: data[c] for c in COLUMNS}, copy=False)
-    graph_nodes = pd.to_numeric(raw["graph_node_id"], errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
+    graph_nodes = int64_column(raw["graph_node_id"])[0]
     graph_nodes = np.where(graph_nodes == 0, -1, graph_nodes)  # 0 or NULL: work outside any graph
     events["graph_node_id"] = graph_nodes
     events["input_dims"] = pd.Categorical(np.full(len(raw), "", dtype=object))

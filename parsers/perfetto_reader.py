@@ -31,6 +31,8 @@ import pandas as pd
 
 from parsers.chrome_trace import CATEGORY_KINDS
 from parsers.errors import TraceError
+from parsers.limits import ReadLimits, check_event_count
+from parsers.numbers import MAX_TIME
 from parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 
 SOURCE_FORMAT = "perfetto"
@@ -57,6 +59,24 @@ _SEQ_NEEDS_STATE = 2
 _TYPE_BEGIN, _TYPE_END, _TYPE_INSTANT, _TYPE_COUNTER = 1, 2, 3, 4
 _NO_STATE = "track events before their sequence's state was set"
 _NO_TRACK = 0  # events with neither a track_uuid nor a sequence default
+_FAR_TIME = "track events with a timestamp beyond 2^62 ns (would overflow 64-bit time)"
+_MAX_TRACK_DEPTH = 32  # ancestors looked at per track: real traces nest a few levels; a hostile chain stays linear
+
+
+def _text(value: str | bytes, counter: Counter | None = None) -> str:
+    """A string field as text: protobuf hands invalid UTF-8 back as bytes; it is replaced and counted."""
+    if isinstance(value, bytes):
+        if counter is not None:
+            counter["strings with invalid UTF-8 (replaced with U+FFFD)"] += 1
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def _small_int(text: str | None) -> int | None:
+    """An id written in a track name, None when absent or too long to be one (never a huge int)."""
+    if text is None or len(text.lstrip("-")) > 15:
+        return None
+    return int(text)
 
 
 def gpu_group_name(device: int, device_name: str | None) -> str:
@@ -105,7 +125,7 @@ def _varint(buf: bytes | memoryview, pos: int) -> tuple[int | None, int]:
     return None, pos
 
 
-def read_perfetto(data: bytes | bytearray | memoryview) -> Timeline:
+def read_perfetto(data: bytes | bytearray | memoryview, limits: ReadLimits | None = None) -> Timeline:
     """Parse a Perfetto protobuf trace into a Timeline. Raises TraceError with a one-line reason."""
     from google.protobuf.message import DecodeError
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
@@ -115,6 +135,7 @@ def read_perfetto(data: bytes | bytearray | memoryview) -> Timeline:
         trace = Trace.FromString(raw)
     except DecodeError:
         raise TraceError(_framing_problem(raw)) from None
+    check_event_count(len(trace.packet), limits, "packets")
     collected = _SliceCollector()
     for packet in trace.packet:
         collected.add_packet(packet)
@@ -175,6 +196,7 @@ class _SliceCollector:
         # one tuple per finished slice: (ts, dur, track, name, category, correlation, external_id, input_dims)
         self.rows: list[tuple] = []
         self.skipped: Counter[str] = Counter()
+        self.notes: Counter[str] = Counter()  # values repaired on reading, said in the warnings
         self.packet_kinds: Counter[str] = Counter()
         self.track_events = 0
 
@@ -206,38 +228,41 @@ class _SliceCollector:
                 state.default_track = defaults.track_event_defaults.track_uuid
         interned = packet.interned_data
         for entry in interned.event_names:
-            state.names[entry.iid] = entry.name
+            state.names[entry.iid] = _text(entry.name, self.notes)
         for entry in interned.event_categories:
-            state.categories[entry.iid] = entry.name
+            state.categories[entry.iid] = _text(entry.name, self.notes)
         for entry in interned.debug_annotation_names:
-            state.annotation_names[entry.iid] = entry.name
+            state.annotation_names[entry.iid] = _text(entry.name, self.notes)
 
     def _add_track(self, desc) -> None:
         track = self.tracks.setdefault(desc.uuid, _Track(desc.uuid))
         track.parent = desc.parent_uuid
-        track.name = desc.name or desc.static_name or track.name
+        track.name = _text(desc.name or desc.static_name, self.notes) or track.name
         track.is_counter = desc.HasField("counter")
         if desc.HasField("process"):
             track.pid = desc.process.pid
-            track.process_name = desc.process.process_name or None
+            track.process_name = _text(desc.process.process_name, self.notes) or None
         if desc.HasField("thread"):
             track.pid, track.tid = desc.thread.pid, desc.thread.tid
-            track.thread_name = desc.thread.thread_name or None
+            track.thread_name = _text(desc.thread.thread_name, self.notes) or None
 
     def _add_event(self, packet, state: _SequenceState) -> None:
         event = packet.track_event
         kind = event.type
         track = event.track_uuid if event.HasField("track_uuid") else state.default_track
         ts = packet.timestamp
+        if ts > MAX_TIME and kind in (_TYPE_BEGIN, _TYPE_END):
+            self.skipped[_FAR_TIME] += 1
+            return
         if kind == _TYPE_BEGIN:
-            name = event.name if event.HasField("name") else state.names.get(event.name_iid, "")
+            name = _text(event.name, self.notes) if event.HasField("name") else state.names.get(event.name_iid, "")
             if event.categories:
-                category = event.categories[0]
+                category = _text(event.categories[0], self.notes)
             elif event.category_iids:
                 category = state.categories.get(event.category_iids[0], "")
             else:
                 category = ""
-            correlation, external_id, dims = _annotations(event, state)
+            correlation, external_id, dims = _annotations(event, state, self.notes)
             self.stacks.setdefault(track, []).append((ts, track, name, category, correlation, external_id, dims))
         elif kind == _TYPE_END:
             stack = self.stacks.get(track)
@@ -267,21 +292,24 @@ class _SliceCollector:
             slices = slices[~negative]
         for kind, n in self.packet_kinds.items():
             self.skipped[f"packets of type {kind} (not read)"] += n
-        return _build_timeline(slices, self.tracks, self.track_events, self.skipped)
+        return _build_timeline(slices, self.tracks, self.track_events, self.skipped, self.notes)
 
 
-def _annotations(event, state: _SequenceState) -> tuple[int, int, str]:
+def _annotations(event, state: _SequenceState, notes: Counter) -> tuple[int, int, str]:
     """(correlation, external_id, input_dims) from the event's fields and debug annotations."""
     correlation = event.correlation_id if event.HasField("correlation_id") else -1
+    if correlation > MAX_TIME:
+        notes["correlation ids beyond 2^62 (read as unknown)"] += 1
+        correlation = -1
     external_id, dims = -1, ""
     for ann in event.debug_annotations:
-        key = ann.name if ann.HasField("name") else state.annotation_names.get(ann.name_iid, "")
+        key = _text(ann.name, notes) if ann.HasField("name") else state.annotation_names.get(ann.name_iid, "")
         if key in _EXTERNAL_ANNOTATIONS:
             external_id = _int_value(ann)
         elif key in _CORRELATION_ANNOTATIONS and correlation < 0:
             correlation = _int_value(ann)
         elif key == INPUT_DIMS_ANNOTATION and ann.HasField("string_value"):
-            dims = ann.string_value[:2000]
+            dims = _text(ann.string_value, notes)[:2000]
     return correlation, external_id, dims
 
 
@@ -312,7 +340,7 @@ def _resolve_lanes(tracks: dict[int, _Track], used: list[int]) -> tuple[dict[int
     devices: dict[int, DeviceInfo] = {}
     for track in tracks.values():
         group = _GPU_GROUP.match(track.name)
-        if group and group["device_name"]:
+        if group and group["device_name"] and _small_int(group["device"]) is not None:
             ordinal = int(group["device"])
             devices[ordinal] = DeviceInfo(ordinal=ordinal, name=group["device_name"].strip())
     for index, uuid in enumerate(used):
@@ -322,6 +350,10 @@ def _resolve_lanes(tracks: dict[int, _Track], used: list[int]) -> tuple[dict[int
             lanes[uuid] = _Lane(0, 0, -1, -1, None, False, derived=True)
             continue
         gpu, host = _GPU_LANE.match(track.name), _HOST_LANE.match(track.name)
+        if gpu and any(_small_int(v) is None and v is not None for v in gpu.groupdict().values()):
+            gpu = None  # ids too long to be ids: not a lane Stepscope wrote
+        if host and any(_small_int(host[k]) is None for k in ("pid", "tid")):
+            host = None
         if gpu:
             device, stream = int(gpu["device"]), int(gpu["stream"])
             pid = int(gpu["pid"]) if gpu["pid"] else device
@@ -338,7 +370,7 @@ def _resolve_lanes(tracks: dict[int, _Track], used: list[int]) -> tuple[dict[int
 
 def _ancestors(tracks: dict[int, _Track], uuid: int) -> list[_Track]:
     chain, seen = [], set()
-    while uuid in tracks and uuid not in seen:
+    while uuid in tracks and uuid not in seen and len(chain) < _MAX_TRACK_DEPTH:
         seen.add(uuid)
         chain.append(tracks[uuid])
         uuid = tracks[uuid].parent
@@ -359,8 +391,9 @@ def _foreign_lane(chain: list[_Track], index: int) -> _Lane:
     if chain and chain[0].tid is None and _GPU_TRACK_NAME.search(names):
         device = _DEVICE_NUMBER.search(names)
         stream = _STREAM_NUMBER.search(names)
-        dev = int(device.group(1)) if device else 0
-        strm = int(stream.group(1)) if stream else index
+        dev = (_small_int(device.group(1)) if device else 0) or 0
+        strm = _small_int(stream.group(1)) if stream else index
+        strm = index if strm is None else strm
         return _Lane(pid if pid is not None else dev, strm, dev, strm, None, True)
     return _Lane(pid if pid is not None else synthetic, tid, -1, -1, None, False)
 
@@ -383,7 +416,9 @@ def _guess_gpu_kind(name: str) -> str:
     return "memcpy" if _MEMCPY.search(name) else "memset" if _MEMSET.search(name) else "kernel"
 
 
-def _build_timeline(slices: pd.DataFrame, tracks: dict[int, _Track], track_events: int, skipped: Counter) -> Timeline:
+def _build_timeline(
+    slices: pd.DataFrame, tracks: dict[int, _Track], track_events: int, skipped: Counter, notes: Counter | None = None
+) -> Timeline:
     """Columns from the slice table: per-track and per-name decisions made once, then broadcast."""
     track_codes, used = pd.factorize(slices["track"].to_numpy())
     lanes, devices = _resolve_lanes(tracks, [int(u) for u in used])
@@ -400,16 +435,18 @@ def _build_timeline(slices: pd.DataFrame, tracks: dict[int, _Track], track_event
         for col in ("pid", "tid", "device", "stream")
     }
     kind = _kinds(slices, track_codes, lane_list)
-    foreign = [lane for lane in lane_list if not lane.stepscope and not lane.derived]
+    foreign_index = [i for i, lane in enumerate(lane_list) if not lane.stepscope and not lane.derived]
+    foreign = [lane_list[i] for i in foreign_index]
     if foreign:
-        n_foreign = int(np.isin(track_codes, [i for i, lane in enumerate(lane_list) if lane in foreign]).sum())
+        n_foreign = int(np.isin(track_codes, foreign_index).sum())
         warnings.append(
             f"{n_foreign} slices on {len(foreign)} tracks without Stepscope naming: kinds guessed from names "
             "(GPU/stream tracks -> kernel, cuda*/hip* calls -> runtime, '::' names -> cpu_op, the rest annotation)"
         )
-    for reason in ("slice ends without a begin", "slices never ended", _NO_STATE):
+    for reason in ("slice ends without a begin", "slices never ended", _NO_STATE, _FAR_TIME):
         if skipped.get(reason):
             warnings.append(f"{skipped[reason]} track events skipped: {reason}")
+    warnings += [f"{n} {what}" for what, n in (notes or {}).items()]
     order = np.argsort(slices["ts"].to_numpy(), kind="stable")
     data = {
         "ts": slices["ts"].to_numpy(dtype=np.int64)[order],

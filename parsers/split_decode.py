@@ -32,6 +32,7 @@ import msgspec.structs
 import numpy as np
 
 from parsers.chrome_trace import _AnyEvent, _ColumnBuilder, _TraceDoc
+from parsers.errors import TraceError
 
 MIN_SPLIT_BYTES = 48 << 20  # below this the one-process reader is as fast
 PIECE_BYTES = 8 << 20  # JSON text decoded at once: about 40k Kineto events
@@ -105,7 +106,7 @@ def _array_start(data) -> tuple[int, _TraceDoc]:
         raise SplitNotPossibleError("no traceEvents key near the start")
     try:
         head = _HEAD_DECODER.decode(b"".join((memoryview(data)[:key], b'"traceEvents":[]}')))
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         raise SplitNotPossibleError("the head before traceEvents is not an object prefix") from None
     return opening.end(), head
 
@@ -124,7 +125,7 @@ def _decode_range(data, start: int, stop: int | None, builder: _PieceBuilder) ->
             if cut is None:  # the last piece: the rest of the file, with what follows the array
                 try:
                     tail = _TAIL_DECODER.decode(b"".join((_PREFIX, memoryview(data)[start:])))
-                except (msgspec.DecodeError, RecursionError):
+                except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
                     raise SplitNotPossibleError("the last piece does not parse") from None
                 events, tail.traceEvents = tail.traceEvents or [], None
                 _add(builder, events)
@@ -132,6 +133,8 @@ def _decode_range(data, start: int, stop: int | None, builder: _PieceBuilder) ->
             try:
                 events = _PIECE_DECODER.decode(b"".join((b"[", memoryview(data)[start:cut], b"]")))
                 break
+            except UnicodeDecodeError:  # invalid UTF-8: the one-process reader replaces it and counts it
+                raise SplitNotPossibleError("invalid UTF-8 in the events") from None
             except (msgspec.DecodeError, RecursionError):  # ValidationError included
                 if cut == stop:
                     raise SplitNotPossibleError("the cut between the halves is not between two events") from None
@@ -147,7 +150,10 @@ def _decode_range(data, start: int, stop: int | None, builder: _PieceBuilder) ->
 
 def _add(builder: _PieceBuilder, events: list) -> None:
     if events:
-        builder.add_batch(events)
+        try:
+            builder.add_batch(events)
+        except TraceError:  # a value out of range: the one-process reader says which events, with file offsets
+            raise SplitNotPossibleError("a value out of range") from None
 
 
 def decode_in_two(box: list[bytes | bytearray]) -> tuple[_TraceDoc, _ColumnBuilder, int]:
@@ -249,6 +255,8 @@ def _send(fd: int, doc: _Tail, builder: _ColumnBuilder, count: int) -> None:
         "sort_order": [[p, t, o] for (p, t), o in builder.sort_order.items()],
         "unknown_categories": dict(builder.unknown_categories),
         "skipped": dict(builder.skipped),
+        "invalid_utf8": builder.invalid_utf8,
+        "wide_ids": builder.wide_ids,
     }
     blob = msgspec.msgpack.encode(header)
     with os.fdopen(fd, "wb", buffering=0) as out:
@@ -311,9 +319,11 @@ def _merge(builder: _ColumnBuilder, payload: tuple[dict, dict[str, np.ndarray]])
     for p, t, order in header["sort_order"]:
         key = (id_map.get(p, p), None if t is None else id_map.get(t, t))
         builder.sort_order.setdefault(key, order)
-    builder.unknown_categories.update(header["unknown_categories"])
+    builder.unknown_categories.update(header["unknown_categories"])  # Counter.update adds the counts
     builder.skipped.update(header["skipped"])
     builder.duration_events += header["duration_events"]
+    builder.invalid_utf8 += header["invalid_utf8"]
+    builder.wide_ids += header["wide_ids"]
     for col, parts in builder.parts.items():
         parts.insert(0, columns[col])  # parts are kept last-first; the second half is last in the file
     return _TAIL_DECODER.decode(header["doc"]), header["count"]

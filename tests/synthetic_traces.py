@@ -89,3 +89,22 @@ def synthetic_generation(
             events.append(annotation(format_marker(kind, 0, index, seq, 1), step_start, t - step_start))
         t += host_gap_us
     return events
+
+
+def many_tiny_requests(requests: int = 3000, decode_steps: int = 1) -> list[dict]:
+    """SYNTHETIC: `requests` one-token-prompt requests back to back, each a prefill and `decode_steps` decode
+    forwards with Stepscope markers and one kernel per forward (the shape that made analysis quadratic)."""
+    from contracts.markers import format_marker
+
+    events: list[dict] = []
+    t, corr = 1000.0, 1
+    for request in range(requests):
+        for index in range(decode_steps + 1):
+            kind = "prefill" if index == 0 else "decode"
+            events.append(annotation(format_marker(kind, request, index, 1, 1), t, 8.0))
+            events.append(launch(t + 1.0, 2.0, corr))
+            events.append(kernel("k", t + 3.0, 4.0, corr))
+            corr += 1
+            t += 10.0
+        t += 5.0
+    return events

@@ -1,6 +1,6 @@
-"""Every real trace in ../shared/real_traces goes through the whole Analyze page without an error.
+"""Every real trace in tests/data/real goes through the whole Analyze page without an error.
 
-Sources: ../shared/real_traces/PROVENANCE.md (AMD-AGI/TraceLens, facebookresearch/HolisticTraceAnalysis,
+Sources: tests/data/real/PROVENANCE.md (AMD-AGI/TraceLens, facebookresearch/HolisticTraceAnalysis,
 pytorch/kineto, facebookresearch/param; MIT / BSD-3-Clause). Each is copied into a temporary samples
 folder as <name>/trace.json.gz, the layout the app lists.
 """

@@ -4,6 +4,9 @@ back by Stepscope's own reader gives the same Timeline, hence the same steps and
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,12 +19,23 @@ from parsers.chrome_trace import read_chrome_trace
 from parsers.timeline import COLUMNS
 from tests import synthetic_traces as st
 
+ROOT = Path(__file__).resolve().parents[1]
 STEP_FIELDS = ["kind", "request", "index", "start_ns", "end_ns", "tokens", "kernels", "launches", "gpu_idle_ns"]
 
 
 def _export_main(argv: list[str]) -> int:
-    """`python -m app.cli export ...`, in process."""
+    """`python -m app.cli export ...` in-process; test_readme_export_command runs it as README writes it."""
     return main(argv)
+
+
+def test_readme_export_command(tmp_path) -> None:
+    """README's command line, run as a user would: fails if export is not wired into the CLI."""
+    trace = st.write(tmp_path / "t.json", st.synthetic_generation())
+    out = tmp_path / "t.pftrace"
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "export", str(trace), "--perfetto", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(analyze(parse_trace_bytes(out.read_bytes())).steps) == 7  # 1 prefill + 6 decode, as generated
 
 
 def _timeline(**kwargs):

@@ -167,6 +167,7 @@ def test_cpu_calibration_measures_positive_figures_once():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
+    """README's command, `python -m app.cli roofline ...`, so the subcommand's wiring is under test too."""
     return subprocess.run(
         [sys.executable, "-m", "app.cli", "roofline", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )

@@ -15,7 +15,7 @@ import pytest
 
 from parsers import TraceError, split_decode
 from parsers.chrome_trace import read_chrome_trace
-from tests.conftest import REAL_TRACES
+from tests.conftest import real_trace
 from tests.synthetic_traces import annotation, cpu_op, kernel, launch
 
 
@@ -170,9 +170,7 @@ def test_no_duration_events_gives_the_one_process_error(monkeypatch):
     ],
 )
 def test_real_traces_split_equals_one_process(name, monkeypatch):
-    path = REAL_TRACES / name
-    if not path.exists():
-        pytest.skip(f"{path} is not on this machine")
+    path = real_trace(name)  # shipped in tests/data/real; missing: a skip here, a failure under CI
     data = gzip.decompress(path.read_bytes())
     try:
         split_decode.decode_in_two([data])
@@ -232,3 +230,41 @@ def test_gzip_inflates_the_same_with_the_fast_backend():
     assert bytes(decode_container(packed)) == data
     assert zlib.decompressobj(wbits=31).decompress(gzip.compress(data)) == inflate.decompressobj(31).decompress(
         gzip.compress(data))
+
+
+@pytest.mark.parametrize("where", [10, -10])  # the first half (this process) and the second (the child)
+def test_invalid_utf8_gives_the_one_process_repair(monkeypatch, where):
+    """Invalid UTF-8 in a name: not split; the one-process reader replaces it with U+FFFD and counts it."""
+    events = _events(300)
+    events[where] = dict(events[where], name="BROKEN-NAME")
+    data = _doc_bytes(events).replace(b"BROKEN-NAME", b"bad \xff\xfe name")
+    with pytest.raises(split_decode.SplitNotPossibleError):
+        split_decode.decode_in_two([data])
+    split = read_chrome_trace([data])
+    _assert_same(split, _serial(data, monkeypatch))
+    assert any("invalid UTF-8" in w for w in split.meta.warnings)
+
+
+@pytest.mark.parametrize("where", [10, -10])
+def test_wide_ids_in_either_half_are_counted(monkeypatch, where):
+    """A pid beyond 64 bits is read as unknown and counted; the child's count reaches the warning too."""
+    events = _events(300)
+    events[where] = dict(cpu_op("op", 1.0, 1.0), pid=1 << 70)
+    data = _doc_bytes(events)
+    split_decode.decode_in_two([bytes(data)])  # really split
+    split = read_chrome_trace([data])
+    _assert_same(split, _serial(data, monkeypatch))
+    assert any(w.startswith("1 ids") and "beyond 64 bits" in w for w in split.meta.warnings), split.meta.warnings
+
+
+def test_counts_of_both_halves_are_summed(monkeypatch):
+    """Skipped-event reasons and unknown categories seen in both halves add up (the second half is the child's)."""
+    events = [dict(cpu_op("op", 10.0 * i, 1.0), cat="mystery") for i in range(600)]
+    events += [{"ph": "i", "name": "instant", "pid": 1, "tid": 1, "ts": float(i), "s": "t"} for i in range(600)]
+    events.sort(key=lambda e: e["ts"])
+    data = _doc_bytes(events)
+    split_decode.decode_in_two([bytes(data)])  # really split
+    split = read_chrome_trace([data])
+    assert split.meta.unknown_categories == {"mystery": 600}
+    assert split.meta.skipped == _serial(data, monkeypatch).meta.skipped
+    _assert_same(split, _serial(data, monkeypatch))

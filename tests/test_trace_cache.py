@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from parsers import load_trace
-from tests.conftest import REAL_TRACES, ROOT
+from tests.conftest import ROOT, real_trace
 from tests.synthetic_traces import synthetic_generation, write
 from trace_cache import keys, timelines
 from trace_cache.results import cached_analyze_json, store_result
@@ -63,22 +63,20 @@ def test_round_trip_of_a_real_sample_with_run_json(store):
 def test_round_trip_keeps_launch_geometry_and_rank_facts(store, monkeypatch):
     """A real A100 trace with kernel grid/block columns and distributedInfo in meta.extra: cached (not silently
     skipped as uncacheable) and served back exactly, without parsing."""
-    path = REAL_TRACES / "hta_training_cudagraph_a100.json.gz"
-    if not path.exists():
-        pytest.skip(f"{path} is not on this machine")
+    path = real_trace("hta_training_cudagraph_a100.json.gz")
     fresh = load_trace(path)
     assert fresh.events["grid"].gt(0).any() and fresh.events["block"].gt(0).any()
     assert fresh.meta.extra["distributed"]["world_size"] == 16
     timelines.load_trace_cached(path, store=store)
     assert len(list((store.root / "timelines").iterdir())) == 1
-    monkeypatch.setattr(timelines, "_parse", lambda _: pytest.fail("parsed although cached"))
+    monkeypatch.setattr(timelines, "_parse", lambda *_: pytest.fail("parsed although cached"))
     _assert_same(fresh, timelines.load_trace_cached(path, store=store))
 
 
 def test_a_hit_does_not_parse(store, trace, monkeypatch):
     timelines.load_trace_cached(trace, store=store)
 
-    def no_parse(_):
+    def no_parse(*_):
         raise AssertionError("parsed although cached")
 
     monkeypatch.setattr(timelines, "_parse", no_parse)
@@ -92,7 +90,7 @@ def test_corrupt_entry_is_rebuilt(store, trace):
     entry.write_bytes(bytes(data[: len(data) // 2]))  # truncated
     calls = []
     real_parse = timelines._parse
-    timelines._parse = lambda owned: calls.append(1) or real_parse(owned)
+    timelines._parse = lambda owned, limits=None: calls.append(1) or real_parse(owned, limits)
     try:
         again = timelines.load_trace_cached(trace, store=store)
     finally:
@@ -126,7 +124,7 @@ def test_entry_of_another_version_under_this_name_is_ignored(store, trace, monke
     timelines.save_timeline(store, digest, timeline)
     monkeypatch.undo()
     assert timelines.load_timeline(store, digest) is None
-    assert not (store.root / "timelines" / keys.timeline_entry_name(digest)).exists()  # dropped, to be rebuilt
+    assert not list((store.root / "timelines").glob(f"{digest}*"))  # dropped, to be rebuilt
 
 
 def test_changed_file_is_not_served_from_the_old_entry(store, tmp_path):
@@ -274,3 +272,25 @@ def test_options_outside_the_key_are_never_served_or_stored(tmp_path):
     assert "PANDAS True" in folder.stderr, folder.stderr
     warm = _cli(["analyze", str(trace), "--json"], cache, code=probe)
     assert "PANDAS False" in warm.stderr, warm.stderr
+
+
+def test_a_lowered_read_limit_refuses_a_cached_trace(tmp_path, trace, monkeypatch):
+    """Entries are per read limits: a trace cached under the defaults is refused (one line, exit 2) once
+    STEPSCOPE_MAX_EVENTS is below its event count, by the library and by a warm command line alike."""
+    from parsers import TraceError
+    from parsers.limits import ReadLimits
+
+    cache = tmp_path / "cache"
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert _cli(["analyze", str(trace), "--json"], cache).returncode == 0  # cached: timeline and result
+    env_cli = dict(os.environ, STEPSCOPE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
+                   STEPSCOPE_MAX_EVENTS=str(len(events) - 1))
+    out = subprocess.run([sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"], capture_output=True,
+                         text=True, cwd=ROOT, env=env_cli, timeout=120)
+    assert out.returncode == 2 and out.stderr.startswith("error:") and "event limit" in out.stderr, out.stderr
+    store = CacheStore(cache)
+    limits = ReadLimits.from_env()
+    with pytest.raises(TraceError, match="event limit"):
+        timelines.load_trace_cached(trace, ReadLimits(limits.max_file_bytes, limits.max_decompressed_bytes,
+                                                      len(events) - 1), store=store)
+    assert len(timelines.load_trace_cached(trace, store=store).events) == len(load_trace(trace).events)

@@ -30,6 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 PARSER_SOURCES = ("parsers", "trace_cache")
 RESULT_SOURCES = ("parsers", "trace_cache", "analysis", "contracts", "app/cli", "app/cli_cached.py")
 _CHUNK = 1 << 22
+# The read limits (parsers.limits) decide whether a file is refused: an entry made under other limits is not used,
+# so a lowered limit refuses a cached trace exactly as it refuses a fresh one.
+LIMIT_ENVS = ("STEPSCOPE_MAX_FILE_MB", "STEPSCOPE_MAX_DECOMPRESSED_MB", "STEPSCOPE_MAX_EVENTS")
 
 try:  # ~10x faster than sha256 on one core; both are cryptographic, so a crafted file cannot collide
     from blake3 import blake3 as _blake3
@@ -131,8 +134,18 @@ def sidecar_digest(trace_path: str | os.PathLike) -> str:
         return "none"
 
 
-def timeline_entry_name(digest: str) -> str:
-    return f"{digest}-p{PARSER_VERSION}-{source_stamp(PARSER_SOURCES)}.arrow"
+def limits_tag(values) -> str:
+    """A short tag of the read limits in force (their values, or the raw environment variables)."""
+    return hash_text(json.dumps([str(v) for v in values]))[-8:]
+
+
+def env_limits_tag() -> str:
+    return limits_tag(os.environ.get(name, "") for name in LIMIT_ENVS)
+
+
+def timeline_entry_name(digest: str, limits: str = "") -> str:
+    """`limits`: limits_tag of the ReadLimits the file is read under."""
+    return f"{digest}-p{PARSER_VERSION}-{source_stamp(PARSER_SOURCES)}{'-l' + limits if limits else ''}.arrow"
 
 
 def result_entry_name(digest: str, trace_path: str | os.PathLike | None, options: dict, command: str) -> str:
@@ -141,6 +154,7 @@ def result_entry_name(digest: str, trace_path: str | os.PathLike | None, options
         {
             "command": command,
             "options": options,
+            "limits": env_limits_tag(),  # the command line reads under the environment's limits
             "run_json": sidecar_digest(trace_path) if trace_path is not None else "none",
             "versions": [PARSER_VERSION, RESULT_VERSION, source_stamp(RESULT_SOURCES)],
         },

@@ -25,7 +25,14 @@ from parsers.limits import ReadLimits, decode_container, read_trace_bytes
 from parsers.load import _parse
 from parsers.run_sidecar import attach_run_json
 from parsers.timeline import DeviceInfo, TraceMeta
-from trace_cache.keys import PARSER_VERSION, hash_bytes, known_digest, remember_digest, timeline_entry_name
+from trace_cache.keys import (
+    PARSER_VERSION,
+    hash_bytes,
+    known_digest,
+    limits_tag,
+    remember_digest,
+    timeline_entry_name,
+)
 from trace_cache.store import CacheStore
 
 _META_KEY = b"stepscope"
@@ -112,8 +119,14 @@ def table_to_timeline(table: pa.Table) -> Timeline:
     return Timeline(events=frame, meta=meta_from_json(raw["meta"]))
 
 
-def save_timeline(store: CacheStore, digest: str, timeline: Timeline) -> bool:
-    """Write the Timeline's entry (atomically); False when it cannot be cached."""
+def _entry_name(digest: str, limits: ReadLimits | None) -> str:
+    limits = limits or ReadLimits.from_env()
+    return timeline_entry_name(digest, limits_tag([limits.max_file_bytes, limits.max_decompressed_bytes,
+                                                   limits.max_events]))
+
+
+def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None = None) -> bool:
+    """Write the Timeline's entry (atomically), for the limits it was read under; False when it cannot be cached."""
     try:
         table = timeline_to_table(timeline)
     except (NotCacheableError, pa.ArrowException, TypeError, ValueError):
@@ -123,12 +136,13 @@ def save_timeline(store: CacheStore, digest: str, timeline: Timeline) -> bool:
         with ipc.new_file(handle, table.schema) as writer:
             writer.write_table(table)
 
-    return store.put("timelines", timeline_entry_name(digest), write) is not None
+    return store.put("timelines", _entry_name(digest, limits), write) is not None
 
 
-def load_timeline(store: CacheStore, digest: str) -> Timeline | None:
-    """The cached Timeline (memory-mapped), or None when absent; a damaged or foreign entry is removed."""
-    name = timeline_entry_name(digest)
+def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = None) -> Timeline | None:
+    """The cached Timeline (memory-mapped) read under these limits, or None when absent; a damaged or foreign
+    entry is removed."""
+    name = _entry_name(digest, limits)
     path = store.get("timelines", name)
     if path is None:
         return None
@@ -161,7 +175,7 @@ def load_trace_cached(
     limits = limits or ReadLimits.from_env()
     known = known_digest(store, path)
     if known is not None:
-        cached = load_timeline(store, known)
+        cached = load_timeline(store, known, limits)
         if cached is not None:
             return attach_run_json(cached, path)
     raw, before = _read_raw(path, limits)
@@ -170,23 +184,24 @@ def load_trace_cached(
     else:
         digest = hash_bytes(raw)
         remember_digest(store, path, digest, before)
-    cached = load_timeline(store, digest)  # the same content under another name or an older stat
+    cached = load_timeline(store, digest, limits)  # the same content under another name or an older stat
     if cached is None:
         owned = [decode_container(raw, limits)]
         del raw
-        cached = _parse(owned)  # the reader drops the bytes as soon as it can
-        save_timeline(store, digest, cached)
+        cached = _parse(owned, limits)  # the reader drops the bytes as soon as it can
+        save_timeline(store, digest, cached, limits)
     return attach_run_json(cached, path)
 
 
 def parse_bytes_cached(data: bytes, limits: ReadLimits | None = None, store: CacheStore | None = None) -> Timeline:
     """An upload's Timeline through the cache (keyed by the bytes as uploaded)."""
     store = store or CacheStore()
+    limits = limits or ReadLimits.from_env()
     digest = hash_bytes(data)
-    cached = load_timeline(store, digest)
+    cached = load_timeline(store, digest, limits)
     if cached is None:
-        cached = _parse([decode_container(bytes(data), limits)])
-        save_timeline(store, digest, cached)
+        cached = _parse([decode_container(bytes(data), limits)], limits)
+        save_timeline(store, digest, cached, limits)
     return cached
 
 

@@ -19,6 +19,7 @@ from analysis.roofline.sources import (
     find_run_record,
     hardware_for,
     roofline_for_trace,
+    run_record_note,
     shape_from_run_record,
     timeline_device,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "read_config_file",
     "roofline_for_trace",
     "roofline_report",
+    "run_record_note",
     "shape_from_config",
     "shape_from_run_record",
     "sweep_frame",

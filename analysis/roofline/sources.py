@@ -3,6 +3,7 @@ it (model config, dtype, prompt length, device) and the device name in the trace
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from analysis.model import Analysis
@@ -11,15 +12,36 @@ from analysis.roofline.cpu_calibration import calibrate_cpu
 from analysis.roofline.gpus import match_gpu
 from analysis.roofline.hardware import Hardware
 from analysis.roofline.model_config import ModelShape, shape_from_config
-from contracts.run_record import RunRecord, read_run_record
+from contracts.run_record import MAX_BYTES as RUN_RECORD_MAX_BYTES
+from contracts.run_record import RunRecord, parse_run_record, read_run_record, run_record_path
+from contracts.run_schema import run_record_problems
 from parsers.timeline import Timeline
 
 
 def find_run_record(trace_path: str | Path) -> RunRecord | None:
-    """The run.json in the trace's folder (or in the folder given) when it names a model; None if
-    absent, unreadable or without a model."""
+    """The run.json in the trace's folder (or in the folder given) when it names a model the roofline
+    can use; None if absent, unreadable, without a model or invalid (run_record_note says why)."""
     record = read_run_record(trace_path)
-    return record if record is not None and record.model else None
+    if record is None or not record.model or run_record_problems(record.to_dict()):
+        return None
+    return record
+
+
+def run_record_note(trace_path: str | Path) -> str | None:
+    """Why the run.json beside a trace is not used for the roofline, None when it is fine or absent."""
+    path = run_record_path(trace_path)
+    try:
+        if not path.is_file() or path.stat().st_size > RUN_RECORD_MAX_BYTES:
+            return None
+        record = parse_run_record(json.loads(path.read_bytes()))
+    except (OSError, RecursionError):
+        return None
+    except ValueError as exc:  # bad JSON, bad UTF-8 or a record of the wrong shape
+        return f"run.json beside the trace is invalid: {' '.join(str(exc).split())[:200]}"
+    if not record.model:
+        return None
+    problems = run_record_problems(record.to_dict())
+    return f"run.json beside the trace is invalid: {'; '.join(problems[:3])}" if problems else None
 
 
 def shape_from_run_record(record: RunRecord) -> ModelShape:
@@ -68,6 +90,9 @@ def roofline_for_trace(
     """Expected vs measured for a trace with a run.json beside it; None without one, or when the
     device is unknown and no `hardware` is given. `device_name`/`memory_bytes`: the trace's
     (Timeline.device_name and its DeviceInfo.memory_bytes), preferred to run.json's."""
+    note = run_record_note(trace_path)
+    if note:
+        raise ValueError(note)  # callers say it as a note and show no roofline
     record = find_run_record(trace_path)
     if record is None:
         return None

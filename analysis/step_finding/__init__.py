@@ -14,10 +14,13 @@ evidence ranks.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pandas as pd
 
+from analysis.annotations import oversized_step_warnings
 from analysis.model import Segmentation
+from analysis.shapes import shape_warnings
 from analysis.step_finding.annotated import (
     profiler_steps,
     regex_unmatched,
@@ -55,9 +58,12 @@ __all__ = ["BOUNDARY_COLUMNS", "STRATEGIES", "Found", "Views", "boundary_frame",
 def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.DataFrame, Segmentation]:
     """Step boundaries (BOUNDARY_COLUMNS) and how they were found: the first strategy that answers."""
     views = Views(timeline, step_regex)
-    for strategy in STRATEGIES:
-        found = strategy(views)
-        if found is not None:
-            return found.bounds, found.segmentation
-    found = nothing(views)
-    return found.bounds, found.segmentation
+    found = next((f for f in (strategy(views) for strategy in STRATEGIES) if f is not None), None) or nothing(views)
+    # what the trace holds that no strategy may trust: numbers too large in step names, malformed shapes
+    ev = timeline.events
+    names = ev.loc[ev["kind"] == "annotation", "name"].astype(str).unique()
+    distrusted = (*oversized_step_warnings(names), *shape_warnings(ev))
+    segmentation = found.segmentation
+    if distrusted:
+        segmentation = replace(segmentation, warnings=(*distrusted, *segmentation.warnings))
+    return found.bounds, segmentation

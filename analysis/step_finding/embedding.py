@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.names import name_matches
+from analysis.shapes import clean_dims
+from analysis.shapes import token_shape as checked_token_shape
 from analysis.step_finding.frames import (
     BOUNDARY_COLUMNS,
     GRAPH_LAUNCHES,
@@ -72,19 +74,14 @@ def _parse_dims(text: str):
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, list) else None
+    return clean_dims(value)
 
 
 def token_shape(dims) -> tuple[int | None, int | None]:
     """(batch, new positions per sequence) from an embedding's input dims, None when unknown."""
-    if not dims or len(dims) < 2 or not isinstance(dims[1], list) or not dims[1]:
-        return None, None
-    ids = dims[1]
-    if len(ids) == 1:
-        return 1, int(ids[0])
-    return int(ids[0]), int(np.prod(ids[1:]))
+    return checked_token_shape(dims)
 
 
 def _forwards_from_embeddings(emb: pd.DataFrame) -> tuple[pd.DataFrame, bool]:

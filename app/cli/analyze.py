@@ -67,7 +67,9 @@ def _run_ranks(args: argparse.Namespace, paths: list) -> int:
     """DESIGN.md's ``{"ranks": [...], "run": {...}}`` for a folder or glob of rank traces, or its readable form."""
     from analysis import AnalysisOptions
     from analysis.ranks_report import analyze_run_folder
+    from app.cli.options import check_analysis_options
 
+    check_analysis_options(args)
     options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
     report = analyze_run_folder(paths, options)
     if args.json:

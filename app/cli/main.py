@@ -60,6 +60,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UserError, TraceError, ValueError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as exc:  # a bug, never expected: still one line (the fuzz test fails on this text)
+        print(f"error: {INTERNAL_ERROR} ({_where(exc)}): {' '.join(str(exc).split())[:200]}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+INTERNAL_ERROR = "internal error, please report it"
+
+
+def _where(exc: BaseException) -> str:
+    """The exception's type and the innermost project frame, so a report says where it broke."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "site-packages" not in f.filename]
+    last = frames[-1] if frames else None
+    return f"{type(exc).__name__}" + (f" at {Path(last.filename).name}:{last.lineno}" if last else "")
 
 
 def _prog() -> str:

@@ -7,7 +7,10 @@ trace, else --model), the roofline figures that need it."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+
+MAX_GAP_THRESHOLD_US = 1e9  # 1000 s: any longer "gap" threshold would hide everything
 
 
 def add_analysis_options(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +36,7 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
     from analysis.categories import load_rules
     from trace_cache.timelines import load_trace_cached
 
+    check_analysis_options(args)
     rules = load_rules(args.categories) if getattr(args, "categories", None) else ()  # ValueError: one line
     model = _model(args)  # before reading: a bad --model fails fast
     timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False))
@@ -41,6 +45,15 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
     )
     result = analyze(timeline, options)
     return timeline, with_model(args.trace, timeline, result, model, notes)
+
+
+def check_analysis_options(args: argparse.Namespace) -> None:
+    """Option values argparse lets through but the analysis cannot use (inf, NaN, negative, huge). Raises ValueError."""
+    threshold = args.gap_threshold_us
+    if not (math.isfinite(threshold) and 0 <= threshold <= MAX_GAP_THRESHOLD_US):
+        raise ValueError(f"--gap-threshold-us must be a number of microseconds from 0 to 1e9, not {threshold}")
+    if args.step_regex is not None and len(args.step_regex) > 500:
+        raise ValueError("--step-regex is longer than 500 characters")
 
 
 def _model(args: argparse.Namespace):

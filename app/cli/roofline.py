@@ -34,20 +34,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
+MAX_COUNT = 1 << 24  # tokens or sequences: far above any real run, low enough that every product stays finite
+
+
 def run_roofline(args: argparse.Namespace) -> int:
     """Print the table or the JSON object. Raises UserError (bad flags) or ValueError (bad model)."""
     from analysis.roofline import compute_bound_prompt_tokens, decode_cost, estimate, kv_bytes_per_token
     from analysis.roofline.hardware import phase_estimates
 
     for name in ("prompt_tokens", "new_tokens", "batch"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+        if not 1 <= getattr(args, name) <= MAX_COUNT:
+            raise UserError(f"--{name.replace('_', '-')} must be between 1 and {MAX_COUNT}")
     hardware = _hardware(args)
     dtype = args.dtype or ("float32" if hardware.kind == "cpu" else "bfloat16")
-    shape = model_shape(args.model, dtype)  # ValueError: app.cli.main says it in one line
-    phases = phase_estimates(shape, hardware, args.prompt_tokens, args.batch)
-    crossover = compute_bound_prompt_tokens(shape, hardware, args.batch)
-    last = estimate(decode_cost(shape, args.prompt_tokens + args.new_tokens - 2, args.batch), hardware)
+    try:
+        shape = model_shape(args.model, dtype)
+    except (ValueError, ArithmeticError) as exc:  # a hostile config.json: 1e308 sizes overflow
+        raise UserError(' '.join(str(exc).split())[:300]) from None
+    try:
+        phases = phase_estimates(shape, hardware, args.prompt_tokens, args.batch)
+        crossover = compute_bound_prompt_tokens(shape, hardware, args.batch)
+        last = estimate(decode_cost(shape, args.prompt_tokens + args.new_tokens - 2, args.batch), hardware)
+    except (ValueError, ArithmeticError) as exc:
+        raise UserError(str(exc)) from None
     report = {
         "phases": {
             name: {
@@ -73,8 +82,8 @@ def _hardware(args: argparse.Namespace):
     from analysis.roofline import Hardware, calibrate_cpu, gpu_by_name
 
     for flag, value in (("--hbm-gbps", args.hbm_gbps), ("--tflops", args.tflops)):
-        if value is not None and not value > 0:
-            raise UserError(f"{flag} must be positive")
+        if value is not None and not 0 < value < 1e9:  # also refuses inf and nan
+            raise UserError(f"{flag} must be a positive finite number below 1e9")
     if args.gpu is None:
         if args.hbm_gbps is None or args.tflops is None:
             raise UserError("give --gpu NAME, or both --hbm-gbps and --tflops")

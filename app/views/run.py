@@ -14,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from analysis.roofline import load_sweep, sweep_frame
+from app.exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
 from app.figures.sweep_chart import sweep_figure
 from app.navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
 from app.safe_text import for_markdown
@@ -53,9 +54,9 @@ def _spec_form():
         device = right.selectbox("Device", DEVICES)
         mode = right.selectbox("Mode", MODES)
         prompt = right.text_input("Prompt (empty: deterministic token ids)")
-        prompt_tokens = right.number_input("Prompt tokens (when no prompt)", 1, 32768, 16)
-        new_tokens = left.number_input("New tokens", 1, 4096, 16)
-        batch = left.number_input("Batch", 1, 1024, 1)
+        prompt_tokens = right.number_input("Prompt tokens (when no prompt)", 1, run_bound("prompt_tokens"), 16)
+        new_tokens = left.number_input("New tokens", 1, run_bound("new_tokens"), 16)
+        batch = left.number_input("Batch", 1, run_bound("batch"), 1)
         single = st.form_submit_button("Run", type="primary")
         pair = st.form_submit_button("Run on/off pair (eager vs CUDA graphs; vs compile on CPU) and compare")
     spec = RunSpec(
@@ -88,6 +89,10 @@ def _generation_section(on_gpu: bool) -> None:
         return
     from dataclasses import replace
 
+    problem = run_spec_problem(spec.new_tokens, spec.batch, spec.prompt_tokens, spec.model)
+    if problem:  # checked here too: the form's maxima are only the browser's
+        st.error(f"Run refused: {for_markdown(problem)}")
+        return
     specs = [replace(spec, mode=m) for m in _pair_modes(on_gpu)] if pair else [spec]
     folders = []
     with st.status(f"Running {len(specs)} profiled generation(s)...", expanded=True) as status:
@@ -202,6 +207,9 @@ def _sweep_section() -> None:
 
 def render() -> None:
     st.title("Run")
+    if not remote_runs_allowed():
+        st.error(f"Runs are off: the app is reachable beyond localhost. Set {ALLOW_REMOTE_ENV}=1 to allow them.")
+        return
     on_gpu = _cuda_available()
     st.caption(f"Profiles a generation with torch.profiler and saves it under {for_markdown(runs_dir())}. "
                f"{'A CUDA GPU is available.' if on_gpu else 'No CUDA GPU here: runs use the CPU.'}")
