@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -52,11 +53,13 @@ def serve_cached_analyze(argv: Sequence[str]) -> int | None:
         return None
     if unknown or args.no_cache or not os.path.isfile(args.trace):  # a folder or glob: the full command
         return None
+    if not math.isfinite(args.gap_threshold_us):  # inf, nan: the full command's check words the error
+        return None
     from trace_cache.results import cached_result
 
     try:
         result = cached_result(args.trace, analyze_options(args.gap_threshold_us, args.step_regex))
-    except (OSError, ValueError):
+    except Exception:  # a miss, whatever went wrong: the full command runs and reports it properly
         return None
     if result is None:
         return None

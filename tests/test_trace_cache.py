@@ -294,3 +294,13 @@ def test_a_lowered_read_limit_refuses_a_cached_trace(tmp_path, trace, monkeypatc
         timelines.load_trace_cached(trace, ReadLimits(limits.max_file_bytes, limits.max_decompressed_bytes,
                                                       len(events) - 1), store=store)
     assert len(timelines.load_trace_cached(trace, store=store).events) == len(load_trace(trace).events)
+
+
+def test_warm_cli_leaves_bad_option_values_to_the_full_command(tmp_path, trace):
+    """With a warm cache, option values the analysis refuses still end as one `error:` line and status 2."""
+    cache = tmp_path / "cache"
+    assert _cli(["analyze", str(trace), "--json"], cache).returncode == 0
+    for value in ("inf", "nan", "-1", "1e300"):
+        out = _cli(["analyze", str(trace), "--json", f"--gap-threshold-us={value}"], cache)
+        assert out.returncode == 2 and out.stderr.startswith("error: --gap-threshold-us"), (value, out.stderr)
+        assert len(out.stderr.splitlines()) == 1 and out.stdout == ""
