@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app import logdir
@@ -130,6 +131,7 @@ def test_analyze_page_opens_a_trace_from_the_logdir(tmp_path, monkeypatch):
     shutil.copytree(SAMPLE, logs / "eager")
     monkeypatch.setenv("STEPSCOPE_LOGDIR", str(logs))
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    st.cache_data.clear()  # an earlier test may hold the same sample's Timeline in Streamlit's in-memory cache
     at = AppTest.from_file(str(REPO / "app" / "views" / "analyze.py"), default_timeout=120).run()
     assert not at.exception
     pick = at.selectbox(key="logdir_pick")
