@@ -113,6 +113,8 @@ def _gunzip(data: bytes, max_out: int) -> bytearray:
             if bytes(view[pos:]).strip(b"\x00"):
                 raise TraceError(f"corrupt gzip data: zero bytes at byte {pos} followed by more data")
             break
+        if bytes(view[pos : pos + 2]) != GZIP_MAGIC[:2]:  # said here: ISA-L waits for more bytes where zlib fails
+            raise TraceError(f"corrupt gzip data near byte {pos}: not the start of a gzip member")
         inflater = inflate.decompressobj(wbits=31)  # ISA-L when installed: same interface, faster
         feed = 256
         while not inflater.eof:
