@@ -9,7 +9,7 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 ROOT = Path(__file__).parent
-SUBPACKAGES = ("contracts", "collectors", "parsers", "analysis", "exporters", "batch", "app")
+SUBPACKAGES = ("contracts", "collectors", "parsers", "trace_cache", "analysis", "exporters", "batch", "app")
 present = [name for name in SUBPACKAGES if (ROOT / name / "__init__.py").exists()]
 packages = ["stepscope", "stepscope.sample_traces"]
 for name in present:

@@ -1,4 +1,5 @@
-"""Parsed and analysed traces, cached by the sha256 of the file's bytes.
+"""Parsed and analysed traces, cached by the content hash of the file's bytes (sha256 for uploads;
+files: trace_cache's hash through its stat index, and their Timeline also in its on-disk Arrow cache).
 
 st.cache_data keys on the hash string only (the bytes and path are passed with a
 leading underscore, so Streamlit does not hash them again); the same file under
@@ -16,9 +17,9 @@ import streamlit as st
 
 from analysis import Analysis, AnalysisOptions, analyze
 from analysis.report import contract
-from parsers import Timeline, TraceError, parse_trace_bytes
-from parsers.limits import ReadLimits, read_trace_bytes
-from parsers.run_sidecar import attach_run_json
+from app.stage_timing import stage
+from parsers import Timeline, TraceError
+from parsers.limits import ReadLimits
 
 MAX_CACHED_TRACES = 8
 
@@ -38,36 +39,34 @@ def sha256_of_bytes(data: bytes) -> str:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _sha256_of_file(path: str, mtime_ns: int, size: int) -> str:
-    """Hash a file once per (path, mtime, size), so reruns skip reading big files."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """The file's content hash once per (path, mtime, size), through the on-disk cache's stat index."""
+    from trace_cache.keys import file_digest
+    from trace_cache.store import CacheStore
 
-
-def _read(data: bytes | bytearray, already_decompressed: bool, path: Path | None = None) -> Timeline:
-    timeline = parse_trace_bytes(data, ReadLimits.from_env(), already_decompressed=already_decompressed)
-    if path is not None:
-        timeline = attach_run_json(timeline, path)  # device and model facts a CPU trace lacks
-    return timeline
+    return file_digest(CacheStore(), path)
 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the trace...")
 def _timeline_of_file(sha256: str, _path: str) -> Timeline:
-    return _read(read_trace_bytes(_path, ReadLimits.from_env()), already_decompressed=True, path=Path(_path))
+    from trace_cache.timelines import load_trace_cached  # the on-disk Arrow cache: a reopen maps, never parses
+
+    with stage("parse"):
+        return load_trace_cached(_path, ReadLimits.from_env())
 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the upload...")
 def _timeline_of_bytes(sha256: str, _data: bytes) -> Timeline:
-    return _read(_data, already_decompressed=False)
+    from trace_cache.timelines import parse_bytes_cached
+
+    return parse_bytes_cached(_data, ReadLimits.from_env())
 
 
 @st.cache_data(max_entries=4 * MAX_CACHED_TRACES, show_spinner="Analysing the trace...")
 def _analysis_of(sha256: str, gap_threshold_ns: int, step_regex: str | None, _timeline: Timeline) -> tuple:
     """Keyed by the trace's hash and the options, so changing a setting re-analyses without re-reading."""
     try:
-        analysis = analyze(_timeline, AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex))
+        with stage("analysis"):
+            analysis = analyze(_timeline, AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex))
     except ValueError as exc:  # a bad regex or threshold: one line, like an unreadable trace
         raise TraceError(str(exc)) from None
     return analysis, contract(_timeline, analysis)
@@ -86,7 +85,8 @@ def load_path(path: str | Path, options: AnalysisOptions | None = None) -> Loade
         stat = path.stat()
     except OSError as exc:
         raise TraceError(f"cannot open {path.name}: {exc.strerror or exc}") from None
-    sha = _sha256_of_file(str(path), stat.st_mtime_ns, stat.st_size)
+    with stage("digest"):
+        sha = _sha256_of_file(str(path), stat.st_mtime_ns, stat.st_size)
     return _loaded(path.parent.name or path.name, sha, _timeline_of_file(sha, str(path)), options)
 
 

@@ -161,7 +161,7 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
             pass
     from analysis import analyze
     from parsers.errors import TraceError
-    from parsers.load import load_trace
+    from trace_cache.timelines import load_trace_cached  # the on-disk parse cache; workers write it atomically
 
     started = time.perf_counter()
     base = {f: None for f in TRACE_FIELDS}
@@ -183,7 +183,7 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
                              "comm_pct": comm, "exposed_comm_pct": exposed})
                 parts.append(tables)
         else:
-            timeline = load_trace(Path(path))
+            timeline = load_trace_cached(Path(path))
             analysis = analyze(timeline)
             fields, *tables = _trace_rows(key, timeline, analysis, None)
             rows[0].update(fields)

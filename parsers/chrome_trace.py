@@ -167,6 +167,14 @@ def read_chrome_trace(
     # Every event has a "ph" key: counting them (one C-level scan) bounds the event count before the
     # event list, whose per-event overhead dwarfs a tiny event's bytes, is built.
     check_event_count(data.count(b'"ph"'), limits)
+    from parsers.split_decode import SplitNotPossibleError, decode_in_two
+
+    box = [data]  # big files: in pieces, half of them in a second process; anything unusual falls back
+    del data
+    try:
+        return _timeline(*decode_in_two(box))  # empties the box once the bytes are no longer needed
+    except SplitNotPossibleError:
+        data = box.pop()
     doc = _decode_root(data)
     del data  # the raw slices keep the buffer alive until the last of them is gone
     evs = doc.traceEvents
@@ -191,6 +199,11 @@ def read_chrome_trace(
         if dropped:
             raise TraceError(f"none of the {event_count} events has a usable time: skipped {dropped}")
         raise TraceError(f"none of the {event_count} events is a complete (ph X) event: nothing to analyse")
+    return _timeline(doc, builder, event_count)
+
+
+def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Timeline:
+    """The frame and metadata from the decoded columns and the document's other fields."""
     events = builder.frame()
     devices = {
         p.id: DeviceInfo(
@@ -442,7 +455,7 @@ class _ColumnBuilder:
         return self.string_ids.setdefault(value[:200], -(1 << 40) - len(self.string_ids))
 
     def _read_metadata(self, evs: list[_Metadata]) -> None:
-        for e in evs:
+        for e in reversed(evs):  # batches come last-first: the first label in the file is set last and wins
             order = e.args.sort_index if e.args is not None else None
             order = order if isinstance(order, int | float) and abs(order) < 1 << 31 else None  # NaN fails too
             if e.name == "process_sort_index" and isinstance(order, int | float):

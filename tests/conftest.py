@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 REAL_TRACES = ROOT / "tests" / "data" / "real"
+# The on-disk trace cache of everything the tests run goes to a throwaway folder, not ~/.cache/stepscope.
+os.environ.setdefault("STEPSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="stepscope-test-cache-"))
 
 
 def missing(reason: str) -> None:

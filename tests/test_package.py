@@ -39,8 +39,8 @@ def wheel_files(tmp_path_factory) -> list[str]:
     pytest.importorskip("setuptools")
     source = tmp_path_factory.mktemp("source")
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "runs", "build", "*.egg-info")
-    for name in ("stepscope", "contracts", "collectors", "parsers", "analysis", "exporters", "batch", "app",
-                 "sample_traces"):
+    for name in ("stepscope", "contracts", "collectors", "parsers", "trace_cache", "analysis", "exporters", "batch",
+                 "app", "sample_traces"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, source / name, ignore=skip)
     for name in ("setup.py", "pyproject.toml", "README.md"):
@@ -64,7 +64,8 @@ def test_wheel_puts_every_folder_under_stepscope(wheel_files):
                    "stepscope/app/cli/compare.py", "stepscope/app/streamlit_app.py", "stepscope/app/views/analyze.py",
                    "stepscope/app/figures/timeline.py", "stepscope/analysis/roofline/__init__.py",
                    "stepscope/analysis/metrics.py", "stepscope/parsers/__init__.py", "stepscope/exporters/__init__.py",
-                   "stepscope/collectors/run.py", "stepscope/contracts/__init__.py", "stepscope/batch/cli.py"):
+                   "stepscope/collectors/run.py", "stepscope/contracts/__init__.py", "stepscope/batch/cli.py",
+                   "stepscope/trace_cache/timelines.py", "stepscope/app/cli_cached.py"):
         assert module in wheel_files, module
     for sample in ("cpu_tiny-llama_eager", "cpu_tiny-llama_compile"):
         assert f"stepscope/sample_traces/{sample}/trace.json.gz" in wheel_files

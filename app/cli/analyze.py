@@ -17,6 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="Kineto JSON (.json, .json.gz), Perfetto .pftrace or nsys SQLite export; or a folder/glob of rank traces",
     )
     analyze.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    analyze.add_argument("--no-cache", action="store_true", help="do not use the cache (STEPSCOPE_CACHE_DIR)")
     add_analysis_options(analyze)
     analyze.set_defaults(handler=run_analyze)
     return analyze
@@ -31,14 +32,22 @@ def run_analyze(args: argparse.Namespace) -> int:
         return _run_ranks(args, rank_files)
     if rank_files:
         args.trace = str(rank_files[0])
-    timeline, result = read_and_analyze(args)
+    notes: list[str] = []
+    timeline, result = read_and_analyze(args, notes)
+    report = contract(timeline, result)
+    for note in notes:
+        print(note, file=sys.stderr)
+    if not args.no_cache:
+        from app.cli_cached import remember_analyze
+
+        remember_analyze(args, report, notes)  # only when every option it used is part of the cache key
     from app.text_report import render_text
 
-    return _emit(contract(timeline, result), args.json, render_text)
+    return _emit(report, args.json, render_text)
 
 
 def _emit(report: dict, as_json: bool, render) -> int:
-    """The report as one JSON line, or in its readable form."""
+    """The report as one JSON line (streamed: a reader leaving early is seen here), or in its readable form."""
     if as_json:
         json.dump(report, sys.stdout, separators=(",", ":"))
         sys.stdout.write("\n")

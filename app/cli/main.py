@@ -33,6 +33,11 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from app.cli_cached import serve_cached_analyze
+
+    served = serve_cached_analyze(sys.argv[1:] if argv is None else argv)  # a cached result: no heavy imports
+    if served is not None:
+        return served
     args = build_parser().parse_args(argv)
     from parsers import TraceError
 

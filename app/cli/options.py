@@ -27,21 +27,24 @@ def add_analysis_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def read_and_analyze(args: argparse.Namespace) -> tuple:
-    """(Timeline, Analysis) for args.trace with the command's options. Raises TraceError or ValueError."""
+def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -> tuple:
+    """(Timeline, Analysis) for args.trace with the command's options. Raises TraceError or ValueError.
+
+    The trace is read through the on-disk Timeline cache (trace_cache; `--no-cache` bypasses it). Notes for
+    stderr go to `notes` when given (the analyze command caches them with its result), else are printed."""
     from analysis import AnalysisOptions, analyze
     from analysis.categories import load_rules
-    from parsers import load_trace
+    from trace_cache.timelines import load_trace_cached
 
     check_analysis_options(args)
     rules = load_rules(args.categories) if getattr(args, "categories", None) else ()  # ValueError: one line
     model = _model(args)  # before reading: a bad --model fails fast
-    timeline = load_trace(args.trace)
+    timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False))
     options = AnalysisOptions(
         gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex, category_rules=rules
     )
     result = analyze(timeline, options)
-    return timeline, with_model(args.trace, timeline, result, model)
+    return timeline, with_model(args.trace, timeline, result, model, notes)
 
 
 def check_analysis_options(args: argparse.Namespace) -> None:
@@ -61,20 +64,27 @@ def _model(args: argparse.Namespace):
     return model_shape(args.model)
 
 
-def with_model(trace_path: str, timeline, result, model=None):
+def with_model(trace_path: str, timeline, result, model=None, notes: list[str] | None = None):
     """Expected-vs-measured findings and the per-category roofline when a run.json beside the trace
-    names the model (and the device is known); else the per-category roofline for `model` (--model)."""
+    names the model (and the device is known); else the per-category roofline for `model` (--model).
+    Notes for stderr are appended to `notes` when given, else printed."""
     from analysis.anatomy import with_category_roofline
     from analysis.roofline import roofline_for_trace, timeline_device, with_roofline
+
+    def note(text: str) -> None:
+        if notes is None:
+            print(text, file=sys.stderr)
+        else:
+            notes.append(text)
 
     try:
         roofline = roofline_for_trace(trace_path, result, *timeline_device(timeline))
     except ValueError as exc:  # the run.json beside the trace is optional: never fail the analysis over it
-        print(f"note: no roofline: {' '.join(str(exc).split())}", file=sys.stderr)
+        note(f"note: no roofline: {' '.join(str(exc).split())}")
         roofline = None
     if roofline is not None:
         result = with_roofline(result, roofline)
         if model is not None:
-            print("note: run.json beside the trace names the model; --model is not used", file=sys.stderr)
+            note("note: run.json beside the trace names the model; --model is not used")
         return with_category_roofline(result, roofline.shape, roofline.hardware)
     return with_category_roofline(result, model) if model is not None else result

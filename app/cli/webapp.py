@@ -1,7 +1,9 @@
 """`app [--logdir DIR] [--port N] [--headless]`: start the Streamlit app (as `streamlit run app/streamlit_app.py`).
 
 Runs Streamlit's own command line in a child process with this interpreter, so the app gets a fresh
-Streamlit runtime and Ctrl-C stops both. Runs made on the Run page go to --logdir (STEPSCOPE_RUNS_DIR).
+Streamlit runtime and Ctrl-C stops both. Runs made on the Run page go to --logdir (STEPSCOPE_RUNS_DIR), and
+Analyze's log-directory picker lists and opens the traces under it from disk: the app reads it as
+`streamlit run app/streamlit_app.py -- --logdir DIR` does (the script argument, and STEPSCOPE_LOGDIR).
 """
 
 from __future__ import annotations
@@ -21,11 +23,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     app = subparsers.add_parser("app", help="start the web app (Analyze, Run, Compare) in the browser",
                                 description="Start Stepscope's Streamlit app. Ctrl-C stops it.")
     app.add_argument("--logdir", default="runs", metavar="DIR",
-                     help="where the Run page keeps its runs and where past runs are listed (default: ./runs)")
+                     help="where the Run page keeps its runs, where past runs are listed, and the folder whose "
+                     "traces Analyze lists and opens from disk (default: ./runs)")
     app.add_argument("--port", type=int, default=None, help="port to serve on (Streamlit's default: 8501)")
     app.add_argument("--headless", action="store_true", help="do not open a browser")
     app.set_defaults(handler=run_app)
     return app
+
+
+def logdir_path(args: argparse.Namespace) -> Path:
+    return Path(args.logdir).expanduser().resolve()
 
 
 def streamlit_command(args: argparse.Namespace) -> list[str]:
@@ -34,11 +41,14 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
         command += ["--server.port", str(args.port)]
     if args.headless:
         command += ["--server.headless", "true"]
-    return command
+    return [*command, "--", "--logdir", str(logdir_path(args))]  # the script's own argument (app.logdir)
 
 
 def run_app(args: argparse.Namespace) -> int:
-    env = dict(os.environ, STEPSCOPE_RUNS_DIR=str(Path(args.logdir).expanduser().resolve()))
+    from app.logdir import LOGDIR_ENV
+
+    logdir = str(logdir_path(args))
+    env = dict(os.environ, STEPSCOPE_RUNS_DIR=logdir, **{LOGDIR_ENV: logdir})
     try:
         return subprocess.call(streamlit_command(args), env=env)
     except KeyboardInterrupt:  # the child got the same Ctrl-C and stops on its own

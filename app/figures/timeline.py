@@ -104,6 +104,9 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
         steps = steps.assign(_span=steps["end_ns"] - steps["start_ns"]).nlargest(budget, "_span").sort_index()
         lanes.note += f"Longest {budget:,} of {len(analysis.steps):,} steps drawn. "
     y = lanes.lane(PHASE_LANE)
+    if len(steps) > OVERVIEW_SEGMENT_BUDGET:  # keep the figure bounded: draw consecutive steps as blocks
+        steps, blocks = _step_blocks(steps, OVERVIEW_SEGMENT_BUDGET), len(steps)
+        lanes.note += f"{blocks:,} steps drawn as {len(steps):,} blocks of consecutive steps. "
     if len(steps):
         labels = _step_label(steps)
         span_ms = (steps["end_ns"] - steps["start_ns"]).to_numpy() / 1e6
@@ -138,6 +141,23 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
             x=mid, y=np.full(len(longest), y + 0.45), mode="text", showlegend=False, hoverinfo="skip",
             text=[_duration_label(v) for v in longest["dur_ns"]], textfont={"color": palette.GAP, "size": 10},
         ))
+
+
+def _step_blocks(steps: pd.DataFrame, budget: int) -> pd.DataFrame:
+    """At most `budget` rows: each a run of consecutive steps, kind kept when the whole run shares it."""
+    size = -(-len(steps) // budget)
+    block = np.arange(len(steps)) // size
+    grouped = steps.assign(_block=block).groupby("_block", sort=True)
+    kinds = grouped["kind"].agg(lambda k: k.iloc[0] if (k == k.iloc[0]).all() else "mixed")
+    return pd.DataFrame({
+        "kind": kinds.to_numpy(),
+        "request": grouped["request"].first().to_numpy(),
+        "index": grouped["index"].first().to_numpy(),
+        "start_ns": grouped["start_ns"].min().to_numpy(),
+        "end_ns": grouped["end_ns"].max().to_numpy(),
+        "kernels": grouped["kernels"].sum().to_numpy(),
+        "launches": grouped["launches"].sum().to_numpy(),
+    })
 
 
 def _span_ns(analysis: Analysis, window: tuple[int, int] | None) -> int:

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import components, perfetto_panel, report_panel, roofline_panel, tables
+from app import components, logdir_panel, perfetto_panel, report_panel, roofline_panel, tables
 from app.analysis_settings import settings_expander
 from app.figures import step_charts, timeline
 from app.navigation import ANALYZE_KEY
 from app.safe_text import for_markdown
 from app.source_loading import load_source
+from app.stage_timing import stage
 from app.trace_sources import TraceSource, all_sources, default_source
 from app.uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload_names
 from parsers import TraceError
 from parsers.perfetto_reader import trace_processor_status
 
-ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload"}
+ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
 
 def _pick_source() -> TraceSource | None:
+    logdir_panel.picker()  # only with --logdir: big local traces read from disk
     with st.expander("Upload a trace", expanded=False):
         st.caption(size_limit_text())
         st.caption(for_markdown(trace_processor_status()))
@@ -31,7 +33,7 @@ def _pick_source() -> TraceSource | None:
             elif st.session_state.get("analyze_last_upload") != result.key:
                 st.session_state["analyze_last_upload"] = result.key
                 st.session_state[ANALYZE_KEY] = result.key
-    sources = all_sources(upload_names(st.session_state))
+    sources = all_sources(upload_names(st.session_state)) + logdir_panel.opened_sources(st.session_state)
     if not sources:
         st.info("No traces yet: upload one above, or make one on the Run page.")
         return None
@@ -77,8 +79,9 @@ def _detail_window(loaded) -> tuple[int, int]:
 
 def _timeline_section(loaded) -> None:
     st.subheader("Timeline")
-    overview, note = timeline.overview_figure(loaded.analysis)
-    st.plotly_chart(overview, width="stretch", key="overview_timeline")
+    with stage("figure"):  # built and serialised for the browser
+        overview, note = timeline.overview_figure(loaded.analysis)
+        st.plotly_chart(overview, width="stretch", key="overview_timeline")
     if note:
         st.caption(note)
     if loaded.timeline.events.empty:
@@ -198,6 +201,11 @@ def render() -> None:
     roofline_line = st.container()  # filled once the roofline section below has its inputs
     components.segmentation_box(loaded)
     _timeline_section(loaded)
+    with stage("below the timeline"):
+        _below_timeline(loaded, source, roofline_line)
+
+
+def _below_timeline(loaded, source, roofline_line) -> None:
     _step_section(loaded)
     _inside_step_section(loaded)
     report = roofline_panel.section(loaded, source)

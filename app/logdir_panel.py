@@ -1,0 +1,87 @@
+"""The log-directory picker on Analyze: pick a folder under `--logdir`, see its traces, open one from disk.
+
+The listing reruns on its own every few seconds (a fragment), so traces that appear are listed
+without a page reload; opening one hands its path (never its bytes) to the loader, which reads it
+through the on-disk cache. All listing and path checks live in app.logdir.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from datetime import datetime
+from pathlib import Path
+
+import streamlit as st
+
+from app.logdir import OutsideLogdirError, TraceFile, configured_logdir, human_size, list_folders, list_traces
+from app.logdir import resolve_within as _resolve_within
+from app.navigation import ANALYZE_KEY
+from app.safe_text import for_markdown
+from app.trace_sources import TraceSource
+
+PREFIX = "logdir:"
+OPENED_KEY = "logdir_opened"  # session state: relative paths opened this session, oldest first
+FOLDER_KEY = "logdir_folder"
+PICK_KEY = "logdir_pick"
+REFRESH_S = 5
+
+
+def opened_sources(state: MutableMapping, root: Path | None = None) -> list[TraceSource]:
+    """The traces opened from the log directory this session, as sources (paths re-checked)."""
+    root = root or configured_logdir()
+    if root is None:
+        return []
+    out = []
+    for rel in state.get(OPENED_KEY, []):
+        try:
+            out.append(TraceSource(PREFIX + rel, rel, "logdir", _resolve_within(root, rel)))
+        except OutsideLogdirError:
+            continue
+    return out
+
+
+def open_trace(state: MutableMapping, rel: str, root: Path) -> str:
+    """Remember `rel` as opened and make it Analyze's trace; returns its source key."""
+    _resolve_within(root, rel)  # refuses anything outside the root
+    opened = [r for r in state.get(OPENED_KEY, []) if r != rel] + [rel]
+    state[OPENED_KEY] = opened[-20:]
+    state[ANALYZE_KEY] = PREFIX + rel
+    return PREFIX + rel
+
+
+def _label(t: TraceFile) -> str:
+    when = datetime.fromtimestamp(t.mtime_ns / 1e9).strftime("%Y-%m-%d %H:%M")
+    rank = f" · rank {t.rank}" if t.rank is not None else ""
+    return f"{t.rel_path} · {human_size(t.size_bytes)} · {t.format}{rank} · {when}"
+
+
+def picker() -> None:
+    """The expander with the folder picker and the trace list; nothing when no log directory is set."""
+    root = configured_logdir()
+    if root is None:
+        return
+    with st.expander(f"Log directory: {root}", expanded=True):
+        _listing(str(root))
+
+
+@st.fragment(run_every=REFRESH_S)
+def _listing(root_text: str) -> None:
+    root = Path(root_text)
+    folders = list_folders(root)
+    if st.session_state.get(FOLDER_KEY) not in folders:
+        st.session_state[FOLDER_KEY] = ""
+    left, right = st.columns([1, 3])
+    folder = left.selectbox("Folder", folders, key=FOLDER_KEY, format_func=lambda r: r or "(top)",
+                            help="Traces in this folder and the folders below it are listed, newest first.")
+    traces = list_traces(root, folder)
+    if not traces:
+        right.info("No traces here yet (Kineto/Chrome JSON, Perfetto or Nsight SQLite); the list refreshes itself.")
+        return
+    by_rel = {t.rel_path: t for t in traces}
+    if st.session_state.get(PICK_KEY) not in by_rel:
+        st.session_state[PICK_KEY] = traces[0].rel_path
+    rel = right.selectbox("Trace (newest first)", list(by_rel), key=PICK_KEY, format_func=lambda r: _label(by_rel[r]))
+    st.caption(f"{len(traces)} trace(s) · read from disk on this machine, no upload · {for_markdown(str(root))}")
+    if st.button("Open from disk", key="logdir_open", type="primary"):
+        open_trace(st.session_state, rel, root)
+        st.rerun()

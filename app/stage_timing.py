@@ -1,0 +1,29 @@
+"""Optional stage timings for benchmarks: with STEPSCOPE_TIMING_LOG=FILE, each timed stage appends one JSON line
+({"stage", "start", "end"} in time.time() seconds) to FILE; without it, nothing is written and the cost is nil.
+
+bench/browser_open_bench.py reads them to split the browser's time to first timeline into parse, analysis and
+figure build, measured in the same run as the click.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+
+TIMING_ENV = "STEPSCOPE_TIMING_LOG"
+
+
+@contextlib.contextmanager
+def stage(name: str):
+    target = os.environ.get(TIMING_ENV)
+    if not target:
+        yield
+        return
+    start = time.time()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError), open(target, "a") as log:
+            log.write(json.dumps({"stage": name, "start": start, "end": time.time()}) + "\n")

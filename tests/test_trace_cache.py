@@ -1,0 +1,306 @@
+"""The on-disk cache: exact round trips, damaged and foreign entries rebuilt, LRU bound, concurrent writers,
+and a warm `analyze` that imports no pandas. Traces are SYNTHETIC (built here) or the shipped samples."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from parsers import load_trace
+from tests.conftest import ROOT, real_trace
+from tests.synthetic_traces import synthetic_generation, write
+from trace_cache import keys, timelines
+from trace_cache.results import cached_analyze_json, store_result
+from trace_cache.store import CacheStore
+
+SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
+
+
+def _assert_same(a, b) -> None:
+    pd.testing.assert_frame_equal(a.events, b.events)  # dtypes, category order, values
+    assert a.meta == b.meta
+
+
+@pytest.fixture
+def store(tmp_path) -> CacheStore:
+    return CacheStore(tmp_path / "cache")
+
+
+@pytest.fixture
+def trace(tmp_path) -> Path:
+    (tmp_path / "t").mkdir()
+    return write(tmp_path / "t" / "trace.json", synthetic_generation(decode_steps=8))
+
+
+def test_round_trip_is_exact(store, trace):
+    fresh = load_trace(trace)
+    cold = timelines.load_trace_cached(trace, store=store)
+    assert len(list((store.root / "timelines").iterdir())) == 1
+    warm = timelines.load_trace_cached(trace, store=store)
+    _assert_same(fresh, cold)
+    _assert_same(fresh, warm)
+    assert not warm.events["ts"].to_numpy().flags.writeable  # mapped from the file, not copied
+
+
+def test_round_trip_of_a_real_sample_with_run_json(store):
+    if not SAMPLE.exists():
+        pytest.skip("no shipped sample")
+    fresh = load_trace(SAMPLE)
+    timelines.load_trace_cached(SAMPLE, store=store)
+    warm = timelines.load_trace_cached(SAMPLE, store=store)
+    _assert_same(fresh, warm)
+    assert "run" in warm.meta.extra  # the run.json beside it is attached after the cache, as load_trace does
+
+
+def test_round_trip_keeps_launch_geometry_and_rank_facts(store, monkeypatch):
+    """A real A100 trace with kernel grid/block columns and distributedInfo in meta.extra: cached (not silently
+    skipped as uncacheable) and served back exactly, without parsing."""
+    path = real_trace("hta_training_cudagraph_a100.json.gz")
+    fresh = load_trace(path)
+    assert fresh.events["grid"].gt(0).any() and fresh.events["block"].gt(0).any()
+    assert fresh.meta.extra["distributed"]["world_size"] == 16
+    timelines.load_trace_cached(path, store=store)
+    assert len(list((store.root / "timelines").iterdir())) == 1
+    monkeypatch.setattr(timelines, "_parse", lambda *_: pytest.fail("parsed although cached"))
+    _assert_same(fresh, timelines.load_trace_cached(path, store=store))
+
+
+def test_a_hit_does_not_parse(store, trace, monkeypatch):
+    timelines.load_trace_cached(trace, store=store)
+
+    def no_parse(*_):
+        raise AssertionError("parsed although cached")
+
+    monkeypatch.setattr(timelines, "_parse", no_parse)
+    assert len(timelines.load_trace_cached(trace, store=store).events) == len(load_trace(trace).events)
+
+
+def test_corrupt_entry_is_rebuilt(store, trace):
+    timelines.load_trace_cached(trace, store=store)
+    (entry,) = (store.root / "timelines").iterdir()
+    data = bytearray(entry.read_bytes())
+    entry.write_bytes(bytes(data[: len(data) // 2]))  # truncated
+    calls = []
+    real_parse = timelines._parse
+    timelines._parse = lambda owned, limits=None: calls.append(1) or real_parse(owned, limits)
+    try:
+        again = timelines.load_trace_cached(trace, store=store)
+    finally:
+        timelines._parse = real_parse
+    assert calls == [1]
+    _assert_same(load_trace(trace), again)
+    assert entry.stat().st_size == len(data)  # rewritten whole
+
+
+def test_garbage_entry_is_rebuilt(store, trace):
+    timelines.load_trace_cached(trace, store=store)
+    (entry,) = (store.root / "timelines").iterdir()
+    entry.write_bytes(b"not arrow at all" * 100)
+    _assert_same(load_trace(trace), timelines.load_trace_cached(trace, store=store))
+
+
+def test_parser_version_bump_is_a_miss(store, trace, monkeypatch):
+    timelines.load_trace_cached(trace, store=store)
+    monkeypatch.setattr(keys, "PARSER_VERSION", keys.PARSER_VERSION + 1)
+    monkeypatch.setattr(timelines, "PARSER_VERSION", keys.PARSER_VERSION)
+    digest = keys.known_digest(store, trace)
+    assert timelines.load_timeline(store, digest) is None
+    timelines.load_trace_cached(trace, store=store)
+    assert len(list((store.root / "timelines").iterdir())) == 2  # one per version
+
+
+def test_entry_of_another_version_under_this_name_is_ignored(store, trace, monkeypatch):
+    timeline = timelines.load_trace_cached(trace, store=store)
+    digest = keys.known_digest(store, trace)
+    monkeypatch.setattr(timelines, "PARSER_VERSION", 999)  # written as version 999 under today's name
+    timelines.save_timeline(store, digest, timeline)
+    monkeypatch.undo()
+    assert timelines.load_timeline(store, digest) is None
+    assert not list((store.root / "timelines").glob(f"{digest}*"))  # dropped, to be rebuilt
+
+
+def test_changed_file_is_not_served_from_the_old_entry(store, tmp_path):
+    (tmp_path / "x").mkdir()
+    path = write(tmp_path / "x" / "trace.json", synthetic_generation(decode_steps=4))
+    first = timelines.load_trace_cached(path, store=store)
+    time.sleep(0.01)
+    write(path, synthetic_generation(decode_steps=9))
+    second = timelines.load_trace_cached(path, store=store)
+    assert len(second.events) > len(first.events)
+    _assert_same(load_trace(path), second)
+
+
+def test_lru_eviction_under_a_tiny_bound(tmp_path):
+    store = CacheStore(tmp_path / "c", max_bytes=3500)
+    for i in range(3):
+        store.put_bytes("results", f"e{i}.json", bytes(1000))
+        os.utime(store.entry("results", f"e{i}.json"), (1000 + i, 1000 + i))
+    # e0 is used now, so e1 is the least recently used when e3 arrives
+    assert store.get("results", "e0.json") is not None
+    store.put_bytes("results", "e3.json", bytes(1000))
+    left = sorted(p.name for p in (tmp_path / "c" / "results").iterdir())
+    assert left == ["e0.json", "e2.json", "e3.json"]
+    assert store.size_bytes() <= 3500
+
+
+def _write_many(args) -> int:
+    root, worker = args
+    store = CacheStore(root)
+    payload = json.dumps({"same": "content", "n": list(range(20000))}).encode()
+    for _ in range(30):
+        assert store.put_bytes("results", "shared.json", payload) is not None
+    return worker
+
+
+def test_concurrent_writers_leave_one_whole_entry(tmp_path):
+    root = tmp_path / "c"
+    with ProcessPoolExecutor(4) as pool:
+        assert sorted(pool.map(_write_many, [(root, w) for w in range(4)])) == [0, 1, 2, 3]
+    names = [p.name for p in (root / "results").iterdir()]
+    assert names == ["shared.json"]  # no temporary files left behind
+    assert json.loads((root / "results" / "shared.json").read_bytes())["n"][-1] == 19999
+
+
+def test_concurrent_timeline_writers(tmp_path, trace):
+    root = tmp_path / "c"
+    with ProcessPoolExecutor(3) as pool:
+        lengths = list(pool.map(_load_len, [(str(root), str(trace))] * 6))
+    assert len(set(lengths)) == 1
+    _assert_same(load_trace(trace), timelines.load_trace_cached(trace, store=CacheStore(root)))
+
+
+def _load_len(args) -> int:
+    root, trace = args
+    return len(timelines.load_trace_cached(trace, store=CacheStore(root)).events)
+
+
+def test_result_cache_keyed_by_options_and_checksummed(store, trace):
+    timelines.load_trace_cached(trace, store=store)  # records the file's digest
+    opts = {"gap_threshold_ns": 1000, "step_regex": None}
+    assert cached_analyze_json(trace, opts, store) is None
+    assert store_result(trace, opts, '{"a":1}', ["note: x"], store=store)
+    assert cached_analyze_json(trace, opts, store) == '{"a":1}'
+    assert cached_analyze_json(trace, dict(opts, gap_threshold_ns=5), store) is None
+    (entry,) = (store.root / "results").iterdir()
+    entry.write_bytes(entry.read_bytes().replace(b'{"a":1}', b'{"a":2}'))  # damaged body
+    assert cached_analyze_json(trace, opts, store) is None
+    assert not entry.exists()
+
+
+def test_result_key_follows_the_run_json(store, trace):
+    timelines.load_trace_cached(trace, store=store)
+    opts = {"gap_threshold_ns": 1000, "step_regex": None}
+    store_result(trace, opts, "{}", store=store)
+    (trace.parent / "run.json").write_text('{"device": "x"}')
+    assert cached_analyze_json(trace, opts, store) is None
+
+
+def _cli(args, cache: Path, code: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, STEPSCOPE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "app.cli", *args] if code is None else [sys.executable, "-c", code, *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+def test_warm_cli_imports_no_pandas_and_prints_the_same(tmp_path, trace):
+    cache = tmp_path / "cache"
+    cold = _cli(["analyze", str(trace), "--json"], cache)
+    assert cold.returncode == 0, cold.stderr
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['app.cli'] + sys.argv[1:]\n"
+        "try:\n    runpy.run_module('app.cli', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'numpy', 'pyarrow'))\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    warm = _cli(["analyze", str(trace), "--json"], cache, code=probe)
+    assert "HEAVY []" in warm.stderr, warm.stderr
+    assert warm.stdout == cold.stdout
+    assert json.loads(warm.stdout)["events"] == len(load_trace(trace).events)
+    uncached = _cli(["analyze", str(trace), "--json", "--no-cache"], tmp_path / "other", code=probe)
+    assert "pandas" in uncached.stderr and uncached.stdout == cold.stdout
+    assert not (tmp_path / "other").exists()  # --no-cache writes nothing
+
+
+def test_warm_cli_text_output_and_new_options(tmp_path, trace):
+    cache = tmp_path / "cache"
+    _cli(["analyze", str(trace), "--json"], cache)
+    text = _cli(["analyze", str(trace)], cache)
+    assert text.returncode == 0 and "device" in text.stdout
+    other = _cli(["analyze", str(trace), "--json", "--gap-threshold-us", "50"], cache)
+    direct = _cli(["analyze", str(trace), "--json", "--gap-threshold-us", "50", "--no-cache"], cache)
+    assert other.stdout == direct.stdout
+
+
+def test_bad_file_still_fails_cleanly_with_the_cache(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [')
+    out = _cli(["analyze", str(bad), "--json"], tmp_path / "cache")
+    assert out.returncode == 2 and out.stderr.startswith("error:")
+
+
+def test_options_outside_the_key_are_never_served_or_stored(tmp_path):
+    """--categories (a file whose content may change) and --model are not in the result key: such runs bypass
+    the result cache both ways, so an edited rules file is always honoured. SYNTHETIC trace: kernel_0..kernel_4."""
+    (tmp_path / "t").mkdir()
+    trace = write(tmp_path / "t" / "trace.json", synthetic_generation(decode_steps=3, kernels_per_step=5))
+    cache = tmp_path / "cache"
+    assert _cli(["analyze", str(trace), "--json"], cache).returncode == 0
+    stored = sorted((cache / "results").iterdir())
+    assert len(stored) == 1
+    rules = tmp_path / "mine.toml"
+    for pattern, gemm_kernels in (("^kernel_[0-2]$", 3), ("^kernel_0$", 1)):  # same path, new content
+        rules.write_text(f'gemm = ["{pattern}"]\n')
+        out = _cli(["analyze", str(trace), "--json", "--categories", str(rules)], cache)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["steps"][-1]["categories"]["gemm"]["kernels"] == gemm_kernels
+    model = _cli(["analyze", str(trace), "--json", "--model", "tiny-llama"], cache)
+    assert model.returncode == 0, model.stderr
+    assert "memory bandwidth" in json.loads(model.stdout)["summary"]["anatomy"]["roofline"]["status"]
+    assert sorted((cache / "results").iterdir()) == stored  # none of them was stored
+    probe = ("import runpy, sys\nsys.argv = ['app.cli'] + sys.argv[1:]\n"
+             "try:\n    runpy.run_module('app.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print('PANDAS', 'pandas' in sys.modules, file=sys.stderr)\n")
+    folder = _cli(["analyze", str(trace.parent), "--json"], cache, code=probe)  # a folder: the full command
+    assert "PANDAS True" in folder.stderr, folder.stderr
+    warm = _cli(["analyze", str(trace), "--json"], cache, code=probe)
+    assert "PANDAS False" in warm.stderr, warm.stderr
+
+
+def test_a_lowered_read_limit_refuses_a_cached_trace(tmp_path, trace, monkeypatch):
+    """Entries are per read limits: a trace cached under the defaults is refused (one line, exit 2) once
+    STEPSCOPE_MAX_EVENTS is below its event count, by the library and by a warm command line alike."""
+    from parsers import TraceError
+    from parsers.limits import ReadLimits
+
+    cache = tmp_path / "cache"
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert _cli(["analyze", str(trace), "--json"], cache).returncode == 0  # cached: timeline and result
+    env_cli = dict(os.environ, STEPSCOPE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
+                   STEPSCOPE_MAX_EVENTS=str(len(events) - 1))
+    out = subprocess.run([sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"], capture_output=True,
+                         text=True, cwd=ROOT, env=env_cli, timeout=120)
+    assert out.returncode == 2 and out.stderr.startswith("error:") and "event limit" in out.stderr, out.stderr
+    store = CacheStore(cache)
+    limits = ReadLimits.from_env()
+    with pytest.raises(TraceError, match="event limit"):
+        timelines.load_trace_cached(trace, ReadLimits(limits.max_file_bytes, limits.max_decompressed_bytes,
+                                                      len(events) - 1), store=store)
+    assert len(timelines.load_trace_cached(trace, store=store).events) == len(load_trace(trace).events)
+
+
+def test_warm_cli_leaves_bad_option_values_to_the_full_command(tmp_path, trace):
+    """With a warm cache, option values the analysis refuses still end as one `error:` line and status 2."""
+    cache = tmp_path / "cache"
+    assert _cli(["analyze", str(trace), "--json"], cache).returncode == 0
+    for value in ("inf", "nan", "-1", "1e300"):
+        out = _cli(["analyze", str(trace), "--json", f"--gap-threshold-us={value}"], cache)
+        assert out.returncode == 2 and out.stderr.startswith("error: --gap-threshold-us"), (value, out.stderr)
+        assert len(out.stderr.splitlines()) == 1 and out.stdout == ""

@@ -1,0 +1,164 @@
+"""Cache keys: content hashes, version constants, and the stat index that saves rehashing big files.
+
+Standard library (plus blake3 when installed) only: the warm command-line path imports this.
+
+What a key covers:
+- a Timeline entry: the trace file's bytes (blake3, else sha256), PARSER_VERSION, and a stamp of the
+  parsers' source files (path, size, mtime), so an edited parser never serves an old parse even when
+  nobody bumped the constant;
+- a result entry: the same plus the analysis options, the run.json beside the trace (it feeds the
+  device and roofline) and a stamp of the analysis and command-line sources, plus RESULT_VERSION.
+
+The stat index maps (real path, size, mtime_ns, ctime_ns, inode, device) to the content hash, so a warm
+run hashes nothing: any write to the file changes mtime or ctime (ctime cannot be set back by a user),
+a copy or a replace changes the inode. The file is statted again after hashing, and the index is only
+written when both stats agree, so a file changing while it is read is never recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from trace_cache.store import CacheStore
+
+PARSER_VERSION = 2  # bump whenever a reader's output (the Timeline) changes (2: grid/block columns, ranks meta)
+RESULT_VERSION = 1  # bump whenever the analyze JSON changes for the same Timeline and options
+REPO = Path(__file__).resolve().parents[1]
+PARSER_SOURCES = ("parsers", "trace_cache")
+RESULT_SOURCES = ("parsers", "trace_cache", "analysis", "contracts", "app/cli", "app/cli_cached.py")
+_CHUNK = 1 << 22
+# The read limits (parsers.limits) decide whether a file is refused: an entry made under other limits is not used,
+# so a lowered limit refuses a cached trace exactly as it refuses a fresh one.
+LIMIT_ENVS = ("STEPSCOPE_MAX_FILE_MB", "STEPSCOPE_MAX_DECOMPRESSED_MB", "STEPSCOPE_MAX_EVENTS")
+
+try:  # ~10x faster than sha256 on one core; both are cryptographic, so a crafted file cannot collide
+    from blake3 import blake3 as _blake3
+except ImportError:  # pragma: no cover - blake3 is in requirements.txt
+    _blake3 = None
+
+
+def new_hasher():
+    return _blake3(max_threads=1) if _blake3 is not None else hashlib.sha256()
+
+
+def hash_bytes(data: bytes | bytearray | memoryview) -> str:
+    hasher = new_hasher()
+    hasher.update(data)
+    return _named(hasher)
+
+
+def hash_text(text: str) -> str:
+    return hash_bytes(text.encode())
+
+
+def _named(hasher) -> str:
+    return ("b3-" if _blake3 is not None else "sha256-") + hasher.hexdigest()[:48]
+
+
+def hash_file(path: str | os.PathLike) -> str:
+    """Content hash of a file's bytes as stored (compressed files are hashed compressed)."""
+    hasher = new_hasher()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            hasher.update(chunk)
+    return _named(hasher)
+
+
+def source_stamp(parts: tuple[str, ...]) -> str:
+    """A short hash of the (path, size, mtime_ns) of every .py file under the given repo parts."""
+    rows = []
+    for part in parts:
+        root = REPO / part
+        files = [root] if root.suffix == ".py" else sorted(root.rglob("*.py")) if root.is_dir() else []
+        for file in files:
+            try:
+                st = file.stat()
+            except OSError:
+                continue
+            rows.append(f"{file.relative_to(REPO)}:{st.st_size}:{st.st_mtime_ns}")
+    return hash_text("\n".join(rows))[-16:]
+
+
+def _stat_name(path: str | os.PathLike, st: os.stat_result | None = None) -> tuple[str, os.stat_result] | None:
+    try:
+        real = os.path.realpath(path)
+        st = st or os.stat(real)
+    except OSError:
+        return None
+    ident = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
+    return hash_text(ident) + ".txt", st
+
+
+def _same_stat(a: os.stat_result, b: os.stat_result) -> bool:
+    fields = ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
+def known_digest(store: CacheStore, path: str | os.PathLike, st: os.stat_result | None = None) -> str | None:
+    """The content hash recorded for this exact file state (now, or as `st` saw it), or None."""
+    named = _stat_name(path, st)
+    if named is None:
+        return None
+    raw = store.read_bytes("stat", named[0])
+    text = raw.decode("ascii", errors="replace").strip() if raw else ""
+    return text if text.startswith(("b3-", "sha256-")) else None
+
+
+def remember_digest(store: CacheStore, path: str | os.PathLike, digest: str, before: os.stat_result) -> None:
+    """Record path -> digest when the file is unchanged since `before` was taken (ahead of reading it)."""
+    named = _stat_name(path)
+    if named is not None and _same_stat(before, named[1]):
+        store.put_bytes("stat", named[0], digest.encode("ascii"))
+
+
+def file_digest(store: CacheStore, path: str | os.PathLike) -> str:
+    """The content hash through the stat index, hashing (and recording) the file when it is not known."""
+    digest = known_digest(store, path)
+    if digest is not None:
+        return digest
+    before = os.stat(os.path.realpath(path))
+    digest = hash_file(path)
+    remember_digest(store, path, digest, before)
+    return digest
+
+
+def sidecar_digest(trace_path: str | os.PathLike) -> str:
+    """What the run.json beside a trace contributes to a result key ("none" when there is none)."""
+    sidecar = Path(trace_path).with_name("run.json")
+    try:
+        return hash_bytes(sidecar.read_bytes())
+    except OSError:
+        return "none"
+
+
+def limits_tag(values) -> str:
+    """A short tag of the read limits in force (their values, or the raw environment variables)."""
+    return hash_text(json.dumps([str(v) for v in values]))[-8:]
+
+
+def env_limits_tag() -> str:
+    return limits_tag(os.environ.get(name, "") for name in LIMIT_ENVS)
+
+
+def timeline_entry_name(digest: str, limits: str = "") -> str:
+    """`limits`: limits_tag of the ReadLimits the file is read under."""
+    return f"{digest}-p{PARSER_VERSION}-{source_stamp(PARSER_SOURCES)}{'-l' + limits if limits else ''}.arrow"
+
+
+def result_entry_name(digest: str, trace_path: str | os.PathLike | None, options: dict, command: str) -> str:
+    """The name of a cached result: content, run.json, options, command and code versions."""
+    key = json.dumps(
+        {
+            "command": command,
+            "options": options,
+            "limits": env_limits_tag(),  # the command line reads under the environment's limits
+            "run_json": sidecar_digest(trace_path) if trace_path is not None else "none",
+            "versions": [PARSER_VERSION, RESULT_VERSION, source_stamp(RESULT_SOURCES)],
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return f"{digest}-{hash_text(key)[-24:]}.json"

@@ -1,0 +1,80 @@
+"""Cached analysis results (the CLI's JSON), served without numpy, pandas or pyarrow.
+
+A warm `analyze` is one stat, one small read of the stat index, one read of the result and a
+checksum: no parse, no analysis, no heavy import. An entry is a header line (JSON: a format tag,
+the body's checksum and the notes the command printed on stderr) followed by the body, exactly the
+text the command printed; a checksum mismatch (a damaged file) drops the entry so it is rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from trace_cache.keys import file_digest, hash_text, known_digest, result_entry_name
+from trace_cache.store import CacheStore
+
+_TAG = "stepscope-result/1"
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    text: str  # what the command printed on stdout (the JSON contract)
+    notes: tuple[str, ...] = ()  # what it printed on stderr, one line each
+
+
+def cached_result(
+    path: str | os.PathLike, options: dict, command: str = "analyze", store: CacheStore | None = None
+) -> CachedResult | None:
+    """The cached result of `command` on this file with these options, or None (a miss or a damaged entry)."""
+    store = store or CacheStore()
+    try:
+        digest = file_digest(store, path)  # the stat index: no hashing when the file is known
+    except OSError:
+        return None
+    name = result_entry_name(digest, path, options, command)
+    raw = store.read_bytes("results", name)
+    if raw is None:
+        return None
+    result = _decode(raw)
+    if result is None:
+        store.discard("results", name)
+    return result
+
+
+def cached_analyze_json(path: str | os.PathLike, options: dict, store: CacheStore | None = None) -> str | None:
+    """The `analyze --json` text for this file and options when cached, else None. Imports no pandas."""
+    result = cached_result(path, options, "analyze", store)
+    return None if result is None else result.text
+
+
+def store_result(
+    path: str | os.PathLike,
+    options: dict,
+    text: str,
+    notes: tuple[str, ...] | list[str] = (),
+    command: str = "analyze",
+    store: CacheStore | None = None,
+) -> bool:
+    """Remember a command's output for this file (its content hash must already be in the stat index)."""
+    store = store or CacheStore()
+    digest = known_digest(store, path)
+    if digest is None:  # the file changed while it was analysed, or the cache is not writable
+        return False
+    header = json.dumps({"tag": _TAG, "sum": hash_text(text), "notes": list(notes)})
+    data = (header + "\n" + text).encode()
+    return store.put_bytes("results", result_entry_name(digest, path, options, command), data) is not None
+
+
+def _decode(raw: bytes) -> CachedResult | None:
+    head, sep, body = raw.partition(b"\n")
+    try:
+        header = json.loads(head)
+        text = body.decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not sep or not isinstance(header, dict) or header.get("tag") != _TAG or header.get("sum") != hash_text(text):
+        return None
+    notes = header.get("notes")
+    return CachedResult(text, tuple(str(n) for n in notes) if isinstance(notes, list) else ())
