@@ -8,6 +8,8 @@ trace, run separately, not from the compare code.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -126,7 +128,7 @@ def test_app_command_serves_the_app(tmp_path):
         port = sock.getsockname()[1]
     server = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "app", "--headless", "--port", str(port), "--logdir", str(tmp_path / "r")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -140,8 +142,8 @@ def test_app_command_serves_the_app(tmp_path):
                 time.sleep(0.5)
         else:
             pytest.fail("the app did not start within 60 s")
-    finally:
-        server.terminate()
+    finally:  # the whole session: whatever the command started must not outlive the test
+        os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=30)
 
 

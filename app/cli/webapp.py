@@ -49,7 +49,11 @@ def run_app(args: argparse.Namespace) -> int:
 
     logdir = str(logdir_path(args))
     env = dict(os.environ, STEPSCOPE_RUNS_DIR=logdir, **{LOGDIR_ENV: logdir})
+    command = streamlit_command(args)
+    if os.name == "posix":  # become the server: a signal sent to this process (kill, a supervisor) reaches it
+        sys.stdout.flush()
+        os.execve(command[0], command, env)
     try:
-        return subprocess.call(streamlit_command(args), env=env)
+        return subprocess.call(command, env=env)
     except KeyboardInterrupt:  # the child got the same Ctrl-C and stops on its own
         return EXIT_INTERRUPTED
