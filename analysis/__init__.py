@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from analysis.activity import busy_union, derive_activity
-from analysis.findings import make_findings
-from analysis.gaps import find_gaps
-from analysis.kernel_names import short_names
-from analysis.model import Analysis, Finding, Segmentation
-from analysis.options import AnalysisOptions
-from analysis.sanity import check_analysis
-from analysis.step_finding import find_steps
-from analysis.steps import measure_steps
-from analysis.summary import inter_token_latency_ns, outlier_mask, summarize
-from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from stepscope.analysis.activity import busy_union, derive_activity
+from stepscope.analysis.findings import make_findings
+from stepscope.analysis.gaps import find_gaps
+from stepscope.analysis.kernel_names import short_names
+from stepscope.analysis.model import Analysis, Finding, Segmentation
+from stepscope.analysis.options import AnalysisOptions
+from stepscope.analysis.sanity import check_analysis
+from stepscope.analysis.step_finding import find_steps
+from stepscope.analysis.steps import measure_steps
+from stepscope.analysis.summary import inter_token_latency_ns, outlier_mask, summarize
+from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 __all__ = ["Analysis", "AnalysisOptions", "Finding", "Segmentation", "analyze"]
 
@@ -49,7 +48,7 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
         time_origin_ns=act.first_ts,
     )
     if options.anatomy:
-        from analysis.anatomy import with_anatomy  # imports analysis.model, like this module
+        from stepscope.analysis.anatomy import with_anatomy  # imports analysis.model, like this module
 
         result = with_anatomy(timeline, result, rules=options.category_rules)
     return check_analysis(result)

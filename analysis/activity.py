@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
-from analysis.names import name_matches
-from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from stepscope.analysis.names import name_matches
+from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 SYNC_NAME_PARTS = ("Synchronize", "synchronize")
 LAUNCH_NAME_PARTS = ("Launch", "launch", "MemcpyAsync", "MemsetAsync", "memcpyAsync", "memsetAsync")

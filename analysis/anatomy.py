@@ -17,18 +17,24 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-
-from analysis.activity import derive_activity
-from analysis.categories import CATEGORIES, GENERIC, Rule, categorize, enclosing_categories, host_op_categories
-from analysis.layers import LayerResult, detect_layers
-from analysis.model import Analysis, Finding
-from analysis.roofline.accounting import decode_cost
-from analysis.roofline.gpus import match_gpu
-from analysis.roofline.hardware import Hardware
-from analysis.roofline.model_config import ModelShape
-from analysis.roofline.sources import timeline_device
-from analysis.steps import _place
-from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from stepscope.analysis.activity import derive_activity
+from stepscope.analysis.categories import (
+    CATEGORIES,
+    GENERIC,
+    Rule,
+    categorize,
+    enclosing_categories,
+    host_op_categories,
+)
+from stepscope.analysis.layers import LayerResult, detect_layers
+from stepscope.analysis.model import Analysis, Finding
+from stepscope.analysis.roofline.accounting import decode_cost
+from stepscope.analysis.roofline.gpus import match_gpu
+from stepscope.analysis.roofline.hardware import Hardware
+from stepscope.analysis.roofline.model_config import ModelShape
+from stepscope.analysis.roofline.sources import timeline_device
+from stepscope.analysis.steps import _place
+from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 ROOFLINE_CATEGORIES = ("gemm", "attention")  # the ones a model config gives bytes for
 

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from analysis.kernel_names import short_names
+from stepscope.analysis.kernel_names import short_names
 
 CATEGORIES = (
     "gemm",

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from analysis.model import Finding
-from analysis.options import AnalysisOptions
-from analysis.summary import Summary
+from stepscope.analysis.model import Finding
+from stepscope.analysis.options import AnalysisOptions
+from stepscope.analysis.summary import Summary
 
 
 def make_findings(

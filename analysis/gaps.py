@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from analysis.activity import Activity
-from analysis.model import GAP_COLUMNS
+from stepscope.analysis.activity import Activity
+from stepscope.analysis.model import GAP_COLUMNS
 
 
 def find_gaps(

@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from analysis.categories import CATEGORIES
+from stepscope.analysis.categories import CATEGORIES
 
 ATTENTION = CATEGORIES.index("attention")  # category codes are indices into CATEGORIES
 MIN_BLOCK = 3  # kernels in a layer: fewer is a loop inside an op, not a layer

@@ -6,11 +6,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pandas as pd
-
-from analysis.summary import Summary
+from stepscope.analysis.summary import Summary
 
 if TYPE_CHECKING:  # analysis.anatomy imports this module
-    from analysis.anatomy import Anatomy
+    from stepscope.analysis.anatomy import Anatomy
 
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | empty

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.categories import Rule
+from stepscope.analysis.categories import Rule
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
-from analysis.options import AnalysisOptions
-from analysis.ranks import RankRun, analyze_ranks
-from analysis.report import _clean, contract
-from parsers.limits import ReadLimits
-from parsers.ranks import RankedRun, load_ranks
+from stepscope.analysis.options import AnalysisOptions
+from stepscope.analysis.ranks import RankRun, analyze_ranks
+from stepscope.analysis.report import _clean, contract
+from stepscope.parsers.limits import ReadLimits
+from stepscope.parsers.ranks import RankedRun, load_ranks
 
 
 def _percentiles(values: np.ndarray, scale: float) -> dict | None:

@@ -6,10 +6,9 @@ import dataclasses
 import math
 
 import pandas as pd
-
-from analysis.model import Analysis
-from analysis.summary import contract_fields
-from parsers.timeline import Timeline
+from stepscope.analysis.model import Analysis
+from stepscope.analysis.summary import contract_fields
+from stepscope.parsers.timeline import Timeline
 
 SUMMARY_KEYS = contract_fields()  # the Summary fields marked for the contract, in order
 

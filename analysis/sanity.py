@@ -14,9 +14,8 @@ import math
 
 import numpy as np
 import pandas as pd
-
-from analysis.model import Analysis
-from analysis.summary import Summary
+from stepscope.analysis.model import Analysis
+from stepscope.analysis.summary import Summary
 
 # Summary figures that are shares of a whole, in percent.
 PERCENT_KEYS = ("gpu_busy_pct",)

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 
 import streamlit as st
-
-from analysis import AnalysisOptions
+from stepscope.analysis import AnalysisOptions
 
 GAP_US_KEY = "gap_threshold_us"
 REGEX_KEY = "step_regex"

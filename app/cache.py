@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
-
-from analysis import Analysis, AnalysisOptions, analyze
-from analysis.report import contract
-from app.stage_timing import stage
-from parsers import Timeline, TraceError
-from parsers.limits import ReadLimits
+from stepscope.analysis import Analysis, AnalysisOptions, analyze
+from stepscope.analysis.report import contract
+from stepscope.app.stage_timing import stage
+from stepscope.parsers import Timeline, TraceError
+from stepscope.parsers.limits import ReadLimits
 
 MAX_CACHED_TRACES = 8
 
@@ -40,15 +39,17 @@ def sha256_of_bytes(data: bytes) -> str:
 @st.cache_data(max_entries=256, show_spinner=False)
 def _sha256_of_file(path: str, mtime_ns: int, size: int) -> str:
     """The file's content hash once per (path, mtime, size), through the on-disk cache's stat index."""
-    from trace_cache.keys import file_digest
-    from trace_cache.store import CacheStore
+    from stepscope.trace_cache.keys import file_digest
+    from stepscope.trace_cache.store import CacheStore
 
     return file_digest(CacheStore(), path)
 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the trace...")
 def _timeline_of_file(sha256: str, _path: str) -> Timeline:
-    from trace_cache.timelines import load_trace_cached  # the on-disk Arrow cache: a reopen maps, never parses
+    from stepscope.trace_cache.timelines import (
+        load_trace_cached,  # the on-disk Arrow cache: a reopen maps, never parses
+    )
 
     with stage("parse"):
         return load_trace_cached(_path, ReadLimits.from_env())
@@ -56,7 +57,7 @@ def _timeline_of_file(sha256: str, _path: str) -> Timeline:
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the upload...")
 def _timeline_of_bytes(sha256: str, _data: bytes) -> Timeline:
-    from trace_cache.timelines import parse_bytes_cached
+    from stepscope.trace_cache.timelines import parse_bytes_cached
 
     return parse_bytes_cached(_data, ReadLimits.from_env())
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 
 import streamlit as st
-
-from analysis.metrics import HEADLINE
-from analysis.summary import Summary
-from app import tables
-from app.cache import LoadedTrace
-from app.safe_text import for_markdown
+from stepscope.analysis.metrics import HEADLINE
+from stepscope.analysis.summary import Summary
+from stepscope.app import tables
+from stepscope.app.cache import LoadedTrace
+from stepscope.app.safe_text import for_markdown
 
 SUMMARY_CARDS = HEADLINE  # the registry's headline metrics, in the order the cards appear
 SEVERITY_ICON = {"critical": ":material/error:", "warn": ":material/warning:", "info": ":material/info:"}

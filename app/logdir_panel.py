@@ -12,12 +12,11 @@ from datetime import datetime
 from pathlib import Path
 
 import streamlit as st
-
-from app.logdir import OutsideLogdirError, TraceFile, configured_logdir, human_size, list_folders, list_traces
-from app.logdir import resolve_within as _resolve_within
-from app.navigation import ANALYZE_KEY
-from app.safe_text import for_markdown
-from app.trace_sources import TraceSource
+from stepscope.app.logdir import OutsideLogdirError, TraceFile, configured_logdir, human_size, list_folders, list_traces
+from stepscope.app.logdir import resolve_within as _resolve_within
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.app.safe_text import for_markdown
+from stepscope.app.trace_sources import TraceSource
 
 PREFIX = "logdir:"
 OPENED_KEY = "logdir_opened"  # session state: relative paths opened this session, oldest first

@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
-
-from analysis import AnalysisOptions
-from analysis.ranks import RankRun, analyze_ranks
-from analysis.ranks_report import run_summary
-from app.analysis_settings import current_options
-from app.trace_sources import runs_dir, samples_dir
-from parsers import TraceError, parse_trace_bytes
-from parsers.limits import ReadLimits
-from parsers.ranks import RankedRun, find_trace_files, load_ranks, rank_timelines
+from stepscope.analysis import AnalysisOptions
+from stepscope.analysis.ranks import RankRun, analyze_ranks
+from stepscope.analysis.ranks_report import run_summary
+from stepscope.app.analysis_settings import current_options
+from stepscope.app.trace_sources import runs_dir, samples_dir
+from stepscope.parsers import TraceError, parse_trace_bytes
+from stepscope.parsers.limits import ReadLimits
+from stepscope.parsers.ranks import RankedRun, find_trace_files, load_ranks, rank_timelines
 
 RANK_UPLOADS_KEY = "rank_uploads"  # session state: ((name, bytes), ...) of the last multi-file upload
 RANKS_KEY = "ranks_source"  # session state: the chosen rank run's key

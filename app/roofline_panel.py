@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
-
-from analysis.anatomy import with_category_roofline
-from analysis.roofline import (
+from stepscope.analysis.anatomy import with_category_roofline
+from stepscope.analysis.roofline import (
     GPUS,
     TYPICAL_FRACTIONS,
     Hardware,
@@ -28,14 +27,14 @@ from analysis.roofline import (
     run_record_note,
     timeline_device,
 )
-from analysis.roofline.compare import format_bytes
-from app import components, tables
-from app.cache import LoadedTrace
-from app.model_shapes import model_shape
-from app.safe_text import for_markdown
-from app.trace_sources import TraceSource
-from collectors.presets import DEFAULT_PRESET, PRESETS
-from contracts.run_record import RunRecord
+from stepscope.analysis.roofline.compare import format_bytes
+from stepscope.app import components, tables
+from stepscope.app.cache import LoadedTrace
+from stepscope.app.model_shapes import model_shape
+from stepscope.app.safe_text import for_markdown
+from stepscope.app.trace_sources import TraceSource
+from stepscope.collectors.presets import DEFAULT_PRESET, PRESETS
+from stepscope.contracts.run_record import RunRecord
 
 CPU_ROW = "CPU (this machine, measured)"
 NO_DEVICE = "(none: skip)"

@@ -13,8 +13,8 @@ import streamlit as st  # noqa: E402
 
 st.set_page_config(page_title="Stepscope", page_icon=":material/timeline:", layout="wide")
 
-from app.exposure import remote_runs_allowed, warn_if_exposed  # noqa: E402
-from app.navigation import PAGE_FILES, register_pages  # noqa: E402
+from stepscope.app.exposure import remote_runs_allowed, warn_if_exposed  # noqa: E402
+from stepscope.app.navigation import PAGE_FILES, register_pages  # noqa: E402
 
 exposed = warn_if_exposed()  # listening beyond 127.0.0.1 is an explicit --server.address: say so
 if exposed:

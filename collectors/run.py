@@ -153,8 +153,7 @@ def _profile_into(
     spec: RunSpec, device: Any, dtype: Any, runs_dir: Path, partial: Path, notify: ProgressCallback
 ) -> Path:
     import torch
-
-    from contracts.run_record import write_run_record
+    from stepscope.contracts.run_record import write_run_record
 
     from .devices import device_name
     from .model_loading import build_preset, load_pretrained

@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-
-from contracts.markers import format_marker
+from stepscope.contracts.markers import format_marker
 
 
 class StepTracker:

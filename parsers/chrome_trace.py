@@ -18,10 +18,9 @@ from typing import Any, Union
 import msgspec
 import numpy as np
 import pandas as pd
-
-from parsers.errors import TraceError
-from parsers.limits import ReadLimits, check_event_count
-from parsers.timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
+from stepscope.parsers.errors import TraceError
+from stepscope.parsers.limits import ReadLimits, check_event_count
+from stepscope.parsers.timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
 
 BATCH_EVENTS = 32_768
 MAX_TIME_US = float(1 << 62) / 1000  # |ts| and dur beyond 2^62 ns (146 years): skipped, never wrapped
@@ -167,7 +166,7 @@ def read_chrome_trace(
     # Every event has a "ph" key: counting them (one C-level scan) bounds the event count before the
     # event list, whose per-event overhead dwarfs a tiny event's bytes, is built.
     check_event_count(data.count(b'"ph"'), limits)
-    from parsers.split_decode import SplitNotPossibleError, decode_in_two
+    from stepscope.parsers.split_decode import SplitNotPossibleError, decode_in_two
 
     box = [data]  # big files: in pieces, half of them in a second process; anything unusual falls back
     del data

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace
-from parsers.errors import TraceError
-from parsers.limits import ReadLimits, decode_container, read_trace_bytes
-from parsers.nsys_reader import looks_like_sqlite, read_nsys_sqlite
-from parsers.perfetto_reader import looks_like_perfetto, read_perfetto
-from parsers.run_sidecar import attach_run_json
-from parsers.timeline import Timeline
+from stepscope.parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace
+from stepscope.parsers.errors import TraceError
+from stepscope.parsers.limits import ReadLimits, decode_container, read_trace_bytes
+from stepscope.parsers.nsys_reader import looks_like_sqlite, read_nsys_sqlite
+from stepscope.parsers.perfetto_reader import looks_like_perfetto, read_perfetto
+from stepscope.parsers.run_sidecar import attach_run_json
+from stepscope.parsers.timeline import Timeline
 
 _FORMATS = "not a Kineto/Chrome JSON trace, Perfetto protobuf trace or Nsight Systems SQLite export"
 

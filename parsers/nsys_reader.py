@@ -23,11 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from parsers.errors import TraceError
-from parsers.limits import ReadLimits, check_event_count
-from parsers.numbers import int64_column
-from parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
+from stepscope.parsers.errors import TraceError
+from stepscope.parsers.limits import ReadLimits, check_event_count
+from stepscope.parsers.numbers import int64_column
+from stepscope.parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 
 SOURCE_FORMAT = "nsys-sqlite"
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -28,12 +28,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from parsers.chrome_trace import CATEGORY_KINDS
-from parsers.errors import TraceError
-from parsers.limits import ReadLimits, check_event_count
-from parsers.numbers import MAX_TIME
-from parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
+from stepscope.parsers.chrome_trace import CATEGORY_KINDS
+from stepscope.parsers.errors import TraceError
+from stepscope.parsers.limits import ReadLimits, check_event_count
+from stepscope.parsers.numbers import MAX_TIME
+from stepscope.parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 
 SOURCE_FORMAT = "perfetto"
 TRACE_PROCESSOR_ENV = "STEPSCOPE_TRACE_PROCESSOR"

@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from parsers.errors import TraceError
-from parsers.limits import ReadLimits
-from parsers.load import load_trace
-from parsers.timeline import Timeline
+from stepscope.parsers.errors import TraceError
+from stepscope.parsers.limits import ReadLimits
+from stepscope.parsers.load import load_trace
+from stepscope.parsers.timeline import Timeline
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".sqlite", ".perfetto-trace", ".pftrace", ".pb", ".gz")
 NOT_TRACES = ("run.json",)

@@ -30,9 +30,8 @@ import struct
 import msgspec
 import msgspec.structs
 import numpy as np
-
-from parsers.chrome_trace import _AnyEvent, _ColumnBuilder, _TraceDoc
-from parsers.errors import TraceError
+from stepscope.parsers.chrome_trace import _AnyEvent, _ColumnBuilder, _TraceDoc
+from stepscope.parsers.errors import TraceError
 
 MIN_SPLIT_BYTES = 48 << 20  # below this the one-process reader is as fast
 PIECE_BYTES = 8 << 20  # JSON text decoded at once: about 40k Kineto events

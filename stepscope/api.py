@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import Analysis, AnalysisOptions
-from analysis import analyze as _analyze
-from analysis.compare import Comparison
-from analysis.compare import compare as _compare
-from parsers import Timeline, load_trace
+from stepscope.analysis import Analysis, AnalysisOptions
+from stepscope.analysis import analyze as _analyze
+from stepscope.analysis.compare import Comparison
+from stepscope.analysis.compare import compare as _compare
+from stepscope.parsers import Timeline, load_trace
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Trace:
     @cached_property
     def report(self) -> dict:
         """The analyze --json object (DESIGN.md's contract)."""
-        from analysis.report import contract
+        from stepscope.analysis.report import contract
 
         return contract(self.timeline, self.analysis)
 
@@ -49,7 +49,7 @@ class Trace:
 
     def html_report(self, path: str | os.PathLike, vs: Trace | None = None) -> Path:
         """Write the self-contained HTML report (plotly.js inside, opens offline); returns its path."""
-        from app.report_html import ReportTrace, build_report, write_report
+        from stepscope.app.report_html import ReportTrace, build_report, write_report
 
         traces = [ReportTrace(t.name, t.timeline, t.analysis, t.report) for t in (self, vs) if t is not None]
         write_report(build_report(*traces), path)
@@ -74,7 +74,7 @@ class TraceComparison:
 
     def gate(self, *exprs: str) -> list:
         """Check gates such as "itl_p50_ms<=1.05x"; each result has .ok and .line()."""
-        from analysis.gate import evaluate_gates, parse_gates
+        from stepscope.analysis.gate import evaluate_gates, parse_gates
 
         return evaluate_gates(parse_gates(exprs), self.a.analysis.summary, self.b.analysis.summary)
 

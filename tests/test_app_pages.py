@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from stepscope.app.navigation import ANALYZE_KEY, COMPARE_KEYS
+from stepscope.app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
 from streamlit.testing.v1 import AppTest
 
-from app.navigation import ANALYZE_KEY, COMPARE_KEYS
-from app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
 from tests.app_samples import FIXTURE_SAMPLES, XSS_KERNEL, synthetic_trace, write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -277,8 +277,8 @@ def test_perfetto_export_is_made_on_request(samples):
 
 
 def test_a_perfetto_upload_opens_in_analyze(samples):
-    from app.cache import load_path
-    from exporters import perfetto_trace_bytes
+    from stepscope.app.cache import load_path
+    from stepscope.exporters import perfetto_trace_bytes
 
     loaded = load_path(samples / "cpu_tiny-llama_eager" / "trace.json.gz")
     data = perfetto_trace_bytes(loaded.timeline, loaded.analysis)
@@ -309,10 +309,10 @@ def test_run_page_has_the_prefill_sweep_form(samples):
 def test_a_prefill_sweep_runs_and_is_plotted(samples, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from app.figures.sweep_chart import sweep_figure
-    from app.sweeps import past_sweeps, run_sweep
-    from app.trace_sources import runs_dir
-    from collectors.sweep import SweepSpec
+    from stepscope.app.figures.sweep_chart import sweep_figure
+    from stepscope.app.sweeps import past_sweeps, run_sweep
+    from stepscope.app.trace_sources import runs_dir
+    from stepscope.collectors.sweep import SweepSpec
 
     stages = []
     spec = SweepSpec(preset="tiny-llama", device="cpu", min_tokens=16, max_tokens=64, points=3, repeats=1)

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.app.rank_runs import RANK_UPLOADS_KEY, RANKS_KEY
+from stepscope.batch.runner import run_batch
 from streamlit.testing.v1 import AppTest
 
-from app.navigation import ANALYZE_KEY
-from app.rank_runs import RANK_UPLOADS_KEY, RANKS_KEY
-from batch.runner import run_batch
 from tests.app_samples import FIXTURE_SAMPLES, XSS_KERNEL
 from tests.conftest import real_trace
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from stepscope.app import logdir
+from stepscope.app.logdir import OutsideLogdirError, configured_logdir, list_folders, list_traces, resolve_within
+from stepscope.app.logdir_panel import OPENED_KEY, open_trace, opened_sources
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.parsers import load_trace
 from streamlit.testing.v1 import AppTest
 
-from app import logdir
-from app.logdir import OutsideLogdirError, configured_logdir, list_folders, list_traces, resolve_within
-from app.logdir_panel import OPENED_KEY, open_trace, opened_sources
-from app.navigation import ANALYZE_KEY
-from parsers import load_trace
 from tests.synthetic_traces import doc, synthetic_generation
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,8 +150,8 @@ def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monk
     """`stepscope app --logdir DIR` starts `streamlit run app/streamlit_app.py ... -- --logdir DIR`."""
     import argparse
 
-    from app.cli.webapp import streamlit_command
-    from app.logdir import LOGDIR_ENV
+    from stepscope.app.cli.webapp import streamlit_command
+    from stepscope.app.logdir import LOGDIR_ENV
 
     monkeypatch.delenv(LOGDIR_ENV, raising=False)
     (tmp_path / "logs").mkdir()

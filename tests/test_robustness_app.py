@@ -13,12 +13,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from stepscope.app import exposure
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.app.uploads import UPLOADS_KEY, register_upload
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
-from app import exposure
-from app.navigation import ANALYZE_KEY
-from app.uploads import UPLOADS_KEY, register_upload
 from tests.app_samples import FIXTURE_SAMPLES, synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def test_upload_handler_turns_any_reader_failure_into_one_line(samples, monkeypa
     def broken(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr("app.uploads.load_bytes", broken)
+    monkeypatch.setattr("stepscope.app.uploads.load_bytes", broken)
     result = register_upload({}, "bad.json", b'{"traceEvents": []}')
     assert result.key is None and "\n" not in result.error
     assert result.error.startswith("bad.json: could not be read (" + type(error).__name__)
@@ -77,7 +77,7 @@ def test_a_failed_upload_keeps_the_previous_trace_open(samples, monkeypatch):
     assert not at.exception and at.selectbox[0].value == good
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.uploads.load_bytes", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad")))
+        patch.setattr("stepscope.app.uploads.load_bytes", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad")))
         failed = register_upload(state, "other.json", b"{}")  # what the page's uploader handler calls
     assert failed.key is None and failed.error.startswith("other.json: could not be read (ValueError: bad)")
     at.session_state[UPLOADS_KEY] = state[UPLOADS_KEY]

@@ -12,9 +12,9 @@ import json
 
 import pandas as pd
 import pytest
+from stepscope.parsers import TraceError, split_decode
+from stepscope.parsers.chrome_trace import read_chrome_trace
 
-from parsers import TraceError, split_decode
-from parsers.chrome_trace import read_chrome_trace
 from tests.conftest import real_trace
 from tests.synthetic_traces import annotation, cpu_op, kernel, launch
 
@@ -222,8 +222,8 @@ def test_gzip_inflates_the_same_with_the_fast_backend():
     """parsers.inflate (ISA-L when installed) gives zlib's bytes, across gzip members."""
     import zlib
 
-    from parsers import inflate
-    from parsers.limits import decode_container
+    from stepscope.parsers import inflate
+    from stepscope.parsers.limits import decode_container
 
     data = _doc_bytes(_events(200))
     packed = gzip.compress(data[:5000]) + gzip.compress(data[5000:])

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from stepscope.parsers import load_trace
+from stepscope.trace_cache import keys, timelines
+from stepscope.trace_cache.results import cached_analyze_json, store_result
+from stepscope.trace_cache.store import CacheStore
 
-from parsers import load_trace
 from tests.conftest import ROOT, real_trace
 from tests.synthetic_traces import synthetic_generation, write
-from trace_cache import keys, timelines
-from trace_cache.results import cached_analyze_json, store_result
-from trace_cache.store import CacheStore
 
 SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
 
@@ -277,8 +277,8 @@ def test_options_outside_the_key_are_never_served_or_stored(tmp_path):
 def test_a_lowered_read_limit_refuses_a_cached_trace(tmp_path, trace, monkeypatch):
     """Entries are per read limits: a trace cached under the defaults is refused (one line, exit 2) once
     STEPSCOPE_MAX_EVENTS is below its event count, by the library and by a warm command line alike."""
-    from parsers import TraceError
-    from parsers.limits import ReadLimits
+    from stepscope.parsers import TraceError
+    from stepscope.parsers.limits import ReadLimits
 
     cache = tmp_path / "cache"
     events = json.loads(trace.read_text())["traceEvents"]

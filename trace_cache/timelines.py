@@ -19,13 +19,12 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
-
-from parsers import Timeline, TraceError
-from parsers.limits import ReadLimits, decode_container, read_trace_bytes
-from parsers.load import _parse
-from parsers.run_sidecar import attach_run_json
-from parsers.timeline import DeviceInfo, TraceMeta
-from trace_cache.keys import (
+from stepscope.parsers import Timeline, TraceError
+from stepscope.parsers.limits import ReadLimits, decode_container, read_trace_bytes
+from stepscope.parsers.load import _parse
+from stepscope.parsers.run_sidecar import attach_run_json
+from stepscope.parsers.timeline import DeviceInfo, TraceMeta
+from stepscope.trace_cache.keys import (
     PARSER_VERSION,
     hash_bytes,
     known_digest,
@@ -33,7 +32,7 @@ from trace_cache.keys import (
     remember_digest,
     timeline_entry_name,
 )
-from trace_cache.store import CacheStore
+from stepscope.trace_cache.store import CacheStore
 
 _META_KEY = b"stepscope"
 
@@ -168,7 +167,7 @@ def load_trace_cached(
     """
     path = Path(path)
     if not use_cache:
-        from parsers import load_trace
+        from stepscope.parsers import load_trace
 
         return load_trace(path, limits)
     store = store or CacheStore()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.roofline.model_config import ModelShape
+from stepscope.analysis.roofline.model_config import ModelShape
 
 
 @dataclass(frozen=True)

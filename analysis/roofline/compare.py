@@ -14,12 +14,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-
-from analysis.model import Analysis, Finding
-from analysis.roofline.accounting import decode_cost, kv_bytes_per_token, prefill_cost
-from analysis.roofline.hardware import Estimate, Hardware, compute_bound_prompt_tokens, estimate
-from analysis.roofline.model_config import ModelShape
-from analysis.summary import RooflineSummary
+from stepscope.analysis.model import Analysis, Finding
+from stepscope.analysis.roofline.accounting import decode_cost, kv_bytes_per_token, prefill_cost
+from stepscope.analysis.roofline.hardware import Estimate, Hardware, compute_bound_prompt_tokens, estimate
+from stepscope.analysis.roofline.model_config import ModelShape
+from stepscope.analysis.summary import RooflineSummary
 
 PHASE_COLUMNS = (
     "phase",  # prefill | decode

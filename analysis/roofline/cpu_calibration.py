@@ -12,8 +12,7 @@ import functools
 import time
 
 import numpy as np
-
-from analysis.roofline.hardware import Hardware
+from stepscope.analysis.roofline.hardware import Hardware
 
 _COPY_BYTES = 64 << 20
 _MATMUL_N = 1024

@@ -17,11 +17,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pandas as pd
-
-from analysis.annotations import oversized_step_warnings
-from analysis.model import Segmentation
-from analysis.shapes import shape_warnings
-from analysis.step_finding.annotated import (
+from stepscope.analysis.annotations import oversized_step_warnings
+from stepscope.analysis.model import Segmentation
+from stepscope.analysis.shapes import shape_warnings
+from stepscope.analysis.step_finding.annotated import (
     profiler_steps,
     regex_unmatched,
     sglang_annotations,
@@ -30,11 +29,11 @@ from analysis.step_finding.annotated import (
     user_regex,
     vllm_annotations,
 )
-from analysis.step_finding.device_patterns import graph_replays, kernel_pattern, nothing
-from analysis.step_finding.embedding import embedding_lookup
-from analysis.step_finding.frames import BOUNDARY_COLUMNS, Found, Views, boundary_frame
-from analysis.step_finding.host_forwards import host_forwards
-from parsers.timeline import Timeline
+from stepscope.analysis.step_finding.device_patterns import graph_replays, kernel_pattern, nothing
+from stepscope.analysis.step_finding.embedding import embedding_lookup
+from stepscope.analysis.step_finding.frames import BOUNDARY_COLUMNS, Found, Views, boundary_frame
+from stepscope.analysis.step_finding.host_forwards import host_forwards
+from stepscope.parsers.timeline import Timeline
 
 Strategy = Callable[[Views], Found | None]
 

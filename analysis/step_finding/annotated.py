@@ -11,8 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-
-from analysis.annotations import (
+from stepscope.analysis.annotations import (
     StepLabel,
     profiler_step_label,
     regex_label,
@@ -20,8 +19,8 @@ from analysis.annotations import (
     stepscope_label,
     vllm_label,
 )
-from analysis.names import name_matches
-from analysis.step_finding.frames import Found, Views, boundary_frame, empty_frame
+from stepscope.analysis.names import name_matches
+from stepscope.analysis.step_finding.frames import Found, Views, boundary_frame, empty_frame
 
 TRAINING_NAME = re.compile(r"Backward|autograd::engine|Optimizer\.step")
 
@@ -125,7 +124,7 @@ def _kinds_by_position(steps: pd.DataFrame) -> pd.DataFrame:
 
 def _label_profiler_steps(steps: pd.DataFrame, emb: pd.DataFrame) -> pd.DataFrame:
     """Give each ProfilerStep the kind and tokens of the first forward inside it."""
-    from analysis.step_finding.embedding import token_shape
+    from stepscope.analysis.step_finding.embedding import token_shape
 
     steps = steps.copy()
     pos = np.searchsorted(emb["ts"].to_numpy(), steps["start_ns"].to_numpy(), side="left")

@@ -12,11 +12,10 @@ import re
 
 import numpy as np
 import pandas as pd
-
-from analysis.names import name_matches
-from analysis.shapes import clean_dims
-from analysis.shapes import token_shape as checked_token_shape
-from analysis.step_finding.frames import (
+from stepscope.analysis.names import name_matches
+from stepscope.analysis.shapes import clean_dims
+from stepscope.analysis.shapes import token_shape as checked_token_shape
+from stepscope.analysis.step_finding.frames import (
     BOUNDARY_COLUMNS,
     GRAPH_LAUNCHES,
     Found,

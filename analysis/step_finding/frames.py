@@ -13,9 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-
-from analysis.model import Segmentation
-from parsers.timeline import Timeline
+from stepscope.analysis.model import Segmentation
+from stepscope.parsers.timeline import Timeline
 
 BOUNDARY_COLUMNS = ("start_ns", "host_end_ns", "kind", "request", "index", "tokens", "batch", "label")
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
@@ -124,7 +123,7 @@ class Views:
 
     @cached_property
     def embeddings(self) -> pd.DataFrame:
-        from analysis.step_finding.embedding import token_embeddings
+        from stepscope.analysis.step_finding.embedding import token_embeddings
 
         return token_embeddings(self.ops)
 

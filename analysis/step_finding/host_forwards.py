@@ -26,9 +26,8 @@ import re
 
 import numpy as np
 import pandas as pd
-
-from analysis.names import name_matches
-from analysis.step_finding.frames import Found, Views, boundary_frame, requests_opened_by
+from stepscope.analysis.names import name_matches
+from stepscope.analysis.step_finding.frames import Found, Views, boundary_frame, requests_opened_by
 
 SPAN_KINDS = ("python", "cpu_op", "annotation")
 ATEN_OP = re.compile(r"^aten::")
@@ -245,7 +244,7 @@ def _shapes_inside(emb: pd.DataFrame, start: np.ndarray, end: np.ndarray):
     """(tokens, batch) per forward from the first token-embedding lookup inside it, or (None, None) when the
     lookups carry no shapes. A forward with no lookup (compiled, graph-replayed) decodes one token per
     sequence of the forward before it."""
-    from analysis.step_finding.embedding import token_shape
+    from stepscope.analysis.step_finding.embedding import token_shape
 
     if emb.empty:
         return None, None

@@ -2,6 +2,6 @@
 
 import sys
 
-from app.cli.main import main
+from stepscope.app.cli.main import main
 
 sys.exit(main())

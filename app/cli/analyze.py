@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from app.cli.options import add_analysis_options, read_and_analyze
+from stepscope.app.cli.options import add_analysis_options, read_and_analyze
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -25,7 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Print the JSON contract (DESIGN.md) or its readable form. Raises TraceError/ValueError on bad input."""
-    from analysis.report import contract
+    from stepscope.analysis.report import contract
 
     rank_files = _rank_files(args.trace)
     if len(rank_files) > 1:
@@ -38,10 +38,10 @@ def run_analyze(args: argparse.Namespace) -> int:
     for note in notes:
         print(note, file=sys.stderr)
     if not args.no_cache:
-        from app.cli_cached import remember_analyze
+        from stepscope.app.cli_cached import remember_analyze
 
         remember_analyze(args, report, notes)  # only when every option it used is part of the cache key
-    from app.text_report import render_text
+    from stepscope.app.text_report import render_text
 
     return _emit(report, args.json, render_text)
 
@@ -61,7 +61,7 @@ def _rank_files(source: str) -> list:
     import glob
     from pathlib import Path
 
-    from parsers.ranks import find_trace_files
+    from stepscope.parsers.ranks import find_trace_files
 
     if Path(source).is_file() or (not Path(source).is_dir() and not glob.has_magic(source)):
         return []  # a file, or a missing one (load_trace says "cannot open ...")
@@ -70,12 +70,12 @@ def _rank_files(source: str) -> list:
 
 def _run_ranks(args: argparse.Namespace, paths: list) -> int:
     """DESIGN.md's ``{"ranks": [...], "run": {...}}`` for a folder or glob of rank traces, or its readable form."""
-    from analysis import AnalysisOptions
-    from analysis.ranks_report import analyze_run_folder
-    from app.cli.options import check_analysis_options
+    from stepscope.analysis import AnalysisOptions
+    from stepscope.analysis.ranks_report import analyze_run_folder
+    from stepscope.app.cli.options import check_analysis_options
 
     check_analysis_options(args)
     options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
-    from app.text_report import render_ranks_text
+    from stepscope.app.text_report import render_ranks_text
 
     return _emit(analyze_run_folder(paths, options), args.json, render_ranks_text)

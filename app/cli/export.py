@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.errors import UserError
-from app.cli.options import add_analysis_options, read_and_analyze
-from parsers.perfetto_reader import trace_processor_status
+from stepscope.app.cli.errors import UserError
+from stepscope.app.cli.options import add_analysis_options, read_and_analyze
+from stepscope.parsers.perfetto_reader import trace_processor_status
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run_export(args: argparse.Namespace) -> int:
     """Load, analyse, write; print where it went and what it holds. Raises TraceError/ValueError/UserError."""
-    from exporters import write_perfetto
+    from stepscope.exporters import write_perfetto
 
     timeline, result = read_and_analyze(args)
     try:

@@ -32,9 +32,9 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
 
     The trace is read through the on-disk Timeline cache (trace_cache; `--no-cache` bypasses it). Notes for
     stderr go to `notes` when given (the analyze command caches them with its result), else are printed."""
-    from analysis import AnalysisOptions, analyze
-    from analysis.categories import load_rules
-    from trace_cache.timelines import load_trace_cached
+    from stepscope.analysis import AnalysisOptions, analyze
+    from stepscope.analysis.categories import load_rules
+    from stepscope.trace_cache.timelines import load_trace_cached
 
     check_analysis_options(args)
     rules = load_rules(args.categories) if getattr(args, "categories", None) else ()  # ValueError: one line
@@ -59,7 +59,7 @@ def check_analysis_options(args: argparse.Namespace) -> None:
 def _model(args: argparse.Namespace):
     if not getattr(args, "model", None):
         return None
-    from app.model_shapes import model_shape
+    from stepscope.app.model_shapes import model_shape
 
     return model_shape(args.model)
 
@@ -68,8 +68,8 @@ def with_model(trace_path: str, timeline, result, model=None, notes: list[str] |
     """Expected-vs-measured findings and the per-category roofline when a run.json beside the trace
     names the model (and the device is known); else the per-category roofline for `model` (--model).
     Notes for stderr are appended to `notes` when given, else printed."""
-    from analysis.anatomy import with_category_roofline
-    from analysis.roofline import roofline_for_trace, timeline_device, with_roofline
+    from stepscope.analysis.anatomy import with_category_roofline
+    from stepscope.analysis.roofline import roofline_for_trace, timeline_device, with_roofline
 
     def note(text: str) -> None:
         if notes is None:

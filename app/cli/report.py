@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.errors import UserError
-from app.cli.options import add_analysis_options
+from stepscope.app.cli.errors import UserError
+from stepscope.app.cli.options import add_analysis_options
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,9 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run_report(args: argparse.Namespace) -> int:
     """Load, analyse, build, write atomically. Raises TraceError/ValueError/UserError."""
-    from analysis.report import contract
-    from app.cli.compare import load, trace_label
-    from app.report_html import ReportTrace, build_report, write_report
+    from stepscope.analysis.report import contract
+    from stepscope.app.cli.compare import load, trace_label
+    from stepscope.app.report_html import ReportTrace, build_report, write_report
 
     traces = []
     for path in [args.trace] + ([args.vs] if args.vs else []):

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.cli.errors import EXIT_INTERRUPTED
+from stepscope.app.cli.errors import EXIT_INTERRUPTED
 
 APP_SCRIPT = Path(__file__).resolve().parents[1] / "streamlit_app.py"
 
@@ -45,7 +45,7 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
 
 
 def run_app(args: argparse.Namespace) -> int:
-    from app.logdir import LOGDIR_ENV
+    from stepscope.app.logdir import LOGDIR_ENV
 
     logdir = str(logdir_path(args))
     env = dict(os.environ, STEPSCOPE_RUNS_DIR=logdir, **{LOGDIR_ENV: logdir})

@@ -8,12 +8,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-
-from app.figures import palette
-from app.figures.timeline import detail_lanes
+from stepscope.app.figures import palette
+from stepscope.app.figures.timeline import detail_lanes
 
 if TYPE_CHECKING:  # only .name, .timeline and .analysis are read: the HTML report passes its own records
-    from app.cache import LoadedTrace
+    from stepscope.app.cache import LoadedTrace
 
 COLORS = (palette.TRACE_A, palette.TRACE_B)
 

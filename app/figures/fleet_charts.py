@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
-
-from analysis.metrics import metric
-from app.safe_text import for_plotly
+from stepscope.analysis.metrics import metric
+from stepscope.app.safe_text import for_plotly
 
 HEIGHT = 320
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-
-from app.figures import timeline as tl
-from parsers.timeline import Timeline
+from stepscope.app.figures import timeline as tl
+from stepscope.parsers.timeline import Timeline
 
 # heatmap choices: label -> column of RankRun.rank_steps (ns)
 HEATMAP_COLUMNS = {

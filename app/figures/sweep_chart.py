@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 
 import plotly.graph_objects as go
-
-from analysis.roofline import sweep_frame
-from app.figures import palette
-from app.safe_text import for_plotly
+from stepscope.analysis.roofline import sweep_frame
+from stepscope.app.figures import palette
+from stepscope.app.safe_text import for_plotly
 
 CHART_HEIGHT = 440
 MEASURED = palette.PREFILL

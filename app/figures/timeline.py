@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-
-from analysis.model import Analysis
-from app.figures import palette
-from app.safe_text import for_plotly
-from parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from stepscope.analysis.model import Analysis
+from stepscope.app.figures import palette
+from stepscope.app.safe_text import for_plotly
+from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 DETAIL_EVENT_BUDGET = 20_000  # segments drawn in the detail view
 OVERVIEW_SEGMENT_BUDGET = 10_000  # per lane in the overview

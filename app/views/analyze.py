@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import streamlit as st
-
-from app import components, logdir_panel, perfetto_panel, report_panel, roofline_panel, tables
-from app.analysis_settings import settings_expander
-from app.figures import step_charts, timeline
-from app.navigation import ANALYZE_KEY
-from app.safe_text import for_markdown
-from app.source_loading import load_source
-from app.stage_timing import stage
-from app.trace_sources import TraceSource, all_sources, default_source
-from app.uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload_names
-from parsers import TraceError
-from parsers.perfetto_reader import trace_processor_status
+from stepscope.app import components, logdir_panel, perfetto_panel, report_panel, roofline_panel, tables
+from stepscope.app.analysis_settings import settings_expander
+from stepscope.app.figures import step_charts, timeline
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.app.safe_text import for_markdown
+from stepscope.app.source_loading import load_source
+from stepscope.app.stage_timing import stage
+from stepscope.app.trace_sources import TraceSource, all_sources, default_source
+from stepscope.app.uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload_names
+from stepscope.parsers import TraceError
+from stepscope.parsers.perfetto_reader import trace_processor_status
 
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import streamlit as st
-
-from analysis.compare import compare
-from app import components, report_panel
-from app.figures import compare_charts
-from app.navigation import COMPARE_KEYS
-from app.safe_text import for_markdown
-from app.source_loading import load_source
-from app.trace_sources import TraceSource, all_sources, default_pair
-from app.uploads import upload_names
-from parsers import TraceError
+from stepscope.analysis.compare import compare
+from stepscope.app import components, report_panel
+from stepscope.app.figures import compare_charts
+from stepscope.app.navigation import COMPARE_KEYS
+from stepscope.app.safe_text import for_markdown
+from stepscope.app.source_loading import load_source
+from stepscope.app.trace_sources import TraceSource, all_sources, default_pair
+from stepscope.app.uploads import upload_names
+from stepscope.parsers import TraceError
 
 
 def _pick_pair() -> tuple[TraceSource, TraceSource] | None:

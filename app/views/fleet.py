@@ -13,13 +13,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
 
 import streamlit as st
-
-from app.figures import fleet_charts
-from app.navigation import ANALYZE_KEY, go_to
-from app.safe_text import for_markdown
-from app.trace_sources import fleet_root, samples_dir
-from app.uploads import register_upload
-from batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
+from stepscope.app.figures import fleet_charts
+from stepscope.app.navigation import ANALYZE_KEY, go_to
+from stepscope.app.safe_text import for_markdown
+from stepscope.app.trace_sources import fleet_root, samples_dir
+from stepscope.app.uploads import register_upload
+from stepscope.batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
 
 FLEET_KEY = "fleet_folder"
 TABLE_COLUMNS = ("path", "rank", "group", "outlier_reason", "ttft_ms", "itl_p50_ms", "itl_p90_ms", "gpu_busy_pct",
@@ -28,7 +27,7 @@ TABLE_COLUMNS = ("path", "rank", "group", "outlier_reason", "ttft_ms", "itl_p50_
 
 def _start_batch(root: Path) -> None:
     """Run a batch over a folder of traces (the samples, or a folder under the root) with a live progress bar."""
-    from batch.runner import run_batch
+    from stepscope.batch.runner import run_batch
 
     with st.expander("Analyse a folder of traces into a new batch", expanded=not batch_folders(root)):
         sources = {"samples": samples_dir()}

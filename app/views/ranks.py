@@ -12,12 +12,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
 
 import streamlit as st
-
-from analysis.metrics import format_value
-from app import components
-from app.analysis_settings import settings_expander
-from app.figures import rank_charts
-from app.rank_runs import (
+from stepscope.analysis.metrics import format_value
+from stepscope.app import components
+from stepscope.app.analysis_settings import settings_expander
+from stepscope.app.figures import rank_charts
+from stepscope.app.rank_runs import (
     RANK_UPLOADS_KEY,
     RANKS_KEY,
     LoadedRanks,
@@ -26,9 +25,9 @@ from app.rank_runs import (
     load_rank_source,
     rank_sources,
 )
-from app.safe_text import for_markdown
-from app.uploads import ACCEPTED_TYPES, size_limit_text
-from parsers import TraceError
+from stepscope.app.safe_text import for_markdown
+from stepscope.app.uploads import ACCEPTED_TYPES, size_limit_text
+from stepscope.parsers import TraceError
 
 
 def _pick_source() -> RankSource | None:

@@ -12,16 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
-
-from analysis.roofline import load_sweep, sweep_frame
-from app.exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
-from app.figures.sweep_chart import sweep_figure
-from app.navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
-from app.safe_text import for_markdown
-from app.sweeps import past_sweeps, run_sweep
-from app.trace_sources import runs_dir
-from collectors.errors import CollectorError
-from collectors.presets import DEFAULT_PRESET, PRESETS
+from stepscope.analysis.roofline import load_sweep, sweep_frame
+from stepscope.app.exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
+from stepscope.app.figures.sweep_chart import sweep_figure
+from stepscope.app.navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
+from stepscope.app.safe_text import for_markdown
+from stepscope.app.sweeps import past_sweeps, run_sweep
+from stepscope.app.trace_sources import runs_dir
+from stepscope.collectors.errors import CollectorError
+from stepscope.collectors.presets import DEFAULT_PRESET, PRESETS
 
 MODES = ("eager", "cuda-graph", "compile")  # collectors.decode_loops.MODES, without importing torch to list them
 DEVICES = ("auto", "cpu", "cuda")
@@ -42,7 +41,7 @@ def _pair_modes(on_gpu: bool) -> tuple[str, str]:
 
 
 def _spec_form():
-    from collectors.run import RunSpec
+    from stepscope.collectors.run import RunSpec
 
     with st.form("run_spec"):
         left, right = st.columns(2)
@@ -69,7 +68,7 @@ def _spec_form():
 
 def _run(spec, status) -> Path:
     """One collectors run with its stages shown as a progress bar inside the status box."""
-    from collectors.run import STAGES, run_profiled_generation
+    from stepscope.collectors.run import STAGES, run_profiled_generation
 
     bar = status.progress(0.0, text=f"{spec.mode}: starting")
 
@@ -114,7 +113,7 @@ def _generation_section(on_gpu: bool) -> None:
 
 
 def _sweep_form():
-    from collectors.sweep import SweepSpec
+    from stepscope.collectors.sweep import SweepSpec
 
     with st.form("sweep_spec"):
         left, middle, right = st.columns(3)
@@ -135,7 +134,7 @@ def _sweep_form():
 
 
 def _run_sweep_with_status(spec) -> Path | None:
-    from collectors.sweep import STAGES
+    from stepscope.collectors.sweep import STAGES
 
     with st.status(f"Sweeping prefill of {spec.preset}, {spec.min_tokens}-{spec.max_tokens} tokens...",
                    expanded=True) as status:
