@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 XSS_KERNEL = "<img src=x onerror=alert(1)>"
@@ -54,3 +55,15 @@ def write_synthetic_trace(folder: Path, name: str = "synthetic") -> Path:
     path.write_bytes(gzip.compress(json.dumps(synthetic_trace()).encode()))
     (target / "run.json").write_text(json.dumps({"spec": {"mode": "eager", "device": "cuda"}, "device": "Synthetic"}))
     return path
+
+
+def sample_folder(tmp_path: Path, monkeypatch, extra: tuple[Path, ...] = ()) -> Path:
+    """A samples folder of the app-test fixtures (plus `extra` run folders) and an empty runs folder,
+    both pointed at by the app's environment variables for this test."""
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    for sample in (*FIXTURE_SAMPLES.iterdir(), *extra):
+        shutil.copytree(sample, folder / sample.name)
+    monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(folder))
+    monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
+    return folder

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from stepscope.app.navigation import ANALYZE_KEY, COMPARE_KEYS
 from stepscope.app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
 from streamlit.testing.v1 import AppTest
 
-from tests.app_samples import FIXTURE_SAMPLES, XSS_KERNEL, synthetic_trace, write_synthetic_trace
+from tests.app_samples import XSS_KERNEL, sample_folder, synthetic_trace, write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "app" / "views"
@@ -26,16 +25,11 @@ TIMEOUT_S = 90
 
 @pytest.fixture
 def samples(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "samples"
-    folder.mkdir()
-    for sample in FIXTURE_SAMPLES.iterdir():
-        shutil.copytree(sample, folder / sample.name)
+    folder = sample_folder(tmp_path, monkeypatch)
     write_synthetic_trace(folder, "synthetic")
     bad = folder / "zz_broken"
     bad.mkdir()
     (bad / "trace.json.gz").write_bytes(gzip.compress(b"this is not a trace"))
-    monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(folder))
-    monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
     return folder
 
 

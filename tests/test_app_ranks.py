@@ -22,7 +22,7 @@ from stepscope.app.rank_runs import RANK_UPLOADS_KEY, RANKS_KEY
 from stepscope.batch.runner import run_batch
 from streamlit.testing.v1 import AppTest
 
-from tests.app_samples import FIXTURE_SAMPLES, XSS_KERNEL
+from tests.app_samples import XSS_KERNEL, sample_folder
 from tests.conftest import real_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,13 +33,7 @@ TIMEOUT_S = 120
 
 @pytest.fixture
 def samples(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "samples"
-    folder.mkdir()
-    for sample in FIXTURE_SAMPLES.iterdir():
-        shutil.copytree(sample, folder / sample.name)
-    shutil.copytree(TP2, folder / TP2.name)
-    monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(folder))
-    monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
+    folder = sample_folder(tmp_path, monkeypatch, extra=(TP2,))
     monkeypatch.setenv("STEPSCOPE_FLEET_ROOT", str(tmp_path / "fleet"))
     return folder
 

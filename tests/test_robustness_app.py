@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import tomllib
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from stepscope.app.uploads import UPLOADS_KEY, register_upload
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
-from tests.app_samples import FIXTURE_SAMPLES, synthetic_trace
+from tests.app_samples import sample_folder, synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 90
@@ -27,12 +26,7 @@ TIMEOUT_S = 90
 
 @pytest.fixture
 def samples(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "samples"
-    folder.mkdir()
-    for sample in FIXTURE_SAMPLES.iterdir():
-        shutil.copytree(sample, folder / sample.name)
-    monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(folder))
-    monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
+    folder = sample_folder(tmp_path, monkeypatch)
     monkeypatch.delenv(exposure.ALLOW_REMOTE_ENV, raising=False)
     return folder
 
