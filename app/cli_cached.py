@@ -58,7 +58,7 @@ def serve_cached_analyze(argv: Sequence[str]) -> int | None:
     from stepscope.trace_cache.results import cached_result
 
     try:
-        result = cached_result(args.trace, analyze_options(args.gap_threshold_us, args.step_regex))
+        result = cached_result(args.trace, analyze_options(args.gap_threshold_us, args.step_regex), known_only=True)
     except Exception:  # a miss, whatever went wrong: the full command runs and reports it properly
         return None
     if result is None:

@@ -9,18 +9,21 @@ structs is alive at a time, so peak memory is the file plus the columns.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections import Counter
-from itertools import count
+from itertools import count, repeat
 from operator import attrgetter
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import msgspec
 import numpy as np
-import pandas as pd
 from stepscope.parsers.errors import TraceError
 from stepscope.parsers.limits import ReadLimits, check_event_count
 from stepscope.parsers.timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BATCH_EVENTS = 32_768
 MAX_TIME_US = float(1 << 62) / 1000  # |ts| and dur beyond 2^62 ns (146 years): skipped, never wrapped
@@ -163,17 +166,18 @@ def read_chrome_trace(
         data = data.pop()
     if not data or not bytes(data[:4096]).strip():
         raise TraceError("the file is empty")
+    from stepscope.parsers.split_decode import SplitNotPossibleError, decode_in_two
+
+    max_events = (limits or ReadLimits.from_env()).max_events
+    box = [data]  # big files: in pieces, shared with a second process; anything unusual falls back
+    del data
+    try:
+        return _timeline(*decode_in_two(box, max_events))  # empties the box once the bytes are not needed
+    except SplitNotPossibleError:
+        data = box.pop()
     # Every event has a "ph" key: counting them (one C-level scan) bounds the event count before the
     # event list, whose per-event overhead dwarfs a tiny event's bytes, is built.
     check_event_count(data.count(b'"ph"'), limits)
-    from stepscope.parsers.split_decode import SplitNotPossibleError, decode_in_two
-
-    box = [data]  # big files: in pieces, half of them in a second process; anything unusual falls back
-    del data
-    try:
-        return _timeline(*decode_in_two(box))  # empties the box once the bytes are no longer needed
-    except SplitNotPossibleError:
-        data = box.pop()
     doc = _decode_root(data)
     del data  # the raw slices keep the buffer alive until the last of them is gone
     evs = doc.traceEvents
@@ -392,8 +396,8 @@ class _ColumnBuilder:
         block = np.zeros(n, dtype=np.int64)
         if len(gpu_idx):
             # total blocks and threads per block; 0 where the trace does not say
-            grid[gpu_idx] = np.fromiter(map(_volume, map(attrgetter("args.grid"), gpu_rows)), np.int64, len(gpu_idx))
-            block[gpu_idx] = np.fromiter(map(_volume, map(attrgetter("args.block"), gpu_rows)), np.int64, len(gpu_idx))
+            grid[gpu_idx] = _volumes(list(map(attrgetter("args.grid"), gpu_rows)))
+            block[gpu_idx] = _volumes(list(map(attrgetter("args.block"), gpu_rows)))
         parts["grid"].append(grid)
         parts["block"].append(block)
         parts["device"].append(device)
@@ -487,6 +491,8 @@ class _ColumnBuilder:
         return out
 
     def frame(self) -> pd.DataFrame:
+        import pandas as pd  # here, not at the top: a big file's decoding starts before pandas is loaded
+
         cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items()}  # batches came last-first
         order = np.argsort(cols["ts"], kind="stable")
         data = {c: cols[c][order] for c in COLUMNS}
@@ -507,11 +513,37 @@ def _code_dtype(n: int) -> type:
     return np.int8 if n < 127 else np.int16 if n < 32_000 else np.int32
 
 
+def _volumes(dims: list) -> np.ndarray:
+    """_volume of each entry: Kineto's usual [x, y, z] lists in one vectorised pass, other lists one by one."""
+    out = np.zeros(len(dims), dtype=np.int64)
+    lists = np.flatnonzero(list(map(operator.is_, map(type, dims), repeat(tuple))))
+    if not len(lists):
+        return out
+    lengths = np.fromiter(map(len, map(dims.__getitem__, lists.tolist())), np.int64, len(lists))
+    triples = lists[lengths == 3]
+    try:
+        table = np.array(list(map(dims.__getitem__, triples.tolist())), dtype=np.int64).reshape(-1, 3)
+    except OverflowError:  # an int beyond 64 bits: these go one by one
+        lengths[lengths == 3] = -1
+    else:
+        valid = ((table >= 0) & (table < 1 << 31)).all(axis=1)
+        valid &= table.astype(np.float64).prod(axis=1) < _MAX_VOLUME
+        out[triples] = np.where(valid, table.prod(axis=1), 0)
+    for i in lists[(lengths != 3) & (lengths != 0)].tolist():  # [x] or [x, y]; () is "not said"
+        out[i] = _volume(dims[i])
+    return out
+
+
+_MAX_VOLUME = float(1 << 62)
+
+
 def _volume(dims: tuple[int, ...] | int | float | str | None) -> int:
-    """x*y*z of a launch grid or block; 0 for anything that is not a list of non-negative ints below 2**31."""
+    """x*y*z of a launch grid or block; 0 for anything that is not a list of non-negative ints below 2**31 (or whose
+    product does not fit in 62 bits)."""
     if not isinstance(dims, tuple) or not dims or len(dims) > 3 or min(dims) < 0 or max(dims) >= 1 << 31:
         return 0
-    return math.prod(dims)
+    volume = math.prod(dims)
+    return volume if volume < _MAX_VOLUME else 0
 
 
 def _clip(name: str) -> str:

@@ -80,10 +80,26 @@ def read_trace_bytes(path: str | os.PathLike, limits: ReadLimits | None = None) 
             "(raise STEPSCOPE_MAX_FILE_MB to allow it)"
         )
     try:
-        data = path.read_bytes()
+        data = read_file_bytes(path)
     except OSError as exc:
         raise TraceError(f"cannot read {path.name}: {exc.strerror or exc}") from None
     return decode_container(data, limits)
+
+
+def read_file_bytes(path: str | os.PathLike) -> bytearray:
+    """The whole file in a bytearray: writable, so the JSON reader can decode its pieces in place (no copies)."""
+    with open(path, "rb", buffering=0) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = bytearray(size)
+        got = fh.readinto(data) if size else 0
+        while got < size:  # short reads (or a file that grew): read on
+            n = fh.readinto(memoryview(data)[got:])
+            if not n:
+                del data[got:]  # the file shrank while it was read
+                break
+            got += n
+        rest = fh.read()  # it grew: keep what is there now
+    return data + rest if rest else data
 
 
 def decode_container(data: bytes, limits: ReadLimits | None = None) -> bytes | bytearray:

@@ -8,8 +8,6 @@ from pathlib import Path
 from stepscope.parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace
 from stepscope.parsers.errors import TraceError
 from stepscope.parsers.limits import ReadLimits, decode_container, read_trace_bytes
-from stepscope.parsers.nsys_reader import looks_like_sqlite, read_nsys_sqlite
-from stepscope.parsers.perfetto_reader import looks_like_perfetto, read_perfetto
 from stepscope.parsers.run_sidecar import attach_run_json
 from stepscope.parsers.timeline import Timeline
 
@@ -40,6 +38,9 @@ def _parse(owned: list[bytes | bytearray], limits: ReadLimits | None = None) -> 
     if looks_like_chrome_trace(head):
         del data
         return read_chrome_trace(owned, limits)
+    from stepscope.parsers.nsys_reader import looks_like_sqlite, read_nsys_sqlite
+    from stepscope.parsers.perfetto_reader import looks_like_perfetto, read_perfetto
+
     if looks_like_sqlite(head):
         return read_nsys_sqlite(data, limits)
     if looks_like_perfetto(data):

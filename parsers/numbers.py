@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 MAX_TIME = 1 << 62  # times and ids beyond this are not from any clock or counter; sums of two stay in int64
 
@@ -19,6 +18,8 @@ MAX_TIME = 1 << 62  # times and ids beyond this are not from any clock or counte
 def int64_column(values, missing: int = -1):
     """(int64 array, ok mask) from a column of unknown type: text, None, NaN, inf, 1e300 and integers
     beyond +-2^62 are not ok and read as `missing`. Vectorised; exact for integers."""
+    import pandas as pd  # the Kineto JSON reader imports this module's MAX_TIME and never calls this
+
     series = values if isinstance(values, pd.Series) else pd.Series(values)
     if series.dtype.kind in "iu":
         arr = series.to_numpy()

@@ -25,14 +25,17 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from stepscope.parsers.chrome_trace import CATEGORY_KINDS
 from stepscope.parsers.errors import TraceError
 from stepscope.parsers.limits import ReadLimits, check_event_count
 from stepscope.parsers.numbers import MAX_TIME
 from stepscope.parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SOURCE_FORMAT = "perfetto"
 TRACE_PROCESSOR_ENV = "STEPSCOPE_TRACE_PROCESSOR"
@@ -278,6 +281,8 @@ class _SliceCollector:
             self.skipped["track events of unspecified type (legacy)"] += 1
 
     def timeline(self) -> Timeline:
+        import pandas as pd  # loaded only when a Perfetto trace is read
+
         open_slices = sum(len(s) for s in self.stacks.values())
         if open_slices:
             self.skipped["slices never ended"] += open_slices
@@ -419,6 +424,8 @@ def _build_timeline(
     slices: pd.DataFrame, tracks: dict[int, _Track], track_events: int, skipped: Counter, notes: Counter | None = None
 ) -> Timeline:
     """Columns from the slice table: per-track and per-name decisions made once, then broadcast."""
+    import pandas as pd  # loaded only when a Perfetto trace is read
+
     track_codes, used = pd.factorize(slices["track"].to_numpy())
     lanes, devices = _resolve_lanes(tracks, [int(u) for u in used])
     lane_list = [lanes[int(u)] for u in used]
@@ -485,6 +492,8 @@ def _build_timeline(
 
 def _kinds(slices: pd.DataFrame, track_codes: np.ndarray, lanes: list[_Lane]) -> np.ndarray:
     """Kind per slice: the category when it names one, else the track's kind, else a guess from the name."""
+    import pandas as pd  # loaded only when a Perfetto trace is read
+
     cat_codes, categories = pd.factorize(slices["category"].to_numpy(dtype=object))
     by_category = np.array([_category_kind(c) or "" for c in categories] + [""], dtype=object)[cat_codes]
     name_codes, names = pd.factorize(slices["name"].to_numpy(dtype=object))
@@ -575,6 +584,8 @@ where s.dur >= 0
 
 def _read_with_trace_processor(raw: bytes, binary: Path, track_events: int) -> Timeline:
     """Slices of any Perfetto trace through trace_processor_shell, mapped with the same heuristics."""
+    import pandas as pd  # loaded only when a Perfetto trace is read
+
     try:
         from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
     except ImportError as exc:

@@ -1,21 +1,26 @@
-"""Decode a big Chrome-trace JSON in pieces cut at event boundaries, the second half in a forked process.
+"""Decode a big Chrome-trace JSON in pieces cut at event boundaries, shared with a forked process.
 
 Why: typed msgspec decoding plus column building is most of a big trace's load time and runs on one
-core. Decoding the event array piece by piece (a few MB each) keeps only one piece of structs alive,
-so memory stays near the file plus the columns, and needs no pass that splits the array into raw
-slices first. A forked child shares the file's bytes (copy-on-write) and decodes the second half
-while this process decodes the first; it sends back compact columns (raw numpy buffers and a msgpack
-header, no pickle), merged into this process's column builder.
+core. The event array is cut into pieces of a few MB; this process and a forked child take pieces
+from a shared queue (a pipe holding the piece numbers), so the work balances itself even while this
+process spends time on other things (importing pandas for the frame, say). Each piece becomes its
+own small set of columns; only one piece of structs is alive at a time in each process, so memory
+stays near the file plus the columns. The child shares the file's bytes (copy-on-write) and sends its
+pieces' columns back as raw numpy buffers behind a msgpack header (no pickle).
 
 Where to cut is proved by parsing, not guessed. The head before the "traceEvents" key must parse as
-an object that the key continues, and the key must be followed by ':' and '['; from there each piece
-is the text up to a later '}' ',' '{' comma, and it must parse as a JSON array of events. A piece
-that parses proves that its end comma lies between two top-level events of the array (a comma inside
-a string or a nested value leaves the piece unterminated or unbalanced), so the next piece starts in
-the same state. The last piece is decoded as '{"traceEvents":[' + the rest of the file, which also
-yields any keys after the array. A piece that does not parse is extended to the next candidate comma
-a few times (a cut inside a string); anything else (an error in the file, a child that dies) falls
-back to the one-process reader, which also gives the precise error message.
+an object that the key continues, and the key must be followed by ':' and '['. Each piece ends at a
+candidate '}' ',' '{' comma and must parse as a JSON array of events. A piece that starts at a proven
+boundary and parses proves that its end comma lies between two top-level events (a comma inside a
+string or a nested value leaves the piece unterminated or unbalanced), so the next piece starts at a
+proven boundary too: the pieces are accepted in file order, from the '[' on. A piece that does not
+parse is joined to the pieces after it (their own results, from an unproven start, are dropped) a few
+times; anything else (an error in the file, a value out of range, a child that dies) falls back to
+the one-process reader, which also gives the precise error message. The last piece is decoded as
+'{"traceEvents":[' + the rest of the file, which also yields any keys after the array.
+
+A writable buffer (the bytearray the file was read into) is decoded in place: the bytes just before
+and after a piece are set to '[' and ']' for the decode and put back after, so no piece is copied.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import os
 import re
 import signal
 import struct
+import sys
 
 import msgspec
 import msgspec.structs
@@ -33,15 +39,16 @@ import numpy as np
 from stepscope.parsers.chrome_trace import _AnyEvent, _ColumnBuilder, _TraceDoc
 from stepscope.parsers.errors import TraceError
 
-MIN_SPLIT_BYTES = 48 << 20  # below this the one-process reader is as fast
+MIN_SPLIT_BYTES = 16 << 20  # below this the one-process reader is as fast
 PIECE_BYTES = 8 << 20  # JSON text decoded at once: about 40k Kineto events
-FIRST_SHARE = 0.46  # of the file decoded here: this process also merges and builds the frame
-RETRIES = 3  # a piece that does not parse is extended to the next candidate cut this many times
+MAX_PIECES = 1024  # piece numbers (4 bytes each) must fit the queue pipe in one atomic write
+RETRIES = 3  # a piece that does not parse is joined to up to this many following pieces
 _CUT = re.compile(rb"\}\s*,\s*\{")
 _KEY = b'"traceEvents"'
 _OPEN = re.compile(rb'"traceEvents"\s*:\s*\[')
 _PREFIX = b'{"traceEvents":['
 _CODE_COLUMNS = ("kind", "name", "input_dims")
+_OPEN_BRACKET, _CLOSE_BRACKET = ord("["), ord("]")
 
 
 # The document's keys after the event list, as the one-process reader's _TraceDoc reads them (whatever it reads).
@@ -60,24 +67,6 @@ _TAIL_DECODER = msgspec.json.Decoder(_Tail)
 
 class SplitNotPossibleError(Exception):
     """The piecewise path could not be used; the caller reads the file in one process instead."""
-
-
-class _PieceBuilder(_ColumnBuilder):
-    """Pieces arrive in file order (the base builder expects batches last-first): columns are put
-    in the base order at the end, and metadata events are read once, in file order, at the end."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.metadata_events: list = []
-
-    def _read_metadata(self, evs: list) -> None:
-        self.metadata_events.extend(evs)
-
-    def finish(self) -> None:
-        for parts in self.parts.values():
-            parts.reverse()
-        super()._read_metadata(self.metadata_events)
-        self.metadata_events = []
 
 
 def split_workers() -> int:
@@ -110,52 +99,88 @@ def _array_start(data) -> tuple[int, _TraceDoc]:
     return opening.end(), head
 
 
-def _decode_range(data, start: int, stop: int | None, builder: _PieceBuilder) -> tuple[int, _Tail | None]:
-    """Decode the events from `start` (just after '[' or a proved comma) to the comma `stop` (None: to the end).
-
-    Returns (events decoded, the document's keys after the array when the range runs to the end).
-    """
-    count = 0
+def _plan(data, first: int) -> list[tuple[int, int | None]]:
+    """(start, end comma) of each piece; the last one's end is None (it runs to the end of the file)."""
+    size = max(PIECE_BYTES, (len(data) - first) // (MAX_PIECES - 1) + 1)
+    pieces, start = [], first
     while True:
-        cut = stop
-        if stop is None or start + PIECE_BYTES < stop:
-            cut = _next_cut(data, start + PIECE_BYTES, stop) or stop
-        for _ in range(RETRIES + 1):
-            if cut is None:  # the last piece: the rest of the file, with what follows the array
-                try:
-                    tail = _TAIL_DECODER.decode(b"".join((_PREFIX, memoryview(data)[start:])))
-                except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
-                    raise SplitNotPossibleError("the last piece does not parse") from None
-                events, tail.traceEvents = tail.traceEvents or [], None
-                _add(builder, events)
-                return count + len(events), tail
-            try:
-                events = _PIECE_DECODER.decode(b"".join((b"[", memoryview(data)[start:cut], b"]")))
-                break
-            except UnicodeDecodeError:  # invalid UTF-8: the one-process reader replaces it and counts it
-                raise SplitNotPossibleError("invalid UTF-8 in the events") from None
-            except (msgspec.DecodeError, RecursionError):  # ValidationError included
-                if cut == stop:
-                    raise SplitNotPossibleError("the cut between the halves is not between two events") from None
-                cut = _next_cut(data, cut + 1, stop) or stop
-        else:
-            raise SplitNotPossibleError("a piece does not parse")
-        count += len(events)
-        _add(builder, events)
+        cut = _next_cut(data, start + size, None) if start + size < len(data) else None
+        pieces.append((start, cut))
+        if cut is None:
+            return pieces
         start = cut + 1
-        if cut == stop:
-            return count, None
 
 
-def _add(builder: _PieceBuilder, events: list) -> None:
+class _Piece:
+    """One decoded stretch of events: its own small column builder, event count and (last piece) the doc's tail."""
+
+    __slots__ = ("builder", "count", "tail")
+
+    def __init__(self, builder: _ColumnBuilder, count: int, tail=None) -> None:
+        self.builder, self.count, self.tail = builder, count, tail
+
+
+def _decode(data, start: int, stop: int | None) -> _Piece | None:
+    """The events from `start` (just after '[' or a proven comma) to the comma `stop` (None: to the end of the
+    file), or None when that text does not parse as events. Raises SplitNotPossibleError for what only the
+    one-process reader handles (invalid UTF-8, values out of range)."""
+    tail = None
+    try:
+        if stop is None:
+            tail = _TAIL_DECODER.decode(b"".join((_PREFIX, memoryview(data)[start:])))
+            events, tail.traceEvents = tail.traceEvents or [], None
+        elif isinstance(data, bytearray):
+            events = _decode_in_place(data, start, stop)
+        else:
+            events = _PIECE_DECODER.decode(b"".join((b"[", memoryview(data)[start:stop], b"]")))
+    except UnicodeDecodeError:  # the one-process reader replaces invalid UTF-8 and counts it
+        raise SplitNotPossibleError("invalid UTF-8 in the events") from None
+    except (msgspec.DecodeError, RecursionError):  # ValidationError included
+        return None
+    builder = _ColumnBuilder()
     if events:
         try:
             builder.add_batch(events)
         except TraceError:  # a value out of range: the one-process reader says which events, with file offsets
             raise SplitNotPossibleError("a value out of range") from None
+    return _Piece(builder, len(events), tail)
 
 
-def decode_in_two(box: list[bytes | bytearray]) -> tuple[_TraceDoc, _ColumnBuilder, int]:
+def _decode_in_place(data: bytearray, start: int, stop: int) -> list:
+    """Decode data[start:stop] as an array without copying it: the byte before it (the '[' or a comma) and the
+    comma after it are turned into brackets for the decode and put back after, so the caller's bytes end as
+    they were (a forked child writes only its own copy-on-write pages)."""
+    before, after = data[start - 1], data[stop]
+    data[start - 1], data[stop] = _OPEN_BRACKET, _CLOSE_BRACKET
+    try:
+        return _PIECE_DECODER.decode(memoryview(data)[start - 1 : stop + 1])  # Raw args may still point into it
+    finally:
+        data[start - 1], data[stop] = before, after
+
+
+def _take_pieces(data, pieces: list, numbers, max_events: int) -> dict[int, _Piece | None]:
+    """Decode the pieces whose numbers `numbers` yields (the shared queue, or all of them in one process)."""
+    done: dict[int, _Piece | None] = {}
+    events = 0
+    for i in numbers:
+        done[i] = piece = _decode(data, *pieces[i])
+        events += piece.count if piece is not None else 0
+        if events > max_events:  # the one-process reader counts them and words the error
+            raise SplitNotPossibleError("over the event limit")
+    return done
+
+
+def _queue(fd: int):
+    """Piece numbers from the queue pipe until it is empty. Every number was written before the fork in one
+    write, and a read of 4 bytes from a pipe holding them returns exactly one number to exactly one reader."""
+    while True:
+        raw = os.read(fd, 4)
+        if len(raw) < 4:
+            return
+        yield struct.unpack("<I", raw)[0]
+
+
+def decode_in_two(box: list[bytes | bytearray], max_events: int = 1 << 62) -> tuple[_TraceDoc, _ColumnBuilder, int]:
     """(the document's other fields, a column builder holding every event, the event count).
 
     `box` holds the file's bytes, and should hold the only reference: once every event is decoded
@@ -168,57 +193,19 @@ def decode_in_two(box: list[bytes | bytearray]) -> tuple[_TraceDoc, _ColumnBuild
     if not bytes(data[:64]).lstrip().startswith(b"{"):
         raise SplitNotPossibleError("not a JSON object")
     first, head = _array_start(data)
-    builder = _PieceBuilder()
-    middle = _next_cut(data, max(first, int(len(data) * FIRST_SHARE)), None)
-    if split_workers() < 2 or not hasattr(os, "fork") or middle is None:
-        count, tail = _decode_range(data, first, None, builder)
-        if builder.duration_events == 0:
-            raise SplitNotPossibleError("no duration events")  # the one-process reader says what the file holds
-        box.clear()
-        return _finish(head, builder, count, tail)
-    read_fd, write_fd = os.pipe()
-    with contextlib.suppress(OSError):  # a bigger pipe buffer: fewer round trips for the child's columns
-        fcntl.fcntl(write_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-    pid = os.fork()
-    if pid == 0:  # the child: decode the second half, send its columns, leave without cleanup handlers
-        code = 1
-        try:
-            os.close(read_fd)
-            child = _PieceBuilder()
-            child_count, tail = _decode_range(data, middle + 1, None, child)
-            child.finish()
-            _send(write_fd, tail, child, child_count)
-            code = 0
-        except BaseException:  # any failure: the parent sees a non-zero exit and falls back
-            pass
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    try:
-        count, _ = _decode_range(data, first, middle, builder)
-        builder.finish()
-        payload = _receive(read_fd)
-        _, status = os.waitpid(pid, 0)
-        pid = 0
-        if status != 0 or payload is None:
-            raise SplitNotPossibleError("the second half could not be decoded")
-        if builder.duration_events + payload[0]["duration_events"] == 0:
-            raise SplitNotPossibleError("no duration events")
-        del data
-        box.clear()  # every event is decoded: the file's bytes can go before the columns are merged
-        tail, second_count = _merge(builder, payload)
-    except BaseException:
-        if pid:
-            _stop(pid)
-        raise
-    finally:
-        os.close(read_fd)
-    return _finish(head, builder, count + second_count, tail, finished=True)
-
-
-def _finish(head: _TraceDoc, builder: _PieceBuilder, count: int, tail: _Tail | None, finished: bool = False) -> tuple:
-    if not finished:
-        builder.finish()
+    pieces = _plan(data, first)
+    if split_workers() < 2 or not hasattr(os, "fork") or len(pieces) < 2:
+        done = _take_pieces(data, pieces, range(len(pieces)), max_events)
+    else:
+        done = _decode_with_child(data, pieces, max_events)
+    ordered = _prove(data, pieces, done)
+    del data
+    builder, count, tail = _merge_all(ordered)
+    if builder.duration_events == 0:
+        raise SplitNotPossibleError("no duration events")  # the one-process reader says what the file holds
+    if count > max_events:
+        raise SplitNotPossibleError("over the event limit")
+    box.clear()  # every event is decoded: the file's bytes can go before the frame is built
     for field in _DOC_FIELDS:
         if tail is not None and getattr(tail, field.name) is not None:  # keys after the list win, as in one pass
             setattr(head, field.name, getattr(tail, field.name))
@@ -226,106 +213,106 @@ def _finish(head: _TraceDoc, builder: _PieceBuilder, count: int, tail: _Tail | N
     return head, builder, count
 
 
-def _stop(pid: int) -> None:
+def _decode_with_child(data, pieces: list, max_events: int) -> dict[int, _Piece | None]:
+    """Both processes take pieces from the queue; the child's come back over a pipe."""
+    queue_read, queue_write = os.pipe()
+    os.write(queue_write, b"".join(struct.pack("<I", i) for i in range(len(pieces))))
+    os.close(queue_write)
+    read_fd, write_fd = os.pipe()
+    with contextlib.suppress(OSError):  # a bigger pipe buffer: fewer round trips for the child's columns
+        fcntl.fcntl(write_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    pid = os.fork()
+    if pid == 0:  # the child: decode pieces, send their columns, leave without cleanup handlers
+        code = 1
+        try:
+            os.close(read_fd)
+            _send(write_fd, _take_pieces(data, pieces, _queue(queue_read), max_events))
+            code = 0
+        except BaseException:  # any failure: the parent sees a non-zero exit and falls back
+            pass
+        finally:
+            os._exit(code)
+    os.close(write_fd)
     try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
-        pass
+        if "pandas" not in sys.modules:  # the frame needs it; imported while the child is already decoding
+            import pandas  # noqa: F401
+        done = _take_pieces(data, pieces, _queue(queue_read), max_events)
+        received = _receive(read_fd)
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+        if status != 0 or received is None:
+            raise SplitNotPossibleError("the child could not decode its pieces")
+        done.update(received)
+    except BaseException:
+        if pid:
+            _stop(pid)
+        raise
+    finally:
+        os.close(read_fd)
+        os.close(queue_read)
+    return done
 
 
-# --- the child's columns over a pipe: a msgpack header, then the raw column buffers --------------------------
+def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:
+    """The pieces in file order, each starting where the one before it was proven to end (see the module).
+
+    A piece that did not parse is decoded again joined to the next pieces, whose own results are dropped."""
+    ordered: list[_Piece] = []
+    i = 0
+    while i < len(pieces):
+        start, _ = pieces[i]
+        piece, last = done.get(i), i
+        while piece is None and last < min(i + RETRIES, len(pieces) - 1):
+            last += 1
+            piece = _decode(data, start, pieces[last][1])
+        if piece is None:
+            raise SplitNotPossibleError("a piece does not parse")
+        ordered.append(piece)
+        i = last + 1
+    return ordered
 
 
-def _send(fd: int, doc: _Tail, builder: _ColumnBuilder, count: int) -> None:
-    columns = {c: np.ascontiguousarray(np.concatenate(v[::-1]) if v else np.zeros(0, np.int64), dtype=np.int64)
-               for c, v in builder.parts.items()}
-    header = {
-        "doc": msgspec.json.encode(doc),
-        "count": count,
-        "duration_events": builder.duration_events,
-        "columns": [[c, len(a)] for c, a in columns.items()],
-        "kinds": list(builder.kinds),
-        "names": list(builder.names),
-        "dims": list(builder.dims),
-        "string_ids": [[s, i] for s, i in builder.string_ids.items()],
-        "process_names": [[p, n] for p, n in builder.process_names.items()],
-        "thread_names": [[p, t, n] for (p, t), n in builder.thread_names.items()],
-        "sort_order": [[p, t, o] for (p, t), o in builder.sort_order.items()],
-        "unknown_categories": dict(builder.unknown_categories),
-        "skipped": dict(builder.skipped),
-        "invalid_utf8": builder.invalid_utf8,
-        "wide_ids": builder.wide_ids,
-    }
-    blob = msgspec.msgpack.encode(header)
-    with os.fdopen(fd, "wb", buffering=0) as out:
-        _write_all(out, struct.pack("<Q", len(blob)) + blob)
-        for array in columns.values():
-            _write_all(out, memoryview(array).cast("B"))
+def _merge_all(ordered: list[_Piece]) -> tuple[_ColumnBuilder, int, object]:
+    """One builder from the pieces' builders, in file order (first labels in the file win, as in one pass)."""
+    builder = _ColumnBuilder()
+    count = 0
+    for piece in ordered:
+        _merge(builder, piece.builder)
+        count += piece.count
+    for parts in builder.parts.values():
+        parts.reverse()  # the builder keeps its batches last-first
+    return builder, count, ordered[-1].tail if ordered else None
 
 
-def _write_all(out, data) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[out.write(view) :]
-
-
-def _receive(fd: int) -> tuple[dict, dict[str, np.ndarray]] | None:
-    raw = bytearray()
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            break
-        raw += chunk
-    if len(raw) < 8:
-        return None
-    (size,) = struct.unpack_from("<Q", raw)
-    try:
-        header = msgspec.msgpack.decode(raw[8 : 8 + size])
-    except msgspec.DecodeError:
-        return None
-    offset, columns = 8 + size, {}
-    for name, length in header["columns"]:
-        end = offset + 8 * length
-        if end > len(raw):
-            return None
-        columns[name] = np.frombuffer(raw, dtype=np.int64, count=length, offset=offset)
-        offset = end
-    return header, columns
-
-
-def _merge(builder: _ColumnBuilder, payload: tuple[dict, dict[str, np.ndarray]]) -> tuple[_Tail, int]:
-    """Fold the child's columns into the parent's builder: remap its string codes and string ids to the parent's."""
-    header, columns = payload
-    tables = {"kind": builder.kinds, "name": builder.names, "input_dims": builder.dims}
-    lists = {"kind": header["kinds"], "name": header["names"], "input_dims": header["dims"]}
-    for col in _CODE_COLUMNS:
-        table = tables[col]
-        remap = np.fromiter((table.setdefault(s, len(table)) for s in lists[col]), np.int64, len(lists[col]))
-        codes = columns[col]
-        columns[col] = remap[codes] if len(codes) else codes
+def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder) -> None:
+    """Fold a piece's columns into the builder: remap its string codes and string ids to the builder's."""
+    columns = {c: (v[0] if len(v) == 1 else np.concatenate(v[::-1])) for c, v in piece.parts.items() if v}
+    for col, own in (("kind", piece.kinds), ("name", piece.names), ("input_dims", piece.dims)):
+        table = getattr(builder, {"kind": "kinds", "name": "names", "input_dims": "dims"}[col])
+        remap = np.fromiter((table.setdefault(s, len(table)) for s in own), np.int64, len(own))
+        if col in columns and len(columns[col]):
+            columns[col] = remap[columns[col]]
     id_map = {
-        child_id: builder.string_ids.setdefault(label, -(1 << 40) - len(builder.string_ids))
-        for label, child_id in header["string_ids"]
+        piece_id: builder.string_ids.setdefault(label, -(1 << 40) - len(builder.string_ids))
+        for label, piece_id in piece.string_ids.items()
     }
     for col in ("pid", "tid"):
-        columns[col] = _remap_ids(columns[col], id_map)
-    # The first half comes first in the file: its metadata wins, as in the one-process reader.
-    for p, name in header["process_names"]:
+        if col in columns:
+            columns[col] = _remap_ids(columns[col], id_map)
+    # Pieces come in file order: labels already set by an earlier piece win, as in the one-process reader.
+    for p, name in piece.process_names.items():
         builder.process_names.setdefault(id_map.get(p, p), name)
-    for p, t, name in header["thread_names"]:
+    for (p, t), name in piece.thread_names.items():
         builder.thread_names.setdefault((id_map.get(p, p), id_map.get(t, t)), name)
-    for p, t, order in header["sort_order"]:
-        key = (id_map.get(p, p), None if t is None else id_map.get(t, t))
-        builder.sort_order.setdefault(key, order)
-    builder.unknown_categories.update(header["unknown_categories"])  # Counter.update adds the counts
-    builder.skipped.update(header["skipped"])
-    builder.duration_events += header["duration_events"]
-    builder.invalid_utf8 += header["invalid_utf8"]
-    builder.wide_ids += header["wide_ids"]
-    for col, parts in builder.parts.items():
-        parts.insert(0, columns[col])  # parts are kept last-first; the second half is last in the file
-    return _TAIL_DECODER.decode(header["doc"]), header["count"]
+    for (p, t), order in piece.sort_order.items():
+        builder.sort_order.setdefault((id_map.get(p, p), None if t is None else id_map.get(t, t)), order)
+    builder.unknown_categories.update(piece.unknown_categories)  # Counter.update adds the counts
+    builder.skipped.update(piece.skipped)
+    builder.duration_events += piece.duration_events
+    builder.invalid_utf8 += piece.invalid_utf8
+    builder.wide_ids += piece.wide_ids
+    for col, array in columns.items():
+        builder.parts[col].append(array)
 
 
 def _remap_ids(values: np.ndarray, id_map: dict[int, int]) -> np.ndarray:
@@ -337,3 +324,105 @@ def _remap_ids(values: np.ndarray, id_map: dict[int, int]) -> np.ndarray:
     pos = np.clip(np.searchsorted(keys, values), 0, len(keys) - 1)
     hit = keys[pos] == values
     return np.where(hit, targets[pos], values)
+
+
+def _stop(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+# --- the child's pieces over a pipe: per piece a msgpack header, then its raw column buffers --------------------
+
+
+def _send(fd: int, done: dict[int, _Piece | None]) -> None:
+    with os.fdopen(fd, "wb", buffering=0) as out:
+        for index, piece in done.items():
+            if piece is None:
+                header, columns = {"index": index, "parsed": False}, {}
+            else:
+                header, columns = _piece_header(index, piece)
+            blob = msgspec.msgpack.encode(header)
+            _write_all(out, struct.pack("<Q", len(blob)) + blob)
+            for array in columns.values():
+                _write_all(out, memoryview(array).cast("B"))
+
+
+def _piece_header(index: int, piece: _Piece) -> tuple[dict, dict[str, np.ndarray]]:
+    b = piece.builder
+    columns = {c: np.ascontiguousarray(np.concatenate(v[::-1]), dtype=np.int64) for c, v in b.parts.items() if v}
+    header = {
+        "index": index,
+        "parsed": True,
+        "count": piece.count,
+        "tail": msgspec.json.encode(piece.tail) if piece.tail is not None else None,
+        "duration_events": b.duration_events,
+        "columns": [[c, len(a)] for c, a in columns.items()],
+        "kinds": list(b.kinds),
+        "names": list(b.names),
+        "dims": list(b.dims),
+        "string_ids": [[s, i] for s, i in b.string_ids.items()],
+        "process_names": [[p, n] for p, n in b.process_names.items()],
+        "thread_names": [[p, t, n] for (p, t), n in b.thread_names.items()],
+        "sort_order": [[p, t, o] for (p, t), o in b.sort_order.items()],
+        "unknown_categories": dict(b.unknown_categories),
+        "skipped": dict(b.skipped),
+        "invalid_utf8": b.invalid_utf8,
+        "wide_ids": b.wide_ids,
+    }
+    return header, columns
+
+
+def _write_all(out, data) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[out.write(view) :]
+
+
+def _receive(fd: int) -> dict[int, _Piece | None] | None:
+    """The child's pieces, rebuilt as builders (their columns are views of the received bytes); None if garbled."""
+    raw = bytearray()
+    while chunk := os.read(fd, 1 << 20):
+        raw += chunk
+    done: dict[int, _Piece | None] = {}
+    offset = 0
+    try:
+        while offset < len(raw):
+            (size,) = struct.unpack_from("<Q", raw, offset)
+            header = msgspec.msgpack.decode(raw[offset + 8 : offset + 8 + size])
+            offset += 8 + size
+            if not header["parsed"]:
+                done[header["index"]] = None
+                continue
+            columns = {}
+            for name, length in header["columns"]:
+                if offset + 8 * length > len(raw):
+                    return None
+                columns[name] = np.frombuffer(raw, dtype=np.int64, count=length, offset=offset)
+                offset += 8 * length
+            done[header["index"]] = _rebuilt(header, columns)
+    except (struct.error, msgspec.DecodeError, KeyError, TypeError, ValueError):
+        return None
+    return done
+
+
+def _rebuilt(header: dict, columns: dict[str, np.ndarray]) -> _Piece:
+    b = _ColumnBuilder()
+    for col, array in columns.items():
+        b.parts[col].append(array)
+    b.kinds = {s: i for i, s in enumerate(header["kinds"])}
+    b.names = {s: i for i, s in enumerate(header["names"])}
+    b.dims = {s: i for i, s in enumerate(header["dims"])}
+    b.string_ids = {s: i for s, i in header["string_ids"]}
+    b.process_names = {p: n for p, n in header["process_names"]}
+    b.thread_names = {(p, t): n for p, t, n in header["thread_names"]}
+    b.sort_order = {(p, t): o for p, t, o in header["sort_order"]}
+    b.unknown_categories.update(header["unknown_categories"])
+    b.skipped.update(header["skipped"])
+    b.duration_events = header["duration_events"]
+    b.invalid_utf8 = header["invalid_utf8"]
+    b.wide_ids = header["wide_ids"]
+    tail = _TAIL_DECODER.decode(header["tail"]) if header["tail"] is not None else None
+    return _Piece(b, header["count"], tail)

@@ -8,8 +8,10 @@ what the reader could not map, so nothing is dropped silently.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Kinds of duration events, in the order the UI lists them.
 KINDS = (

@@ -268,3 +268,18 @@ def test_counts_of_both_halves_are_summed(monkeypatch):
     assert split.meta.unknown_categories == {"mystery": 600}
     assert split.meta.skipped == _serial(data, monkeypatch).meta.skipped
     _assert_same(split, _serial(data, monkeypatch))
+
+
+def test_vectorised_launch_volumes_equal_the_one_by_one_rule():
+    """Grids/blocks as Kineto writes them ([x, y, z]) go through numpy; every odd shape must give what _volume gives."""
+    from stepscope.parsers.chrome_trace import _volume, _volumes
+
+    dims = [
+        (2, 3, 4), (1, 1, 1), (0, 5, 5), (-1, 2, 2), (1 << 31, 1, 1), ((1 << 31) - 1, (1 << 31) - 1, 4),
+        (1 << 21, 1 << 21, 1 << 21), (7,), (3, 5), (), (1, 2, 3, 4), 5, 2.5, "grid", None, (1 << 70, 1, 1),
+    ]
+    expected = [_volume(d) for d in dims]
+    assert _volumes(dims).tolist() == expected
+    assert expected[:3] == [24, 1, 0] and expected[6] == 0  # 2^63 overflows: unknown, not wrapped
+    assert _volumes([(1 << 70, 1, 1), (2, 2, 2)]).tolist() == [0, 8]  # an int beyond 64 bits spoils no other row
+    assert _volumes([]).tolist() == []

@@ -40,12 +40,18 @@ except ImportError:  # pragma: no cover - blake3 is in requirements.txt
     _blake3 = None
 
 
-def new_hasher():
-    return _blake3(max_threads=1) if _blake3 is not None else hashlib.sha256()
+_PARALLEL_HASH_BYTES = 8 << 20  # above this a trace's bytes are hashed on every core (blake3 splits the input)
+
+
+def new_hasher(threads: int = 1):
+    if _blake3 is None:
+        return hashlib.sha256()
+    return _blake3(max_threads=_blake3.AUTO if threads > 1 else 1)
 
 
 def hash_bytes(data: bytes | bytearray | memoryview) -> str:
-    hasher = new_hasher()
+    """The content hash; a big buffer is hashed with all cores (same digest: blake3's tree does not change)."""
+    hasher = new_hasher(threads=2 if len(data) > _PARALLEL_HASH_BYTES else 1)
     hasher.update(data)
     return _named(hasher)
 

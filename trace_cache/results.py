@@ -25,13 +25,23 @@ class CachedResult:
 
 
 def cached_result(
-    path: str | os.PathLike, options: dict, command: str = "analyze", store: CacheStore | None = None
+    path: str | os.PathLike,
+    options: dict,
+    command: str = "analyze",
+    store: CacheStore | None = None,
+    known_only: bool = False,
 ) -> CachedResult | None:
-    """The cached result of `command` on this file with these options, or None (a miss or a damaged entry)."""
+    """The cached result of `command` on this file with these options, or None (a miss or a damaged entry).
+
+    `known_only`: look only through the stat index, never hash the file. The command line's fast path uses it:
+    a file the index does not know is almost always a first open, whose full path reads and hashes it anyway,
+    so hashing it here too would read it twice."""
     store = store or CacheStore()
     try:
-        digest = file_digest(store, path)  # the stat index: no hashing when the file is known
+        digest = known_digest(store, path) if known_only else file_digest(store, path)
     except OSError:
+        return None
+    if digest is None:
         return None
     name = result_entry_name(digest, path, options, command)
     raw = store.read_bytes("results", name)

@@ -12,15 +12,14 @@ may change on its own, so it is read fresh each time (it is small).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.ipc as ipc
 from stepscope.parsers import Timeline, TraceError
-from stepscope.parsers.limits import ReadLimits, decode_container, read_trace_bytes
+from stepscope.parsers.limits import ReadLimits, decode_container, read_file_bytes, read_trace_bytes
 from stepscope.parsers.load import _parse
 from stepscope.parsers.run_sidecar import attach_run_json
 from stepscope.parsers.timeline import DeviceInfo, TraceMeta
@@ -33,6 +32,9 @@ from stepscope.trace_cache.keys import (
     timeline_entry_name,
 )
 from stepscope.trace_cache.store import CacheStore
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _META_KEY = b"stepscope"
 
@@ -81,6 +83,9 @@ def meta_from_json(raw: dict) -> TraceMeta:
 
 
 def timeline_to_table(timeline: Timeline) -> pa.Table:
+    import pandas as pd
+    import pyarrow as pa
+
     frame = timeline.events
     if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0 or frame.index.step != 1:
         raise NotCacheableError("the frame's index is not 0..n-1")
@@ -102,6 +107,9 @@ def timeline_to_table(timeline: Timeline) -> pa.Table:
 
 
 def table_to_timeline(table: pa.Table) -> Timeline:
+    import pandas as pd
+    import pyarrow as pa
+
     raw = json.loads((table.schema.metadata or {}).get(_META_KEY, b"null"))
     if not isinstance(raw, dict) or raw.get("parser_version") != PARSER_VERSION:
         raise NotCacheableError("another parser version")
@@ -126,6 +134,9 @@ def _entry_name(digest: str, limits: ReadLimits | None) -> str:
 
 def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None = None) -> bool:
     """Write the Timeline's entry (atomically), for the limits it was read under; False when it cannot be cached."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
     try:
         table = timeline_to_table(timeline)
     except (NotCacheableError, pa.ArrowException, TypeError, ValueError):
@@ -145,6 +156,9 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
     path = store.get("timelines", name)
     if path is None:
         return None
+    import pyarrow as pa  # only for a hit: a miss (a first open) does not pay for the import
+    import pyarrow.ipc as ipc
+
     try:
         table = ipc.open_file(pa.memory_map(str(path))).read_all()
         table.validate(full=True)  # codes within their dictionaries, offsets in bounds
@@ -159,8 +173,11 @@ def load_trace_cached(
     limits: ReadLimits | None = None,
     use_cache: bool = True,
     store: CacheStore | None = None,
+    write_behind: bool = False,
 ) -> Timeline:
     """Like parsers.load_trace, through the cache: a hit maps the Arrow file, a miss parses and stores.
+
+    `write_behind`: a miss's entry is written by a forked child (see _save_behind; single-threaded callers).
 
     The file is read once on a miss: its bytes are hashed (blake3, about 0.1 s for 230 MB), then
     parsed. Raises TraceError like load_trace.
@@ -188,8 +205,60 @@ def load_trace_cached(
         owned = [decode_container(raw, limits)]
         del raw
         cached = _parse(owned, limits)  # the reader drops the bytes as soon as it can
-        save_timeline(store, digest, cached, limits)
+        if write_behind:
+            _save_behind(store, digest, cached, limits)
+        else:
+            save_timeline(store, digest, cached, limits)
     return attach_run_json(cached, path)
+
+
+_WRITERS: list[int] = []  # forked cache writers not yet waited for
+WRITER_TIMEOUT_S = 120.0
+
+
+def _save_behind(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None) -> None:
+    """Write the entry from a forked child while this process goes on (the analysis, say).
+
+    Why a process: converting a million rows to Arrow and writing them costs a few tenths of a second
+    (pyarrow's import included) that the second core can spend while the first analyses. The child shares
+    the frame copy-on-write and only reads it. For single-threaded callers (the command line) only: a fork
+    from a process with other threads running can deadlock the child. wait_for_cache_writes() must be called
+    before the process exits (the command line does), so no writer outlives it."""
+    if not hasattr(os, "fork"):
+        save_timeline(store, digest, timeline, limits)
+        return
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if save_timeline(store, digest, timeline, limits) else 1
+        finally:
+            os._exit(code)  # no cleanup handlers: they belong to the parent
+    _WRITERS.append(pid)
+
+
+def wait_for_cache_writes(timeout_s: float = WRITER_TIMEOUT_S) -> None:
+    """Wait for the forked cache writers; one that hangs past the timeout is killed (its temp file is removed
+    later as stale, and the next open simply parses again)."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while _WRITERS:
+        pid = _WRITERS[0]
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _WRITERS.pop(0)
+        elif time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            _WRITERS.pop(0)
+        else:
+            time.sleep(0.005)
 
 
 def parse_bytes_cached(data: bytes, limits: ReadLimits | None = None, store: CacheStore | None = None) -> Timeline:
@@ -209,7 +278,7 @@ def _read_raw(path: Path, limits: ReadLimits) -> tuple[bytes, os.stat_result]:
     try:
         before = os.stat(os.path.realpath(path))
         if before.st_size <= limits.max_file_bytes and path.is_file():
-            return path.read_bytes(), before
+            return read_file_bytes(path), before
     except OSError:
         pass
     read_trace_bytes(path, limits)  # raises the one-line TraceError for what is wrong

@@ -39,6 +39,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if served is not None:
         return served
     args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    finally:
+        _wait_for_cache_writers()
+
+
+def _run(args: argparse.Namespace) -> int:
     from stepscope.parsers import TraceError
 
     try:
@@ -66,6 +73,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 INTERNAL_ERROR = "internal error, please report it"
+
+
+def _wait_for_cache_writers() -> None:
+    """No cache writer forked by this command outlives it (only imported modules can have forked one)."""
+    timelines = sys.modules.get("stepscope.trace_cache.timelines")
+    if timelines is not None:
+        timelines.wait_for_cache_writes()
 
 
 def _where(exc: BaseException) -> str:

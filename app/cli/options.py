@@ -32,14 +32,17 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
 
     The trace is read through the on-disk Timeline cache (trace_cache; `--no-cache` bypasses it). Notes for
     stderr go to `notes` when given (the analyze command caches them with its result), else are printed."""
-    from stepscope.analysis import AnalysisOptions, analyze
-    from stepscope.analysis.categories import load_rules
     from stepscope.trace_cache.timelines import load_trace_cached
 
     check_analysis_options(args)
-    rules = load_rules(args.categories) if getattr(args, "categories", None) else ()  # ValueError: one line
-    model = _model(args)  # before reading: a bad --model fails fast
-    timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False))
+    rules = _rules(args)  # before reading: a bad --categories or --model fails fast
+    model = _model(args)
+    # Read before importing analysis (and pandas): a big trace's decoding starts without them.
+    # The command line is single-threaded: a miss's cache entry is written by a forked child while this
+    # process analyses (main() waits for it before exiting).
+    timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False), write_behind=True)
+    from stepscope.analysis import AnalysisOptions, analyze
+
     options = AnalysisOptions(
         gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex, category_rules=rules
     )
@@ -54,6 +57,14 @@ def check_analysis_options(args: argparse.Namespace) -> None:
         raise ValueError(f"--gap-threshold-us must be a number of microseconds from 0 to 1e9, not {threshold}")
     if args.step_regex is not None and len(args.step_regex) > 500:
         raise ValueError("--step-regex is longer than 500 characters")
+
+
+def _rules(args: argparse.Namespace) -> tuple:
+    if not getattr(args, "categories", None):
+        return ()
+    from stepscope.analysis.categories import load_rules
+
+    return load_rules(args.categories)  # ValueError: one line
 
 
 def _model(args: argparse.Namespace):

@@ -15,7 +15,6 @@ import json
 import sys
 
 from stepscope.app.cli.errors import UserError
-from stepscope.app.model_shapes import model_shape
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -41,6 +40,7 @@ def run_roofline(args: argparse.Namespace) -> int:
     """Print the table or the JSON object. Raises UserError (bad flags) or ValueError (bad model)."""
     from stepscope.analysis.roofline import compute_bound_prompt_tokens, decode_cost, estimate, kv_bytes_per_token
     from stepscope.analysis.roofline.hardware import phase_estimates
+    from stepscope.app.model_shapes import model_shape
 
     for name in ("prompt_tokens", "new_tokens", "batch"):
         if not 1 <= getattr(args, name) <= MAX_COUNT:
