@@ -304,3 +304,46 @@ def test_warm_cli_leaves_bad_option_values_to_the_full_command(tmp_path, trace):
         out = _cli(["analyze", str(trace), "--json", f"--gap-threshold-us={value}"], cache)
         assert out.returncode == 2 and out.stderr.startswith("error: --gap-threshold-us"), (value, out.stderr)
         assert len(out.stderr.splitlines()) == 1 and out.stdout == ""
+
+
+@pytest.mark.parametrize("how", ["fork", "thread"])
+def test_entry_written_behind_is_whole_and_served(store, trace, how):
+    """The command line writes a miss's entry from a forked child, the app from a thread; either way the next
+    open maps an exact copy, and the digest handed back is the file's content hash."""
+    import threading
+
+    digest, cold = timelines.open_trace_cached(trace, store=store, write_behind=how)
+    assert digest == keys.hash_bytes(trace.read_bytes())
+    if how == "fork":
+        timelines.wait_for_cache_writes()
+        assert not timelines._WRITERS
+    else:
+        for thread in threading.enumerate():
+            if thread.name == "stepscope-cache-writer":
+                thread.join(30)
+    assert len(list((store.root / "timelines").iterdir())) == 1
+    warm = timelines.load_trace_cached(trace, store=store)
+    _assert_same(cold, warm)
+    assert not warm.events["ts"].to_numpy().flags.writeable  # mapped: it came from the entry written behind
+
+
+def test_a_hung_writer_is_killed_at_the_timeout(store, trace, monkeypatch):
+    monkeypatch.setattr(timelines, "save_timeline", lambda *a, **k: time.sleep(60))
+    timelines.load_trace_cached(trace, store=store, write_behind="fork")
+    started = time.monotonic()
+    timelines.wait_for_cache_writes(timeout_s=0.3)
+    assert time.monotonic() - started < 10 and not timelines._WRITERS
+
+
+def test_the_fast_path_never_hashes_a_file_it_does_not_know(tmp_path, trace, monkeypatch):
+    """A first open is answered by the full command, which reads the file once; the fast path only looks up the
+    stat index (hashing an unknown file there would read it twice)."""
+    from stepscope.app import cli_cached
+
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+
+    def no_hashing(*_):
+        raise AssertionError("hashed")
+
+    monkeypatch.setattr(keys, "hash_file", no_hashing)
+    assert cli_cached.serve_cached_analyze(["analyze", str(trace), "--json"]) is None

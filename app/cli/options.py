@@ -40,7 +40,7 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
     # Read before importing analysis (and pandas): a big trace's decoding starts without them.
     # The command line is single-threaded: a miss's cache entry is written by a forked child while this
     # process analyses (main() waits for it before exiting).
-    timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False), write_behind=True)
+    timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False), write_behind="fork")
     from stepscope.analysis import AnalysisOptions, analyze
 
     options = AnalysisOptions(
