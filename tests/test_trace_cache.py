@@ -347,3 +347,28 @@ def test_the_fast_path_never_hashes_a_file_it_does_not_know(tmp_path, trace, mon
 
     monkeypatch.setattr(keys, "hash_file", no_hashing)
     assert cli_cached.serve_cached_analyze(["analyze", str(trace), "--json"]) is None
+
+
+def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monkeypatch):
+    """`analyze DIR` caches every rank's Timeline; stepscope.load caches too (and cache=False leaves it alone)."""
+    import stepscope
+    from stepscope.app.cli import main
+
+    folder = ROOT / "sample_traces" / "cpu_tiny-llama_tp2_eager"
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(cache))
+    with open(os.devnull, "w") as sink:
+        old, sys.stdout = sys.stdout, sink
+        try:
+            assert main(["analyze", str(folder), "--json"]) == 0
+        finally:
+            sys.stdout = old
+    ranks = [p for p in folder.iterdir() if ".trace." in p.name]
+    assert len(ranks) >= 2
+    assert len(list((cache / "timelines").iterdir())) == len(ranks)
+    single = tmp_path / "single"
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(single))
+    stepscope.load(SAMPLE, cache=False)
+    assert not (single / "timelines").exists() or not any((single / "timelines").iterdir())
+    stepscope.load(SAMPLE)
+    assert len(list((single / "timelines").iterdir())) == 1
