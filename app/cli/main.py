@@ -40,13 +40,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if served is not None:
         return served
     args = build_parser().parse_args(argv)
-    try:
-        return _run(args)
-    finally:
-        _wait_for_cache_writers()
-
-
-def _run(args: argparse.Namespace) -> int:
     from stepscope.parsers import TraceError
 
     try:
@@ -80,8 +73,8 @@ def run() -> NoReturn:
     """The process entry point (`stepscope`, `python -m app.cli`): main(), then leave without tearing down.
 
     Why: after a big trace the interpreter would spend a tenth of a second or more freeing a million-row frame
-    and every object one by one at exit, work the operating system does at once. Output is flushed first
-    and cache writers were waited for in main(); nothing else here registers exit handlers that matter."""
+    and every object one by one at exit, work the operating system does at once. Output is flushed first;
+    nothing here registers exit handlers that matter (cache entries are written before main() returns)."""
     code = main()
     try:
         sys.stdout.flush()
@@ -90,13 +83,6 @@ def run() -> NoReturn:
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
     os._exit(code)
-
-
-def _wait_for_cache_writers() -> None:
-    """No cache writer forked by this command outlives it (only imported modules can have forked one)."""
-    timelines = sys.modules.get("stepscope.trace_cache.timelines")
-    if timelines is not None:
-        timelines.wait_for_cache_writes()
 
 
 def _where(exc: BaseException) -> str:

@@ -39,10 +39,9 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
     rules = _rules(args)  # before reading: a bad --categories or --model fails fast
     model = _model(args)
     # Read before importing analysis (and pandas): a big trace's decoding starts without them, and they are
-    # imported while the forked child decodes. The command line is single-threaded: a miss's cache entry is
-    # written by a forked child while this process analyses (main() waits for it before exiting).
+    # imported while the forked child decodes.
     with while_decoding(_import_analysis):
-        timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False), write_behind="fork")
+        timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False))
     from stepscope.analysis import AnalysisOptions, analyze
 
     options = AnalysisOptions(
