@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import re
 import signal
@@ -195,11 +196,12 @@ def decode_in_two(box: list[bytes | bytearray], max_events: int = 1 << 62) -> tu
         raise SplitNotPossibleError("not a JSON object")
     first, head = _array_start(data)
     pieces = _plan(data, first)
-    if split_workers() < 2 or not hasattr(os, "fork") or len(pieces) < 2:
-        done = _take_pieces(data, pieces, range(len(pieces)), max_events)
-    else:
-        done = _decode_with_child(data, pieces, max_events)
-    ordered = _prove(data, pieces, done)
+    with _no_garbage_collection():
+        if split_workers() < 2 or not hasattr(os, "fork") or len(pieces) < 2:
+            done = _take_pieces(data, pieces, range(len(pieces)), max_events)
+        else:
+            done = _decode_with_child(data, pieces, max_events)
+        ordered = _prove(data, pieces, done)
     del data
     builder, count, tail = _merge_all(ordered)
     if builder.duration_events == 0:
@@ -212,6 +214,19 @@ def decode_in_two(box: list[bytes | bytearray], max_events: int = 1 << 62) -> tu
             setattr(head, field.name, getattr(tail, field.name))
     head.traceEvents = None
     return head, builder, count
+
+
+@contextlib.contextmanager
+def _no_garbage_collection() -> Iterator[None]:
+    """The cycle collector paused while events are decoded: every piece allocates tens of thousands of
+    containers (lists, structs' args) that trigger collections, none of which can find a cycle."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _decode_with_child(data, pieces: list, max_events: int) -> dict[int, _Piece | None]:
