@@ -50,7 +50,7 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
     if options.anatomy:
         from stepscope.analysis.anatomy import with_anatomy  # imports analysis.model, like this module
 
-        result = with_anatomy(timeline, result, rules=options.category_rules)
+        result = with_anatomy(timeline, result, rules=options.category_rules, activity=act)
     return check_analysis(result)
 
 

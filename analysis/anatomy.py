@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.activity import derive_activity
+from stepscope.analysis.activity import Activity, derive_activity
 from stepscope.analysis.categories import (
     CATEGORIES,
     GENERIC,
@@ -26,6 +26,7 @@ from stepscope.analysis.categories import (
     enclosing_categories,
     host_op_categories,
 )
+from stepscope.analysis.event_rows import kind_mask, take_rows
 from stepscope.analysis.layers import LayerResult, detect_layers
 from stepscope.analysis.model import Analysis, Finding
 from stepscope.analysis.roofline.accounting import decode_cost
@@ -124,15 +125,17 @@ def anatomy(
     model: ModelShape | None = None,
     hardware: Hardware | None = None,
     rules: tuple[Rule, ...] = (),
+    activity: Activity | None = None,
 ) -> Anatomy:
-    """Categories per step, layers and the per-category roofline of the median decode step."""
+    """Categories per step, layers and the per-category roofline of the median decode step.
+
+    `activity`: derive_activity(timeline) when the caller has it already (analyze() does), saving a second pass."""
     ev = timeline.events
-    kind = ev["kind"]
-    on_gpu = bool(kind.isin(GPU_KINDS).any())
+    on_gpu = bool(kind_mask(ev, GPU_KINDS).any())
     steps = analysis.steps
     notes: list[str] = []
     if on_gpu:
-        act = derive_activity(timeline)
+        act = activity if activity is not None else derive_activity(timeline)
         short, category = categorize(pd.Series(act.work_name), rules)
         category, refined_note = _refine_by_module(ev, category, rules)
         if refined_note:
@@ -151,7 +154,7 @@ def anatomy(
             }
         )
     else:
-        ops = ev[(kind == "cpu_op").to_numpy()]  # sorted by ts, as the timeline is
+        ops = take_rows(ev, kind_mask(ev, ["cpu_op"]), ("ts", "dur", "tid", "name"))  # sorted by ts, as the timeline
         cats = host_op_categories(ops, rules) if len(ops) else _empty_host()
         work = pd.DataFrame(
             {
@@ -199,9 +202,10 @@ def with_anatomy(
     model: ModelShape | None = None,
     hardware: Hardware | None = None,
     rules: tuple[Rule, ...] = (),
+    activity: Activity | None = None,
 ) -> Analysis:
     """The analysis with its `anatomy` set and the anatomy's findings joined to its own."""
-    anat = anatomy(timeline, analysis, model, hardware, rules)
+    anat = anatomy(timeline, analysis, model, hardware, rules, activity)
     return replace(analysis, anatomy=anat, findings=_joined(analysis.findings, anat))
 
 
@@ -227,12 +231,12 @@ def _refine_by_module(ev: pd.DataFrame, category: pd.Categorical, rules: tuple[R
     """Generic kernels (elementwise, other) launched inside a categorised nn.Module (the trace's
     python stack, when recorded) take the module's category: an unfused RMSNorm's pow, mean, mul
     and rsqrt kernels are norm time. Returns (categories, a note or None)."""
-    kind = ev["kind"]
-    modules = ev[(kind == "python").to_numpy()]  # nn.Module spans and python functions (with_stack)
+    modules = take_rows(ev, kind_mask(ev, ["python"]), ("ts", "dur", "tid", "name"))  # nn.Module spans (with_stack)
     if modules.empty:
         return category, None
-    gpu = ev[kind.isin(GPU_KINDS).to_numpy()]
-    launches = ev[kind.isin(HOST_LAUNCH_KINDS).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
+    gpu = take_rows(ev, kind_mask(ev, GPU_KINDS), ("correlation",))
+    launch_rows = kind_mask(ev, HOST_LAUNCH_KINDS) & (ev["correlation"].to_numpy() >= 0)
+    launches = take_rows(ev, launch_rows, ("ts", "tid", "correlation"))
     corr = launches["correlation"].to_numpy()
     sort = np.argsort(corr, kind="stable")
     corr = corr[sort]
