@@ -33,12 +33,12 @@ from stepscope.parsers.load import load_trace  # noqa: E402
 def fingerprint(value: object) -> object:
     """A JSON-able summary of a value that changes whenever the value (or a frame's dtype) does."""
     if isinstance(value, pd.DataFrame):
-        cols = {
-            str(c): [str(value[c].dtype), _hash(value[c])] for c in value.columns
-        }
+        cols = {str(c): [_dtype(value[c].dtype), _hash(value[c])] for c in value.columns}
         return {"frame": [str(value.index.dtype), _hash(pd.Series(value.index)), cols]}
     if isinstance(value, pd.Series):
-        return {"series": [str(value.dtype), _hash(value)]}
+        return {"series": [_dtype(value.dtype), _hash(value)]}
+    if isinstance(value, pd.Categorical):
+        return {"categorical": [_dtype(value.dtype), _hash(pd.Series(value))]}
     if isinstance(value, np.ndarray):
         return {"array": [str(value.dtype), hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest()]}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -48,6 +48,14 @@ def fingerprint(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return {type(value).__name__: [fingerprint(v) for v in value]}
     return repr(value)
+
+
+def _dtype(dtype: object) -> str:
+    """The dtype, with a categorical's categories (their dtype and order) spelled out."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        cats = dtype.categories
+        return f"category[{cats.dtype}, ordered={dtype.ordered}]:{hashlib.sha1(repr(list(cats)).encode()).hexdigest()}"
+    return repr(dtype)
 
 
 def _hash(series: pd.Series) -> str:
@@ -65,12 +73,13 @@ def main() -> int:
     for folder in (p for p in inputs() if p.is_dir()):  # the loader takes files: each trace file inside
         files += sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
     for path in files:
+        key = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
         try:
             result = analyze(load_trace(path), AnalysisOptions())
         except Exception as exc:  # a folder the loader does not take is recorded, not fatal
-            found[str(path)] = f"error: {type(exc).__name__}: {exc}"
+            found[key] = f"error: {type(exc).__name__}: {exc}"
             continue
-        found[str(path)] = fingerprint(result)
+        found[key] = fingerprint(result)
     if args.mode == "save":
         args.file.write_text(json.dumps(found, indent=1))
         print(f"saved {len(found)} inputs")
