@@ -269,17 +269,33 @@ def _empty_host() -> pd.DataFrame:
 
 
 def _per_step(work: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    placed = work[work["step"] >= 0]
-    counted = placed[placed["leaf"]] if len(placed) else placed
-    time = placed.groupby(["step", "category"], observed=True)["time_ns"].sum()
-    count = counted.groupby(["step", "category"], observed=True).size()
-    frame = pd.DataFrame({"time_ns": time, "kernels": count}).fillna(0).reset_index()
-    frame["kernels"] = frame["kernels"].astype(np.int64)
-    frame["time_ns"] = frame["time_ns"].astype(np.int64)
-    frame = frame[(frame["time_ns"] > 0) | (frame["kernels"] > 0)]
+    """Time and leaf count per (step, category), on integer keys: a groupby would first copy the placed rows of
+    every work column. Rows in (step, category) order, then sorted by step and time (descending), stably;
+    (step, category) pairs with neither time nor leaves are left out."""
+    step = work["step"].to_numpy()
+    category = np.asarray(work["category"].array.codes, dtype=np.int64)
+    n_cat = len(CATEGORIES)
+    placed = (step >= 0) & (category >= 0)
+    key = step[placed] * n_cat + category[placed]
+    groups, inverse = np.unique(key, return_inverse=True)
+    time_ns = np.zeros(len(groups), dtype=np.int64)
+    np.add.at(time_ns, inverse, work["time_ns"].to_numpy()[placed])
+    kernels = np.bincount(inverse[work["leaf"].to_numpy(dtype=bool)[placed]], minlength=len(groups)).astype(np.int64)
+    keep = (time_ns > 0) | (kernels > 0)
+    groups, time_ns, kernels = groups[keep], time_ns[keep], kernels[keep]
+    group_step = groups // n_cat
+    order = np.lexsort((-time_ns, group_step))
     kinds = steps["kind"].to_numpy() if len(steps) else np.array([], dtype=object)
+    frame = pd.DataFrame(
+        {
+            "step": group_step[order],
+            "category": pd.Categorical.from_codes(groups[order] % n_cat, dtype=work["category"].dtype),
+            "time_ns": time_ns[order],
+            "kernels": kernels[order],
+        }
+    )
     frame.insert(1, "kind", kinds[frame["step"].to_numpy()] if len(frame) else [])
-    return frame.sort_values(["step", "time_ns"], ascending=[True, False]).reset_index(drop=True)
+    return frame
 
 
 def median_step(analysis: Analysis) -> int | None:
