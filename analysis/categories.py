@@ -251,9 +251,8 @@ def _nesting_order(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarr
 
 def self_times(parent: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Each op's duration minus its direct children's (ordered as `parent`), never below zero."""
-    children = np.zeros(len(dur), dtype=np.float64)
     has = parent >= 0
-    np.add.at(children, parent[has], dur[has])
+    children = np.bincount(parent[has], weights=dur[has], minlength=len(dur))  # float64, summed in index order
     return np.maximum(dur - children, 0).astype(np.int64)
 
 
