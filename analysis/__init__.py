@@ -83,13 +83,17 @@ def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10)
     phase, dur = phase[kernel], (act.work_end - act.work_start)[kernel]
     named = code >= 0
     n_names = max(len(names.categories), 1)
-    key = phase[named] * n_names + code[named]
-    groups, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    key = phase[named] * n_names + code[named]  # dense: phases x names, a few thousand at most
+    n_keys = len(labels) * n_names
+    count = np.bincount(key, minlength=n_keys).astype(np.int64)
+    groups = np.flatnonzero(count)
     if len(groups) == 0:
         return empty
-    count = np.bincount(inverse, minlength=len(groups)).astype(np.int64)
-    total = np.zeros(len(groups), dtype=np.int64)
-    np.add.at(total, inverse, dur[named])  # int64 sums, exact
+    total = np.zeros(n_keys, dtype=np.int64)
+    np.add.at(total, key, dur[named])  # int64 sums, exact
+    first = np.full(n_keys, len(key), dtype=np.int64)
+    np.minimum.at(first, key, np.arange(len(key)))  # first occurrence: the order a groupby keeps
+    count, total, first = count[groups], total[groups], first[groups]
     group_phase = groups // n_names
     phase_total = np.zeros(len(labels), dtype=np.int64)
     np.add.at(phase_total, group_phase, total)

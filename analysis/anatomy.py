@@ -276,13 +276,13 @@ def _per_step(work: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     category = np.asarray(work["category"].array.codes, dtype=np.int64)
     n_cat = len(CATEGORIES)
     placed = (step >= 0) & (category >= 0)
-    key = step[placed] * n_cat + category[placed]
-    groups, inverse = np.unique(key, return_inverse=True)
-    time_ns = np.zeros(len(groups), dtype=np.int64)
-    np.add.at(time_ns, inverse, work["time_ns"].to_numpy()[placed])
-    kernels = np.bincount(inverse[work["leaf"].to_numpy(dtype=bool)[placed]], minlength=len(groups)).astype(np.int64)
-    keep = (time_ns > 0) | (kernels > 0)
-    groups, time_ns, kernels = groups[keep], time_ns[keep], kernels[keep]
+    key = step[placed] * n_cat + category[placed]  # dense: steps x categories
+    n_keys = (int(step.max()) + 1) * n_cat if placed.any() else 0
+    time_ns = np.zeros(n_keys, dtype=np.int64)
+    np.add.at(time_ns, key, work["time_ns"].to_numpy()[placed])
+    kernels = np.bincount(key[work["leaf"].to_numpy(dtype=bool)[placed]], minlength=n_keys).astype(np.int64)
+    groups = np.flatnonzero((time_ns > 0) | (kernels > 0))
+    time_ns, kernels = time_ns[groups], kernels[groups]
     group_step = groups // n_cat
     order = np.lexsort((-time_ns, group_step))
     kinds = steps["kind"].to_numpy() if len(steps) else np.array([], dtype=object)
