@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from stepscope.analysis.categories import _nesting_order
-from stepscope.analysis.event_rows import kind_mask, take_rows
+from stepscope.analysis.event_rows import isin_ints, kind_mask, take_rows
 from stepscope.analysis.names import name_matches
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
@@ -68,7 +68,7 @@ def derive_activity(timeline: Timeline) -> Activity:
     corr_known = gpu_corr[gpu_corr >= 0]
     host_calls = take_rows(ev, kind_mask(ev, HOST_LAUNCH_KINDS), ("ts", "dur", "name", "correlation"))
     is_launch = (
-        np.isin(host_calls["correlation"].to_numpy(), corr_known)
+        isin_ints(host_calls["correlation"].to_numpy(), corr_known)
         | name_matches(host_calls["name"], "|".join(LAUNCH_NAME_PARTS))
     )
     launches = host_calls[is_launch]
