@@ -19,11 +19,10 @@ def kind_mask(events: pd.DataFrame, kinds: Iterable[str]) -> np.ndarray:
     kind = events["kind"]
     if not isinstance(kind.dtype, pd.CategoricalDtype):
         return kind.isin(kinds).to_numpy()
-    wanted = [i for i, c in enumerate(kind.cat.categories) if c in kinds]
-    codes = kind.cat.codes.to_numpy()
-    if len(wanted) == 1:
-        return codes == wanted[0]
-    return np.isin(codes, wanted)
+    categories = kind.cat.categories
+    hit = np.zeros(len(categories) + 1, dtype=bool)  # the last slot: code -1 (missing kind)
+    hit[[i for i, c in enumerate(categories) if c in kinds]] = True
+    return hit[kind.array.codes]
 
 
 def take_rows(events: pd.DataFrame, mask: np.ndarray, columns: Iterable[str]) -> pd.DataFrame:
