@@ -52,3 +52,13 @@ def isin_ints(values: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     table[allowed - lo] = True
     inside = (values >= lo) & (values <= hi)
     return table[np.where(inside, values - lo, hi - lo + 1)]
+
+
+def text_column(labels: tuple[str, ...], codes: np.ndarray):
+    """The column a DataFrame makes of `np.asarray(labels, dtype=object)[codes]` (pandas' string dtype; object
+    when empty), built by taking from the few labels: inferring and converting every row's string costs ten times
+    more."""
+    if len(codes) == 0:
+        return np.empty(0, dtype=object)
+    dtype = pd.Series(np.asarray(labels[:1], dtype=object)).dtype  # what inference gives these strings
+    return pd.array(list(labels), dtype=dtype).take(np.asarray(codes, dtype=np.intp))

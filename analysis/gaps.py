@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from stepscope.analysis.activity import Activity
+from stepscope.analysis.event_rows import text_column
 from stepscope.analysis.model import GAP_COLUMNS
 
 CAUSES = ("launch", "sync", "other")  # the cause column's values, by code
@@ -40,21 +41,12 @@ def find_gaps(
             "end_ns": end,
             "dur_ns": end - start,
             "device": device,
-            "placement": _text_column(PLACEMENTS, placement),
+            "placement": text_column(PLACEMENTS, placement),
             "step": step,
-            "cause": _text_column(CAUSES, cause),
+            "cause": text_column(CAUSES, cause),
         }
     )
     return gaps[list(GAP_COLUMNS)]
-
-
-def _text_column(labels: tuple[str, ...], codes: np.ndarray):
-    """The column a DataFrame makes of these labels as Python strings (pandas' string dtype; object when empty),
-    built with the dtype given rather than inferred over every row."""
-    values = np.asarray(labels, dtype=object)[codes]
-    if len(values) == 0:
-        return values
-    return pd.array(values, dtype=pd.Series(values[:1]).dtype)
 
 
 def _causes(act: Activity, device: int, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
