@@ -29,7 +29,8 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
     busy_by_device = {
         int(d): busy_union(act.busy_start[act.busy_device == d], act.busy_end[act.busy_device == d]) for d in devices
     }
-    busy_all = busy_union(act.busy_start, act.busy_end)
+    # one device (or a CPU trace): its busy blocks are the union over all devices, not merged a second time
+    busy_all = next(iter(busy_by_device.values())) if len(devices) == 1 else busy_union(act.busy_start, act.busy_end)
     steps, work_step = measure_steps(bounds, act, busy_all)
     itl = inter_token_latency_ns(steps)
     outliers = outlier_mask(steps, itl, options.outlier_factor)
