@@ -6,7 +6,7 @@ change and checks it after:
     python bench/analysis_identity.py save /tmp/ident_before
     python bench/analysis_identity.py check /tmp/ident_before
 
-Inputs: the two bench traces (/tmp/big_gpu.json, /tmp/big_cpu.json, when present), every trace file in
+Inputs: the bench traces (/tmp/big_gpu.json, /tmp/big_cpu.json, /tmp/big_stack.json, when present), every trace file in
 tests/data/real/ (hta_sampled_2rank as one folder input) and every folder in sample_traces/.
 """
 
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH_TRACES = [Path("/tmp/big_gpu.json"), Path("/tmp/big_cpu.json")]
+BENCH_TRACES = [Path("/tmp/big_gpu.json"), Path("/tmp/big_cpu.json"), Path("/tmp/big_stack.json")]
 TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".sqlite")
 # The CLI with the CPU roofline's calibration fixed: it is measured on the spot (a copy and a matmul), so CPU
 # traces' roofline numbers change from run to run; the analysis under test does not depend on them.
