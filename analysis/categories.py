@@ -266,17 +266,23 @@ def inherit_categories(
     container keeps its own category and passes down what is above it. `own` holds CATEGORIES
     codes (ordered as `parent`). An outermost compute op has a strong category of its own and no
     strong ancestor: the sequence of those is a forward's ops at one level (linear, sdpa, ...)."""
-    other, weak = CATEGORIES.index("other"), [CATEGORIES.index(w) for w in WEAK]
+    other = CATEGORIES.index("other")
     container = np.zeros(len(own), dtype=bool) if container is None else container
-    is_weak = np.isin(own, weak) & ~container
-    strong = np.where((own != other) & ~is_weak & ~container, own, -1)
+    weak_code = np.zeros(len(CATEGORIES), dtype=bool)
+    weak_code[[CATEGORIES.index(w) for w in WEAK]] = True
+    is_weak = weak_code[own] & ~container
+    # int8 codes (14 categories): the level loop below moves a quarter of the bytes int64 would
+    strong = np.where((own != other) & ~is_weak & ~container, own, -1).astype(np.int8)
     own_strong = strong >= 0
-    weak_cat = np.where(is_weak, own, -1)
+    weak_cat = np.where(is_weak, own, -1).astype(np.int8)
     for d in range(1, int(depth.max()) + 1 if len(depth) else 0):  # a loop over nesting levels, not events
         at = np.flatnonzero((depth == d) & (parent >= 0))
         p = parent[at]
-        strong[at] = np.where(strong[at] >= 0, strong[at], strong[p])
-        weak_cat[at] = np.where(weak_cat[at] >= 0, weak_cat[at], weak_cat[p])
+        # only ops without a category of their own take their parent's
+        missing = strong[at] < 0
+        strong[at[missing]] = strong[p[missing]]
+        missing = weak_cat[at] < 0
+        weak_cat[at[missing]] = weak_cat[p[missing]]
     above = np.where(parent >= 0, strong[np.maximum(parent, 0)], -1)
     outer = own_strong & (above < 0)
     result = np.where(strong >= 0, strong, np.where(weak_cat >= 0, weak_cat, other))
