@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from stepscope.analysis.categories import _nesting_order
-from stepscope.analysis.event_rows import isin_ints, kind_mask, take_rows
+from stepscope.analysis.event_rows import isin_ints, kind_mask
 from stepscope.analysis.names import name_matches
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
@@ -55,37 +55,36 @@ class Activity:
 
 
 def derive_activity(timeline: Timeline) -> Activity:
-    """Device work, launches and syncs as arrays. Kinds are tested on codes and only the columns read are
-    taken: a boolean selection of the whole events frame would copy a dozen columns of a million rows."""
+    """Device work, launches and syncs as arrays. Rows are chosen by position (kinds tested on codes) and
+    only the columns read are taken: a boolean selection of the events frame would copy a dozen columns."""
     ev = timeline.events
-    kind_codes = ev["kind"].cat.codes.to_numpy() if isinstance(ev["kind"].dtype, pd.CategoricalDtype) else None
-    ts_all, dur_all = ev["ts"].to_numpy(), ev["dur"].to_numpy()
+    ts_all, dur_all, corr_all = ev["ts"].to_numpy(), ev["dur"].to_numpy(), ev["correlation"].to_numpy()
+    names_all = ev["name"]
     first_ts = int(ts_all[0]) if len(ev) else 0
     last_ts = int((ts_all + dur_all).max()) if len(ev) else 0
 
     gpu = np.flatnonzero(kind_mask(ev, GPU_KINDS))
-    gpu_corr = ev["correlation"].to_numpy()[gpu]
-    corr_known = gpu_corr[gpu_corr >= 0]
-    host_calls = take_rows(ev, kind_mask(ev, HOST_LAUNCH_KINDS), ("ts", "dur", "name", "correlation"))
-    is_launch = (
-        isin_ints(host_calls["correlation"].to_numpy(), corr_known)
-        | name_matches(host_calls["name"], "|".join(LAUNCH_NAME_PARTS))
+    gpu_corr = corr_all[gpu]
+    host_calls = np.flatnonzero(kind_mask(ev, HOST_LAUNCH_KINDS))
+    is_launch = isin_ints(corr_all[host_calls], gpu_corr[gpu_corr >= 0]) | name_matches(
+        names_all, "|".join(LAUNCH_NAME_PARTS), host_calls
     )
-    launches = host_calls[is_launch]
-    syncs = _syncs(host_calls[name_matches(host_calls["name"], "|".join(SYNC_NAME_PARTS))], ev, kind_mask(ev, ["sync"]))
+    launches = host_calls[is_launch]  # positions, in time order
+    sync_calls = host_calls[name_matches(names_all, "|".join(SYNC_NAME_PARTS), host_calls)]
+    syncs = _syncs(ts_all, dur_all, sync_calls, np.flatnonzero(kind_mask(ev, ["sync"])))
 
     if len(gpu):
         gpu_ts = ts_all[gpu]
         gpu_kind = ev["kind"].array.take(gpu)
-        names = ev["name"].array.take(gpu)
-        anchor = _launch_time(gpu_corr, launches)
+        names = names_all.array.take(gpu)
+        anchor = _launch_time(gpu_corr, corr_all[launches], ts_all[launches])
         work = dict(
             on_gpu=True,
             work_start=gpu_ts,
             work_end=gpu_ts + dur_all[gpu],
             work_device=ev["device"].to_numpy()[gpu],
-            work_is_kernel=_is_kind(gpu_kind, "kernel", kind_codes is not None),
-            work_is_d2h=_is_kind(gpu_kind, "memcpy", kind_codes is not None) & name_matches(names, "DtoH|D2H"),
+            work_is_kernel=_is_kind(gpu_kind, "kernel"),
+            work_is_d2h=_is_kind(gpu_kind, "memcpy") & name_matches(names, "DtoH|D2H"),
             work_name=names,
             work_anchor=np.where(anchor >= 0, anchor, gpu_ts),
             work_launched=anchor >= 0,
@@ -103,7 +102,7 @@ def derive_activity(timeline: Timeline) -> Activity:
             work_device=np.full(len(leaves), -1, dtype=np.int64),
             work_is_kernel=np.ones(len(leaves), dtype=bool),
             work_is_d2h=np.zeros(len(leaves), dtype=bool),
-            work_name=ev["name"].array.take(leaves),
+            work_name=names_all.array.take(leaves),
             work_anchor=starts,
             work_launched=np.zeros(len(leaves), dtype=bool),
             busy_start=cpu_ts,
@@ -112,10 +111,10 @@ def derive_activity(timeline: Timeline) -> Activity:
         )
     return Activity(
         **work,
-        launch_start=launches["ts"].to_numpy(),
-        launch_dur=launches["dur"].to_numpy(),
-        launch_is_graph=name_matches(launches["name"], "GraphLaunch"),
-        launch_is_kernel=name_matches(launches["name"], "LaunchKernel|LaunchCooperativeKernel"),
+        launch_start=ts_all[launches],
+        launch_dur=dur_all[launches],
+        launch_is_graph=name_matches(names_all, "GraphLaunch", launches),
+        launch_is_kernel=name_matches(names_all, "LaunchKernel|LaunchCooperativeKernel", launches),
         sync_start=syncs[0],
         sync_end=syncs[1],
         events=ev,
@@ -124,27 +123,28 @@ def derive_activity(timeline: Timeline) -> Activity:
     )
 
 
-def _is_kind(kinds: pd.Categorical | np.ndarray, kind: str, categorical: bool) -> np.ndarray:
+def _is_kind(kinds, kind: str) -> np.ndarray:
     """Which of `kinds` (a categorical, compared on codes, or plain values) are `kind`."""
-    if not categorical:
+    if not isinstance(kinds, pd.Categorical):
         return np.asarray(kinds == kind, dtype=bool)
     categories = list(kinds.categories)
     return kinds.codes == categories.index(kind) if kind in categories else np.zeros(len(kinds), dtype=bool)
 
 
-def _syncs(sync_calls: pd.DataFrame, ev: pd.DataFrame, sync_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of the host's synchronize calls and sync events, in order of start (calls first on a tie)."""
-    ts = np.concatenate([sync_calls["ts"].to_numpy(), ev["ts"].to_numpy()[sync_rows]])
-    dur = np.concatenate([sync_calls["dur"].to_numpy(), ev["dur"].to_numpy()[sync_rows]])
-    order = np.argsort(ts, kind="stable")
-    return ts[order], ts[order] + dur[order]
+def _syncs(ts: np.ndarray, dur: np.ndarray, calls: np.ndarray, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the host's synchronize calls and sync events (positions), in order of start (calls first
+    on a tie)."""
+    rows = np.concatenate([calls, events])
+    order = np.argsort(ts[rows], kind="stable")
+    rows = rows[order]
+    return ts[rows], ts[rows] + dur[rows]
 
 
-def _launch_time(gpu_corr: np.ndarray, launches: pd.DataFrame) -> np.ndarray:
-    """Host start of the call that launched each GPU activity (-1 if none): graph replays share one call."""
-    corr = launches["correlation"].to_numpy()
+def _launch_time(gpu_corr: np.ndarray, corr: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Host start of the call that launched each GPU activity (-1 if none): graph replays share one call.
+    `corr`, `starts`: the launch calls' correlations and starts."""
     keep = corr >= 0
-    corr, starts = corr[keep], launches["ts"].to_numpy()[keep]
+    corr, starts = corr[keep], starts[keep]
     if len(corr) == 0:
         return np.full(len(gpu_corr), -1, dtype=np.int64)
     order = np.argsort(corr, kind="stable")
