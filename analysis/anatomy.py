@@ -154,7 +154,7 @@ def anatomy(
             }
         )
     else:
-        ops = take_rows(ev, kind_mask(ev, ["cpu_op"]), ("ts", "dur", "tid", "name"))  # sorted by ts, as the timeline
+        ops = take_rows(ev, kind_mask(ev, ["cpu_op"]), ("ts", "dur", "tid", "name"))  # sorted by ts, as the timeline is
         cats = host_op_categories(ops, rules) if len(ops) else _empty_host()
         work = pd.DataFrame(
             {
