@@ -58,10 +58,9 @@ def isin_ints(values: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 
 def text_column(labels: tuple[str, ...], codes: np.ndarray):
     """The column a DataFrame makes of `np.asarray(labels, dtype=object)[codes]` (pandas' string dtype; object
-    when empty), converted with the dtype given rather than inferred over every row (half the time). Taking
-    from a string array of the labels is faster still once warm, but slower on the first calls in a process
-    (Arrow's allocator warming up), which is what the CLI pays."""
-    values = np.asarray(labels, dtype=object)[codes]
-    if len(values) == 0:
-        return values
-    return pd.array(values, dtype=pd.Series(values[:1]).dtype)  # the dtype inference gives these strings
+    when empty), built by taking from an array of the few labels: inferring and converting every row's string
+    costs several times more."""
+    if len(codes) == 0:
+        return np.empty(0, dtype=object)
+    dtype = pd.Series(np.asarray(labels[:1], dtype=object)).dtype  # what inference gives these strings
+    return pd.array(list(labels), dtype=dtype).take(np.asarray(codes, dtype=np.intp))
