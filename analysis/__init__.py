@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from stepscope.analysis.activity import busy_union, derive_activity
+from stepscope.analysis.event_rows import isin_ints, kind_mask
 from stepscope.analysis.findings import make_findings
 from stepscope.analysis.gaps import find_gaps
 from stepscope.analysis.kernel_names import short_names
@@ -59,9 +60,9 @@ def one_process(timeline: Timeline, pid: int) -> Timeline:
     """The host events of one process and the device work on the devices it launched on."""
     ev = timeline.events
     host = ev["pid"].to_numpy() == pid
-    gpu = ev["kind"].isin(GPU_KINDS).to_numpy()
-    own_corr = ev["correlation"].to_numpy()[host & ev["kind"].isin(HOST_LAUNCH_KINDS).to_numpy()]
-    launched = gpu & np.isin(ev["correlation"].to_numpy(), own_corr[own_corr >= 0])
+    gpu = kind_mask(ev, GPU_KINDS)
+    own_corr = ev["correlation"].to_numpy()[host & kind_mask(ev, HOST_LAUNCH_KINDS)]
+    launched = gpu & isin_ints(ev["correlation"].to_numpy(), own_corr[own_corr >= 0])
     devices = np.unique(ev["device"].to_numpy()[launched])
     keep = host | (gpu & np.isin(ev["device"].to_numpy(), devices))
     return Timeline(events=ev[keep], meta=timeline.meta)
