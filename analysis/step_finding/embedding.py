@@ -43,7 +43,9 @@ def embedding_lookup(views: Views) -> Found | None:
         )
         notes.append(note)
         evidence.append(note)
-    steps = _end_forwards_at_lm_head(steps, embeddings, views.ops_named(LM_HEAD_OPS))
+    read = tuple(c for c in ("ts", "dur", "name", "input_dims") if c in views.events)  # what the lm_head test reads
+    lm_head_candidates = views.ops_named(LM_HEAD_OPS, read)
+    steps = _end_forwards_at_lm_head(steps, embeddings, lm_head_candidates)
     if shaped:
         evidence.append("kinds and tokens from the lookups' input shapes")
     else:

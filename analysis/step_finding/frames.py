@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.event_rows import kind_mask, name_mask
+from stepscope.analysis.event_rows import kind_mask, name_mask, take_rows
 from stepscope.analysis.model import Segmentation
 from stepscope.parsers.timeline import Timeline
 
@@ -108,11 +108,12 @@ class Views:
         ev = self.events
         return ev[kind_mask(ev, ["cpu_op"])]
 
-    def ops_named(self, names: tuple[str, ...]) -> pd.DataFrame:
-        """The host ops (cpu_op rows, every column) with one of these exact names: what `ops[ops["name"].isin(names)]`
-        gives, without copying every host op first."""
+    def ops_named(self, names: tuple[str, ...], columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """The host ops (cpu_op rows; every column, or only `columns`) with one of these exact names: what
+        `ops[ops["name"].isin(names)]` gives, without copying every host op first."""
         ev = self.events
-        return ev[kind_mask(ev, ["cpu_op"]) & name_mask(ev, names)]
+        rows = kind_mask(ev, ["cpu_op"]) & name_mask(ev, names)
+        return ev[rows] if columns is None else take_rows(ev, rows, columns)
 
     @cached_property
     def launch_calls(self) -> pd.DataFrame:
