@@ -77,7 +77,9 @@ def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10)
     descending) of the groups in order of first occurrence; names missing (code -1) are left out."""
     empty = pd.DataFrame(columns=["phase", "short", "name", "count", "total_ns", "share_pct"])
     kernel = act.work_is_kernel
-    names = act.work_name
+    names = act.work_name  # categorical from every reader; anything else is coded here
+    if not isinstance(names, pd.Categorical):
+        names = pd.Categorical(np.asarray(names, dtype=object))
     code = np.asarray(names.codes)[kernel]
     if len(code) == 0:
         return empty
