@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from stepscope.analysis.categories import _nesting_order
+from stepscope.analysis.event_rows import isin_ints, kind_mask
 from stepscope.analysis.names import name_matches
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
@@ -42,83 +44,107 @@ class Activity:
     # host synchronisation calls, sorted by start
     sync_start: np.ndarray
     sync_end: np.ndarray
-    # host ops (cpu_op), for step detection and host ends
-    host_ops: pd.DataFrame
+    events: pd.DataFrame  # the timeline's events (a reference, not a copy)
     first_ts: int
     last_ts: int
 
+    @property
+    def host_ops(self) -> pd.DataFrame:
+        """Host ops (cpu_op rows), selected when asked for: most callers never read them."""
+        return self.events[kind_mask(self.events, ["cpu_op"])]
+
 
 def derive_activity(timeline: Timeline) -> Activity:
+    """Device work, launches and syncs as arrays. Rows are chosen by position (kinds tested on codes) and
+    only the columns read are taken: a boolean selection of the events frame would copy a dozen columns."""
     ev = timeline.events
-    kind = ev["kind"]
-    gpu = ev[kind.isin(GPU_KINDS)]
-    host_calls = ev[kind.isin(HOST_LAUNCH_KINDS)]
-    cpu_ops = ev[kind == "cpu_op"]
-    ends = ev["ts"].to_numpy() + ev["dur"].to_numpy()
-    first_ts = int(ev["ts"].iloc[0]) if len(ev) else 0
-    last_ts = int(ends.max()) if len(ev) else 0
+    ts_all, dur_all, corr_all = ev["ts"].to_numpy(), ev["dur"].to_numpy(), ev["correlation"].to_numpy()
+    names_all = ev["name"]
+    first_ts = int(ts_all[0]) if len(ev) else 0
+    last_ts = int((ts_all + dur_all).max()) if len(ev) else 0
 
-    gpu_corr = gpu["correlation"].to_numpy()
-    corr_known = gpu_corr[gpu_corr >= 0]
-    is_launch = (
-        host_calls["correlation"].isin(corr_known).to_numpy()
-        | name_matches(host_calls["name"], "|".join(LAUNCH_NAME_PARTS))
+    gpu = np.flatnonzero(kind_mask(ev, GPU_KINDS))
+    gpu_corr = corr_all[gpu]
+    host_calls = np.flatnonzero(kind_mask(ev, HOST_LAUNCH_KINDS))
+    is_launch = isin_ints(corr_all[host_calls], gpu_corr[gpu_corr >= 0]) | name_matches(
+        names_all, "|".join(LAUNCH_NAME_PARTS), host_calls
     )
-    launches = host_calls[is_launch]
-    is_sync_call = name_matches(host_calls["name"], "|".join(SYNC_NAME_PARTS))
-    syncs = pd.concat([host_calls[is_sync_call], ev[kind == "sync"]]).sort_values("ts", kind="stable")
+    launches = host_calls[is_launch]  # positions, in time order
+    sync_calls = host_calls[name_matches(names_all, "|".join(SYNC_NAME_PARTS), host_calls)]
+    syncs = _syncs(ts_all, dur_all, sync_calls, np.flatnonzero(kind_mask(ev, ["sync"])))
 
     if len(gpu):
-        names = gpu["name"]
-        anchor = _launch_time(gpu_corr, launches)
+        gpu_ts = ts_all[gpu]
+        gpu_kind = ev["kind"].array.take(gpu)
+        names = names_all.array.take(gpu)
+        anchor = _launch_time(gpu_corr, corr_all[launches], ts_all[launches])
         work = dict(
             on_gpu=True,
-            work_start=gpu["ts"].to_numpy(),
-            work_end=gpu["ts"].to_numpy() + gpu["dur"].to_numpy(),
-            work_device=gpu["device"].to_numpy(),
-            work_is_kernel=(gpu["kind"] == "kernel").to_numpy(),
-            work_is_d2h=(gpu["kind"] == "memcpy").to_numpy() & name_matches(names, "DtoH|D2H"),
-            work_name=names.array,
-            work_anchor=np.where(anchor >= 0, anchor, gpu["ts"].to_numpy()),
+            work_start=gpu_ts,
+            work_end=gpu_ts + dur_all[gpu],
+            work_device=ev["device"].to_numpy()[gpu],
+            work_is_kernel=_is_kind(gpu_kind, "kernel"),
+            work_is_d2h=_is_kind(gpu_kind, "memcpy") & name_matches(names, "DtoH|D2H"),
+            work_name=names,
+            work_anchor=np.where(anchor >= 0, anchor, gpu_ts),
             work_launched=anchor >= 0,
         )
         work.update(busy_start=work["work_start"], busy_end=work["work_end"], busy_device=work["work_device"])
     else:
-        leaves = _leaf_ops(cpu_ops)
-        starts = leaves["ts"].to_numpy()
+        cpu = np.flatnonzero(kind_mask(ev, ["cpu_op"]))
+        cpu_ts, cpu_dur = ts_all[cpu], dur_all[cpu]
+        leaves = cpu[_leaf_ops(ev["tid"].to_numpy()[cpu], cpu_ts, cpu_dur)]
+        starts = ts_all[leaves]
         work = dict(
             on_gpu=False,
             work_start=starts,
-            work_end=starts + leaves["dur"].to_numpy(),
+            work_end=starts + dur_all[leaves],
             work_device=np.full(len(leaves), -1, dtype=np.int64),
             work_is_kernel=np.ones(len(leaves), dtype=bool),
             work_is_d2h=np.zeros(len(leaves), dtype=bool),
-            work_name=leaves["name"].array,
+            work_name=names_all.array.take(leaves),
             work_anchor=starts,
             work_launched=np.zeros(len(leaves), dtype=bool),
-            busy_start=cpu_ops["ts"].to_numpy(),
-            busy_end=(cpu_ops["ts"] + cpu_ops["dur"]).to_numpy(),
-            busy_device=np.full(len(cpu_ops), -1, dtype=np.int64),
+            busy_start=cpu_ts,
+            busy_end=cpu_ts + cpu_dur,
+            busy_device=np.full(len(cpu), -1, dtype=np.int64),
         )
     return Activity(
         **work,
-        launch_start=launches["ts"].to_numpy(),
-        launch_dur=launches["dur"].to_numpy(),
-        launch_is_graph=name_matches(launches["name"], "GraphLaunch"),
-        launch_is_kernel=name_matches(launches["name"], "LaunchKernel|LaunchCooperativeKernel"),
-        sync_start=syncs["ts"].to_numpy(),
-        sync_end=(syncs["ts"] + syncs["dur"]).to_numpy(),
-        host_ops=cpu_ops,
+        launch_start=ts_all[launches],
+        launch_dur=dur_all[launches],
+        launch_is_graph=name_matches(names_all, "GraphLaunch", launches),
+        launch_is_kernel=name_matches(names_all, "LaunchKernel|LaunchCooperativeKernel", launches),
+        sync_start=syncs[0],
+        sync_end=syncs[1],
+        events=ev,
         first_ts=first_ts,
         last_ts=last_ts,
     )
 
 
-def _launch_time(gpu_corr: np.ndarray, launches: pd.DataFrame) -> np.ndarray:
-    """Host start of the call that launched each GPU activity (-1 if none): graph replays share one call."""
-    corr = launches["correlation"].to_numpy()
+def _is_kind(kinds, kind: str) -> np.ndarray:
+    """Which of `kinds` (a categorical, compared on codes, or plain values) are `kind`."""
+    if not isinstance(kinds, pd.Categorical):
+        return np.asarray(kinds == kind, dtype=bool)
+    categories = list(kinds.categories)
+    return kinds.codes == categories.index(kind) if kind in categories else np.zeros(len(kinds), dtype=bool)
+
+
+def _syncs(ts: np.ndarray, dur: np.ndarray, calls: np.ndarray, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the host's synchronize calls and sync events (positions), in order of start (calls first
+    on a tie)."""
+    rows = np.concatenate([calls, events])
+    order = np.argsort(ts[rows], kind="stable")
+    rows = rows[order]
+    return ts[rows], ts[rows] + dur[rows]
+
+
+def _launch_time(gpu_corr: np.ndarray, corr: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Host start of the call that launched each GPU activity (-1 if none): graph replays share one call.
+    `corr`, `starts`: the launch calls' correlations and starts."""
     keep = corr >= 0
-    corr, starts = corr[keep], launches["ts"].to_numpy()[keep]
+    corr, starts = corr[keep], starts[keep]
     if len(corr) == 0:
         return np.full(len(gpu_corr), -1, dtype=np.int64)
     order = np.argsort(corr, kind="stable")
@@ -127,18 +153,20 @@ def _launch_time(gpu_corr: np.ndarray, launches: pd.DataFrame) -> np.ndarray:
     return np.where((corr[pos] == gpu_corr) & (gpu_corr >= 0), starts[pos], -1)
 
 
-def _leaf_ops(ops: pd.DataFrame) -> pd.DataFrame:
-    """Host ops with no op nested inside them on the same thread: the CPU's 'kernels'."""
-    if ops.empty:
-        return ops
-    ordered = ops.sort_values(["tid", "ts", "dur"], ascending=[True, True, False], kind="stable")
-    tid = ordered["tid"].to_numpy()
-    ts = ordered["ts"].to_numpy()
-    end = ts + ordered["dur"].to_numpy()
+def _leaf_ops(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Positions of the host ops with no op nested inside them on the same thread (the CPU's 'kernels'),
+    in order of start (stable). The ops come sorted by ts; the (tid, ts, longest first) sort is skipped
+    when they already are in that order (one thread, as most CPU traces)."""
+    if len(ts) == 0:
+        return np.empty(0, dtype=np.int64)
+    order = _nesting_order(tid, ts, dur)
+    tid, ts = tid[order], ts[order]
+    end = ts + dur[order]
     next_ts = np.append(ts[1:], np.iinfo(np.int64).max)
     next_tid = np.append(tid[1:], np.iinfo(np.int64).min)
     is_leaf = (next_tid != tid) | (next_ts >= end)
-    return ordered[is_leaf].sort_values("ts", kind="stable")
+    leaves = order[is_leaf]
+    return leaves[np.argsort(ts[is_leaf], kind="stable")]
 
 
 def busy_union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

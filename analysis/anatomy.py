@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.activity import derive_activity
+from stepscope.analysis.activity import Activity, derive_activity
 from stepscope.analysis.categories import (
     CATEGORIES,
     GENERIC,
@@ -26,6 +26,7 @@ from stepscope.analysis.categories import (
     enclosing_categories,
     host_op_categories,
 )
+from stepscope.analysis.event_rows import kind_mask, take_rows
 from stepscope.analysis.layers import LayerResult, detect_layers
 from stepscope.analysis.model import Analysis, Finding
 from stepscope.analysis.roofline.accounting import decode_cost
@@ -124,15 +125,17 @@ def anatomy(
     model: ModelShape | None = None,
     hardware: Hardware | None = None,
     rules: tuple[Rule, ...] = (),
+    activity: Activity | None = None,
 ) -> Anatomy:
-    """Categories per step, layers and the per-category roofline of the median decode step."""
+    """Categories per step, layers and the per-category roofline of the median decode step.
+
+    `activity`: derive_activity(timeline) when the caller has it already (analyze() does), saving a second pass."""
     ev = timeline.events
-    kind = ev["kind"]
-    on_gpu = bool(kind.isin(GPU_KINDS).any())
+    on_gpu = bool(kind_mask(ev, GPU_KINDS).any())
     steps = analysis.steps
     notes: list[str] = []
     if on_gpu:
-        act = derive_activity(timeline)
+        act = activity if activity is not None else derive_activity(timeline)
         short, category = categorize(pd.Series(act.work_name), rules)
         category, refined_note = _refine_by_module(ev, category, rules)
         if refined_note:
@@ -151,7 +154,7 @@ def anatomy(
             }
         )
     else:
-        ops = ev[(kind == "cpu_op").to_numpy()]  # sorted by ts, as the timeline is
+        ops = take_rows(ev, kind_mask(ev, ["cpu_op"]), ("ts", "dur", "tid", "name"))  # sorted by ts, as the timeline is
         cats = host_op_categories(ops, rules) if len(ops) else _empty_host()
         work = pd.DataFrame(
             {
@@ -199,9 +202,10 @@ def with_anatomy(
     model: ModelShape | None = None,
     hardware: Hardware | None = None,
     rules: tuple[Rule, ...] = (),
+    activity: Activity | None = None,
 ) -> Analysis:
     """The analysis with its `anatomy` set and the anatomy's findings joined to its own."""
-    anat = anatomy(timeline, analysis, model, hardware, rules)
+    anat = anatomy(timeline, analysis, model, hardware, rules, activity)
     return replace(analysis, anatomy=anat, findings=_joined(analysis.findings, anat))
 
 
@@ -227,12 +231,12 @@ def _refine_by_module(ev: pd.DataFrame, category: pd.Categorical, rules: tuple[R
     """Generic kernels (elementwise, other) launched inside a categorised nn.Module (the trace's
     python stack, when recorded) take the module's category: an unfused RMSNorm's pow, mean, mul
     and rsqrt kernels are norm time. Returns (categories, a note or None)."""
-    kind = ev["kind"]
-    modules = ev[(kind == "python").to_numpy()]  # nn.Module spans and python functions (with_stack)
+    modules = take_rows(ev, kind_mask(ev, ["python"]), ("ts", "dur", "tid", "name"))  # nn.Module spans (with_stack)
     if modules.empty:
         return category, None
-    gpu = ev[kind.isin(GPU_KINDS).to_numpy()]
-    launches = ev[kind.isin(HOST_LAUNCH_KINDS).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
+    gpu = take_rows(ev, kind_mask(ev, GPU_KINDS), ("correlation",))
+    launch_rows = kind_mask(ev, HOST_LAUNCH_KINDS) & (ev["correlation"].to_numpy() >= 0)
+    launches = take_rows(ev, launch_rows, ("ts", "tid", "correlation"))
     corr = launches["correlation"].to_numpy()
     sort = np.argsort(corr, kind="stable")
     corr = corr[sort]
@@ -265,17 +269,33 @@ def _empty_host() -> pd.DataFrame:
 
 
 def _per_step(work: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    placed = work[work["step"] >= 0]
-    counted = placed[placed["leaf"]] if len(placed) else placed
-    time = placed.groupby(["step", "category"], observed=True)["time_ns"].sum()
-    count = counted.groupby(["step", "category"], observed=True).size()
-    frame = pd.DataFrame({"time_ns": time, "kernels": count}).fillna(0).reset_index()
-    frame["kernels"] = frame["kernels"].astype(np.int64)
-    frame["time_ns"] = frame["time_ns"].astype(np.int64)
-    frame = frame[(frame["time_ns"] > 0) | (frame["kernels"] > 0)]
+    """Time and leaf count per (step, category), on integer keys: a groupby would first copy the placed rows of
+    every work column. Rows in (step, category) order, then sorted by step and time (descending), stably;
+    (step, category) pairs with neither time nor leaves are left out."""
+    step = work["step"].to_numpy()
+    category = np.asarray(work["category"].array.codes, dtype=np.int64)
+    n_cat = len(CATEGORIES)
+    placed = (step >= 0) & (category >= 0)
+    key = step[placed] * n_cat + category[placed]  # dense: steps x categories
+    n_keys = (int(step.max()) + 1) * n_cat if placed.any() else 0
+    time_ns = np.zeros(n_keys, dtype=np.int64)
+    np.add.at(time_ns, key, work["time_ns"].to_numpy()[placed])
+    kernels = np.bincount(key[work["leaf"].to_numpy(dtype=bool)[placed]], minlength=n_keys).astype(np.int64)
+    groups = np.flatnonzero((time_ns > 0) | (kernels > 0))
+    time_ns, kernels = time_ns[groups], kernels[groups]
+    group_step = groups // n_cat
+    order = np.lexsort((-time_ns, group_step))
     kinds = steps["kind"].to_numpy() if len(steps) else np.array([], dtype=object)
+    frame = pd.DataFrame(
+        {
+            "step": group_step[order],
+            "category": pd.Categorical.from_codes(groups[order] % n_cat, dtype=work["category"].dtype),
+            "time_ns": time_ns[order],
+            "kernels": kernels[order],
+        }
+    )
     frame.insert(1, "kind", kinds[frame["step"].to_numpy()] if len(frame) else [])
-    return frame.sort_values(["step", "time_ns"], ascending=[True, False]).reset_index(drop=True)
+    return frame
 
 
 def median_step(analysis: Analysis) -> int | None:

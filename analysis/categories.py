@@ -183,34 +183,54 @@ def nesting_parents(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[n
     """
     n = len(ts)
     order = _nesting_order(tid, ts, dur)
-    t, s, e = tid[order], ts[order], ts[order] + dur[order]
     if n == 0:
         return order, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    _, tid_rank = np.unique(t, return_inverse=True)
-    group_start = np.searchsorted(tid_rank, tid_rank, side="left")
+    t, s, d = tid[order], ts[order], dur[order]
+    depth = _depths(t, s, s + d, d)
+    return order, _parents(t, depth), depth
+
+
+def _depths(t: np.ndarray, s: np.ndarray, e: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Nesting depth of each op (sorted by thread, start, longest first): ops of its thread started before it
+    minus those ended by its start. Ends are counted per thread with one sort of (thread, end) keys."""
+    n = len(s)
+    first = np.flatnonzero(np.append(True, t[1:] != t[:-1]))  # where each thread's ops begin
+    thread = np.repeat(np.arange(len(first)), np.diff(np.append(first, n)))
+    group_start = first[thread]
     started_before = np.arange(n) - group_start
-    span = int(max(e.max(), s.max()) - min(s.min(), 0)) + 2
-    key_end = tid_rank.astype(np.float64) * span + (e - s.min())  # float keys: exact below 2**53
-    sorted_end = np.sort(key_end)
-    query = tid_rank.astype(np.float64) * span + (s - s.min())
-    ended_by_start = np.searchsorted(sorted_end, query, side="right") - np.searchsorted(
-        sorted_end, tid_rank.astype(np.float64) * span - 0.5, side="right"
-    )
+    lo = int(min(s.min(), 0))
+    span = int(max(e.max(), s.max())) - lo + 2
+    if len(first) == 1:
+        ended_by_start = np.searchsorted(np.sort(e), s, side="right")
+    elif len(first) * span < 2**62:  # (thread, time) packed in one int64 key
+        key_end = thread * span + (e - lo)
+        ended_by_start = np.searchsorted(np.sort(key_end), thread * span + (s - lo), side="right") - group_start
+    else:  # a span too long to pack: one search per thread
+        ended_by_start = np.empty(n, dtype=np.int64)
+        for a, b in zip(first, np.append(first[1:], n), strict=True):
+            ended_by_start[a:b] = np.searchsorted(np.sort(e[a:b]), s[a:b], side="right")
     # an op with zero duration counts itself as ended; it is not its own ancestor
-    ended_by_start -= (dur[order] == 0).astype(np.int64)
-    depth = np.maximum(started_before - ended_by_start, 0)
-    # parent: the last op before i in the same thread with depth d-1
-    key = (tid_rank * (int(depth.max()) + 2) + depth).astype(np.int64) * n + np.arange(n)
-    sorted_idx = np.argsort(key, kind="stable")
-    sorted_key = key[sorted_idx]
-    want = (tid_rank * (int(depth.max()) + 2) + depth - 1).astype(np.int64) * n + np.arange(n)
-    pos = np.searchsorted(sorted_key, want, side="left") - 1
+    ended_by_start -= (dur == 0).astype(np.int64)
+    return np.maximum(started_before - ended_by_start, 0).astype(np.int64)
+
+
+def _parents(t: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Parent of each op: the last op before it, in its thread, one level up. One sorted search per nesting
+    level (ops of a level are in index order), not per op."""
+    n = len(depth)
     parent = np.full(n, -1, dtype=np.int64)
-    ok = (depth > 0) & (pos >= 0)
-    cand = sorted_idx[np.clip(pos, 0, n - 1)]
-    ok &= (t[cand] == t) & (depth[cand] == depth - 1)
-    parent[ok] = cand[ok]
-    return order, parent, depth
+    small = np.int16 if depth.max() < 2**15 else np.int64  # stable sort of small ints is a radix sort
+    by_depth = np.argsort(depth.astype(small), kind="stable")
+    edges = np.append(0, np.cumsum(np.bincount(depth)))
+    for level in range(1, len(edges) - 1):  # a loop over nesting levels, not events
+        child, above = by_depth[edges[level] : edges[level + 1]], by_depth[edges[level - 1] : edges[level]]
+        if len(child) == 0 or len(above) == 0:
+            continue
+        pos = np.searchsorted(above, child) - 1
+        cand = above[np.maximum(pos, 0)]
+        ok = (pos >= 0) & (t[cand] == t[child])
+        parent[child[ok]] = cand[ok]
+    return parent
 
 
 def _nesting_order(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -231,9 +251,8 @@ def _nesting_order(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarr
 
 def self_times(parent: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Each op's duration minus its direct children's (ordered as `parent`), never below zero."""
-    children = np.zeros(len(dur), dtype=np.float64)
     has = parent >= 0
-    np.add.at(children, parent[has], dur[has])
+    children = np.bincount(parent[has], weights=dur[has], minlength=len(dur))  # float64, summed in index order
     return np.maximum(dur - children, 0).astype(np.int64)
 
 
@@ -247,17 +266,23 @@ def inherit_categories(
     container keeps its own category and passes down what is above it. `own` holds CATEGORIES
     codes (ordered as `parent`). An outermost compute op has a strong category of its own and no
     strong ancestor: the sequence of those is a forward's ops at one level (linear, sdpa, ...)."""
-    other, weak = CATEGORIES.index("other"), [CATEGORIES.index(w) for w in WEAK]
+    other = CATEGORIES.index("other")
     container = np.zeros(len(own), dtype=bool) if container is None else container
-    is_weak = np.isin(own, weak) & ~container
-    strong = np.where((own != other) & ~is_weak & ~container, own, -1)
+    weak_code = np.zeros(len(CATEGORIES), dtype=bool)
+    weak_code[[CATEGORIES.index(w) for w in WEAK]] = True
+    is_weak = weak_code[own] & ~container
+    # int8 codes (14 categories): the level loop below moves a quarter of the bytes int64 would
+    strong = np.where((own != other) & ~is_weak & ~container, own, -1).astype(np.int8)
     own_strong = strong >= 0
-    weak_cat = np.where(is_weak, own, -1)
+    weak_cat = np.where(is_weak, own, -1).astype(np.int8)
     for d in range(1, int(depth.max()) + 1 if len(depth) else 0):  # a loop over nesting levels, not events
         at = np.flatnonzero((depth == d) & (parent >= 0))
         p = parent[at]
-        strong[at] = np.where(strong[at] >= 0, strong[at], strong[p])
-        weak_cat[at] = np.where(weak_cat[at] >= 0, weak_cat[at], weak_cat[p])
+        # only ops without a category of their own take their parent's
+        missing = strong[at] < 0
+        strong[at[missing]] = strong[p[missing]]
+        missing = weak_cat[at] < 0
+        weak_cat[at[missing]] = weak_cat[p[missing]]
     above = np.where(parent >= 0, strong[np.maximum(parent, 0)], -1)
     outer = own_strong & (above < 0)
     result = np.where(strong >= 0, strong, np.where(weak_cat >= 0, weak_cat, other))

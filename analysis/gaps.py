@@ -5,38 +5,47 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from stepscope.analysis.activity import Activity
+from stepscope.analysis.event_rows import text_column
 from stepscope.analysis.model import GAP_COLUMNS
+
+CAUSES = ("launch", "sync", "other")  # the cause column's values, by code
+PLACEMENTS = ("within step", "between steps", "outside generation")
 
 
 def find_gaps(
     act: Activity, busy_by_device: dict[int, tuple[np.ndarray, np.ndarray]], steps: pd.DataFrame, threshold_ns: int
 ) -> pd.DataFrame:
-    frames = []
+    """Idle intervals of at least threshold_ns between busy blocks, per device, ordered by start (stable).
+
+    Causes and placements are worked out as small integer codes and turned into text once, at the end: a
+    trace has tens of thousands of gaps and three words for each column."""
+    parts = []
     for device, (bs, be) in busy_by_device.items():
         if len(bs) < 2:
             continue
         g0, g1 = be[:-1], bs[1:]
         keep = (g1 - g0) >= max(threshold_ns, 1)
         g0, g1 = g0[keep], g1[keep]
-        frames.append(
-            pd.DataFrame(
-                {
-                    "start_ns": g0,
-                    "end_ns": g1,
-                    "dur_ns": g1 - g0,
-                    "device": device,
-                    "cause": _causes(act, device, g0, g1),
-                }
-            )
-        )
-    if not frames:
+        parts.append((g0, g1, np.full(len(g0), device, dtype=np.int64), _causes(act, device, g0, g1)))
+    if not parts:
         return pd.DataFrame(
             {c: pd.Series(dtype=object if c in ("placement", "cause") else "int64") for c in GAP_COLUMNS}
         )
-    gaps = pd.concat(frames, ignore_index=True).sort_values("start_ns", kind="stable").reset_index(drop=True)
-    placement, step = _placement(gaps, steps)
-    gaps["placement"] = placement
-    gaps["step"] = step
+    start, end, device, cause = (np.concatenate(column) for column in zip(*parts, strict=True))
+    order = np.argsort(start, kind="stable")
+    start, end, device, cause = start[order], end[order], device[order], cause[order]
+    placement, step = _placement(start, end, steps)
+    gaps = pd.DataFrame(
+        {
+            "start_ns": start,
+            "end_ns": end,
+            "dur_ns": end - start,
+            "device": device,
+            "placement": text_column(PLACEMENTS, placement),
+            "step": step,
+            "cause": text_column(CAUSES, cause),
+        }
+    )
     return gaps[list(GAP_COLUMNS)]
 
 
@@ -48,8 +57,9 @@ def _causes(act: Activity, device: int, g0: np.ndarray, g1: np.ndarray) -> np.nd
     Otherwise the host was late, and the gap is sync when the host was blocked in a synchronize call then
     (or a device-to-host copy had just finished: the host was waiting for its result), else launch.
     """
+    launch, sync, other = range(len(CAUSES))
     if not act.on_gpu:
-        return np.full(len(g0), "other", dtype=object)
+        return np.full(len(g0), other, dtype=np.int8)
     on_dev = act.work_device == device
     order = np.argsort(act.work_start[on_dev], kind="stable")
     starts = act.work_start[on_dev][order]
@@ -62,8 +72,8 @@ def _causes(act: Activity, device: int, g0: np.ndarray, g1: np.ndarray) -> np.nd
     d2h_ends = np.sort(act.work_end[on_dev & act.work_is_d2h])
     j = np.searchsorted(d2h_ends, g0, side="right") - 1
     after_d2h = (j >= 0) & (g0 - d2h_ends[np.maximum(j, 0)] <= 0) if len(d2h_ends) else np.zeros(len(g0), bool)
-    cause = np.where(in_sync | after_d2h, "sync", "launch")
-    return np.where(host_late, cause, "other").astype(object)
+    cause = np.where(in_sync | after_d2h, sync, launch)
+    return np.where(host_late, cause, other).astype(np.int8)
 
 
 def _overlaps(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
@@ -76,14 +86,16 @@ def _overlaps(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> n
     return (i >= 0) & (running_end[np.maximum(i, 0)] > g0)
 
 
-def _placement(gaps: pd.DataFrame, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    n = len(gaps)
+def _placement(start: np.ndarray, end: np.ndarray, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(PLACEMENTS code, step row or -1) of each gap, judged by its midpoint."""
+    n = len(start)
+    within, between, outside = range(len(PLACEMENTS))
     if steps.empty:
-        return np.full(n, "outside generation", dtype=object), np.full(n, -1, dtype=np.int64)
+        return np.full(n, outside, dtype=np.int8), np.full(n, -1, dtype=np.int64)
     s, e = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
-    mid = (gaps["start_ns"].to_numpy() + gaps["end_ns"].to_numpy()) // 2
+    mid = (start + end) // 2
     i = np.searchsorted(s, mid, side="right") - 1
     inside = (i >= 0) & (mid < e[np.maximum(i, 0)])
-    between = ~inside & (mid > s[0]) & (mid < e.max())
-    placement = np.where(inside, "within step", np.where(between, "between steps", "outside generation"))
-    return placement.astype(object), np.where(inside, i, -1)
+    is_between = ~inside & (mid > s[0]) & (mid < e.max())
+    placement = np.where(inside, within, np.where(is_between, between, outside)).astype(np.int8)
+    return placement, np.where(inside, i, -1)

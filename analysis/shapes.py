@@ -11,6 +11,7 @@ import json
 import math
 
 import pandas as pd
+from stepscope.analysis.event_rows import name_mask
 
 MAX_DIM = 1 << 31  # a tensor dimension beyond this is not a real shape
 MAX_TOKENS = 1 << 40  # batch x positions beyond this is not a real forward
@@ -46,7 +47,7 @@ def malformed_shape_count(events: pd.DataFrame) -> int:
     """How many embedding ops carry an Input Dims record that clean_dims rejects (loops over distinct records)."""
     if "input_dims" not in events:
         return 0
-    emb = events.loc[events["name"].isin(SHAPED_OPS), "input_dims"].astype(str)
+    emb = events["input_dims"][name_mask(events, SHAPED_OPS)].astype(str)
     counts = emb[emb != ""].value_counts()
     return int(sum(n for text, n in counts.items() if _malformed(text)))
 

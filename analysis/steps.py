@@ -107,8 +107,9 @@ def _attribution_limits(b: pd.DataFrame, act: Activity) -> np.ndarray:
 def _place(times: np.ndarray, start: np.ndarray, limit: np.ndarray) -> np.ndarray:
     """Index of the step whose [start, limit) holds each time, -1 for none."""
     idx = np.searchsorted(start, times, side="right") - 1
-    ok = idx >= 0
-    ok[ok] = times[ok] < limit[idx[ok]]
+    if len(start) == 0:
+        return idx  # all -1
+    ok = (idx >= 0) & (times < limit[np.maximum(idx, 0)])
     return np.where(ok, idx, -1)
 
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 from stepscope.analysis.annotations import oversized_step_warnings
+from stepscope.analysis.event_rows import kind_mask
 from stepscope.analysis.model import Segmentation
 from stepscope.analysis.shapes import shape_warnings
 from stepscope.analysis.step_finding.annotated import (
@@ -60,9 +62,22 @@ def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.Da
     found = next((f for f in (strategy(views) for strategy in STRATEGIES) if f is not None), None) or nothing(views)
     # what the trace holds that no strategy may trust: numbers too large in step names, malformed shapes
     ev = timeline.events
-    names = ev.loc[ev["kind"] == "annotation", "name"].astype(str).unique()
+    names = _annotation_names(ev)
     distrusted = (*oversized_step_warnings(names), *shape_warnings(ev))
     segmentation = found.segmentation
     if distrusted:
         segmentation = replace(segmentation, warnings=(*distrusted, *segmentation.warnings))
     return found.bounds, segmentation
+
+
+def _annotation_names(ev: pd.DataFrame) -> list:
+    """The distinct names of annotation rows, in order of first appearance, found on the categorical codes
+    (a missing name stays NaN, as astype(str) leaves it)."""
+    column = ev["name"]
+    rows = kind_mask(ev, ["annotation"])
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return list(column[rows].astype(str).unique())
+    codes = column.cat.codes.to_numpy()[rows]
+    distinct, first = np.unique(codes, return_index=True)
+    categories = column.cat.categories
+    return [str(categories[c]) if c >= 0 else np.nan for c in distinct[np.argsort(first)]]

@@ -19,6 +19,7 @@ from stepscope.analysis.annotations import (
     stepscope_label,
     vllm_label,
 )
+from stepscope.analysis.event_rows import kind_mask
 from stepscope.analysis.names import name_matches
 from stepscope.analysis.step_finding.frames import Found, Views, boundary_frame, empty_frame
 
@@ -69,8 +70,8 @@ def regex_unmatched(views: Views) -> Found | None:
 
 def training_guard(views: Views) -> Found | None:
     """Training traces repeat steps too (ProfilerStep, forward spans): they are not generation."""
-    ops = views.ops
-    training = int(name_matches(ops["name"], TRAINING_NAME).sum()) if len(ops) else 0
+    ev = views.events  # host ops named like backward/optimizer work, counted without selecting the host ops
+    training = int((kind_mask(ev, ["cpu_op"]) & name_matches(ev["name"], TRAINING_NAME)).sum())
     if not training:
         return None
     note = f"training trace ({training} backward/optimizer ops): no generation steps"
@@ -91,12 +92,13 @@ def profiler_steps(views: Views) -> Found | None:
 
 
 def annotated_steps(views: Views, parse: Callable[[str], StepLabel | None]) -> pd.DataFrame | None:
-    annotations, names = views.annotations, views.annotation_names
-    labels = {n: parse(n) for n in names.unique()}
+    annotations = views.annotations
+    names, hit = _distinct_names(annotations["name"])
+    labels = {n: parse(n) for n in names}  # one parse per distinct annotation name
     labels = {n: lab for n, lab in labels.items() if lab is not None}
     if not labels:
         return None
-    rows = annotations[names.isin(list(labels)).to_numpy()]
+    rows = annotations[hit(list(labels))]
     # Tensor-parallel traces repeat each step per rank: keep the process with the most steps.
     main_pid = rows["pid"].value_counts().index[0]
     rows = rows[rows["pid"] == main_pid].sort_values("ts", kind="stable")
@@ -112,6 +114,23 @@ def annotated_steps(views: Views, parse: Callable[[str], StepLabel | None]) -> p
         batch=[lab.batch for lab in parsed],
         label=rows["name"].astype(str).to_numpy(),
     )
+
+
+def _distinct_names(column: pd.Series) -> tuple[list[str], Callable[[list[str]], np.ndarray]]:
+    """(the distinct names as strings, a function giving the mask of rows named one of a list): on the codes of a
+    categorical column, so that annotation names are not turned into strings row by row."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        text = column.astype(str)
+        return list(text.unique()), lambda wanted: text.isin(wanted).to_numpy()
+    codes = column.cat.codes.to_numpy()
+    categories = column.cat.categories
+    present = np.unique(codes[codes >= 0])
+    as_text = {str(categories[c]): int(c) for c in present}
+
+    def hit(wanted: list[str]) -> np.ndarray:
+        return np.isin(codes, [as_text[w] for w in wanted])
+
+    return list(as_text), hit
 
 
 def _kinds_by_position(steps: pd.DataFrame) -> pd.DataFrame:

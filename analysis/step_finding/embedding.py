@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 import pandas as pd
+from stepscope.analysis.event_rows import kind_mask, name_mask
 from stepscope.analysis.names import name_matches
 from stepscope.analysis.shapes import clean_dims
 from stepscope.analysis.shapes import token_shape as checked_token_shape
@@ -42,7 +43,9 @@ def embedding_lookup(views: Views) -> Found | None:
         )
         notes.append(note)
         evidence.append(note)
-    steps = _end_forwards_at_lm_head(steps, embeddings, views.ops)
+    read = tuple(c for c in ("ts", "dur", "name", "input_dims") if c in views.events)  # what the lm_head test reads
+    lm_head_candidates = views.ops_named(LM_HEAD_OPS, read)
+    steps = _end_forwards_at_lm_head(steps, embeddings, lm_head_candidates)
     if shaped:
         evidence.append("kinds and tokens from the lookups' input shapes")
     else:
@@ -160,15 +163,14 @@ def _compiled_forwards(ev: pd.DataFrame, eager: pd.DataFrame) -> pd.DataFrame | 
     count as forwards only when the host takes a token between them; graph pieces of one forward (vLLM's
     piecewise graphs) have no token handoff between them and stay inside their eager forward.
     """
-    host = ev[ev["kind"].isin(("cpu_op", "annotation"))]
-    regions = host[name_matches(host["name"], COMPILED_REGION)]
+    regions = ev[kind_mask(ev, ("cpu_op", "annotation")) & name_matches(ev["name"], COMPILED_REGION)]
     if len(regions):
         counts = regions["name"].value_counts()
         chosen = counts[counts == counts.max()].index
         first = regions[regions["name"].isin(chosen)].iloc[0]["name"]
         openers = regions[regions["name"] == first]
     else:
-        openers = ev[ev["kind"].isin(("runtime", "driver")) & ev["name"].isin(GRAPH_LAUNCHES)]
+        openers = ev[kind_mask(ev, ("runtime", "driver")) & name_mask(ev, GRAPH_LAUNCHES)]
     if openers.empty:
         return None
     starts = openers["ts"].to_numpy()
@@ -176,7 +178,7 @@ def _compiled_forwards(ev: pd.DataFrame, eager: pd.DataFrame) -> pd.DataFrame | 
     per_forward = np.diff(np.searchsorted(starts, np.append(eager_starts, np.iinfo(np.int64).max)))
     if len(eager_starts) >= 2 and per_forward.min() == per_forward.max() > 0:
         return None  # the same number inside every eager forward: pieces of it, not forwards
-    handoffs = ev[name_matches(ev["name"], TOKEN_HANDOFF)]["ts"].to_numpy()
+    handoffs = ev["ts"].to_numpy()[name_matches(ev["name"], TOKEN_HANDOFF)]
     if len(starts) > 1:
         between = np.searchsorted(handoffs, starts[1:]) - np.searchsorted(handoffs, starts[:-1], side="right")
         if np.mean(between > 0) < 0.9:

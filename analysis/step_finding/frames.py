@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from stepscope.analysis.event_rows import kind_mask, name_mask, take_rows
 from stepscope.analysis.model import Segmentation
 from stepscope.parsers.timeline import Timeline
 
@@ -100,21 +101,24 @@ class Views:
     @cached_property
     def annotations(self) -> pd.DataFrame:
         ev = self.events
-        return ev[ev["kind"] == "annotation"]
-
-    @cached_property
-    def annotation_names(self) -> pd.Series:
-        return self.annotations["name"].astype(str)
+        return ev[kind_mask(ev, ["annotation"])]
 
     @cached_property
     def ops(self) -> pd.DataFrame:
         ev = self.events
-        return ev[ev["kind"] == "cpu_op"]
+        return ev[kind_mask(ev, ["cpu_op"])]
+
+    def ops_named(self, names: tuple[str, ...], columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """The host ops (cpu_op rows; every column, or only `columns`) with one of these exact names: what
+        `ops[ops["name"].isin(names)]` gives, without copying every host op first."""
+        ev = self.events
+        rows = kind_mask(ev, ["cpu_op"]) & name_mask(ev, names)
+        return ev[rows] if columns is None else take_rows(ev, rows, columns)
 
     @cached_property
     def launch_calls(self) -> pd.DataFrame:
         ev = self.events
-        return ev[ev["kind"].isin(("runtime", "driver"))]
+        return ev[kind_mask(ev, ("runtime", "driver"))]
 
     @cached_property
     def graph_launches(self) -> pd.DataFrame:
@@ -125,7 +129,7 @@ class Views:
     def embeddings(self) -> pd.DataFrame:
         from stepscope.analysis.step_finding.embedding import token_embeddings
 
-        return token_embeddings(self.ops)
+        return token_embeddings(self.ops_named(("aten::embedding",)))
 
     def result(self, bounds: pd.DataFrame, method: str, confidence: float, *notes: str, evidence=()) -> Found:
         """A strategy's answer, carrying the warnings gathered so far plus its own notes."""

@@ -26,6 +26,7 @@ import re
 
 import numpy as np
 import pandas as pd
+from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask
 from stepscope.analysis.names import name_matches
 from stepscope.analysis.step_finding.frames import Found, Views, boundary_frame, requests_opened_by
 
@@ -47,19 +48,18 @@ PREFILL_FACTOR = 2.0  # a forward this many times the typical (decode) forward's
 
 def host_forwards(views: Views) -> Found | None:
     ev = views.events
-    kind = ev["kind"]
     ts, dur, pid_all = ev["ts"].to_numpy(), ev["dur"].to_numpy(), ev["pid"].to_numpy()
     # an aten op is never a forward's outermost span: leaving them out keeps CPU-only traces cheap
-    candidate = kind.isin(SPAN_KINDS).to_numpy() & (dur > 0) & ~name_matches(ev["name"], ATEN_OP)
+    candidate = kind_mask(ev, SPAN_KINDS) & (dur > 0) & ~name_matches(ev["name"], ATEN_OP)
     span_rows = np.flatnonzero(candidate)
     if len(span_rows) < MIN_FORWARDS:
         return None
     codes, names = _name_codes(ev["name"])
     corr = ev["correlation"].to_numpy()
-    gpu = kind.isin(("kernel", "memcpy", "memset")).to_numpy()
-    calls = kind.isin(("runtime", "driver")).to_numpy()
-    launch = calls & (np.isin(corr, np.unique(corr[gpu & (corr >= 0)])) | ev["name"].isin(_GRAPH_NAMES).to_numpy())
-    host_op = (kind == "cpu_op").to_numpy()
+    gpu = kind_mask(ev, ("kernel", "memcpy", "memset"))
+    calls = kind_mask(ev, ("runtime", "driver"))
+    launch = calls & (isin_ints(corr, corr[gpu & (corr >= 0)]) | name_mask(ev, _GRAPH_NAMES))
+    host_op = kind_mask(ev, ["cpu_op"])
     handoff = name_matches(ev["name"], HANDOFF)
     best: tuple | None = None
     processes = 0
