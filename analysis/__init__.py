@@ -1,136 +1,34 @@
-"""Timeline -> steps, gaps, summary, findings. No Streamlit, Plotly or torch here."""
+"""Timeline -> steps, gaps, summary, findings. No Streamlit, Plotly or torch here.
+
+The package loads its names on first use (PEP 562): importing a light submodule (the metric registry, the
+gate's syntax, which the command line's --help needs) must not import pandas, so that a big trace's decoding
+can start before pandas is loaded.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-from stepscope.analysis.activity import busy_union, derive_activity
-from stepscope.analysis.event_rows import isin_ints, kind_mask
-from stepscope.analysis.findings import make_findings
-from stepscope.analysis.gaps import find_gaps
-from stepscope.analysis.kernel_names import short_names
-from stepscope.analysis.model import Analysis, Finding, Segmentation
-from stepscope.analysis.options import AnalysisOptions
-from stepscope.analysis.sanity import check_analysis
-from stepscope.analysis.step_finding import find_steps
-from stepscope.analysis.steps import measure_steps
-from stepscope.analysis.summary import inter_token_latency_ns, outlier_mask, summarize
-from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+import importlib
+from typing import TYPE_CHECKING
 
-__all__ = ["Analysis", "AnalysisOptions", "Finding", "Segmentation", "analyze"]
+if TYPE_CHECKING:
+    from stepscope.analysis.model import Analysis, Finding, Segmentation
+    from stepscope.analysis.options import AnalysisOptions
+    from stepscope.analysis.pipeline import analyze, one_process
 
+__all__ = ["Analysis", "AnalysisOptions", "Finding", "Segmentation", "analyze", "one_process"]
 
-def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
-    options = options or AnalysisOptions()
-    bounds, segmentation = find_steps(timeline, options.step_regex)
-    if "process" in bounds.attrs:  # several ranks in one file: measure the one whose steps were found
-        timeline = one_process(timeline, bounds.attrs["process"])
-    act = derive_activity(timeline)
-    devices = np.unique(act.busy_device)
-    busy_by_device = {
-        int(d): busy_union(act.busy_start[act.busy_device == d], act.busy_end[act.busy_device == d]) for d in devices
-    }
-    # one device (or a CPU trace): its busy blocks are the union over all devices, not merged a second time
-    busy_all = next(iter(busy_by_device.values())) if len(devices) == 1 else busy_union(act.busy_start, act.busy_end)
-    steps, work_step = measure_steps(bounds, act, busy_all)
-    itl = inter_token_latency_ns(steps)
-    outliers = outlier_mask(steps, itl, options.outlier_factor)
-    gaps = find_gaps(act, busy_by_device, steps, options.gap_threshold_ns)
-    summary = summarize(steps, act, busy_all, itl, outliers)
-    findings = make_findings(steps, gaps, summary, outliers, options)
-    steps = steps.assign(itl_ns=itl, outlier=outliers)
-    result = Analysis(
-        steps=steps,
-        gaps=gaps,
-        summary=summary,
-        findings=tuple(findings),
-        segmentation=segmentation,
-        top_kernels=_top_kernels(act, steps, work_step),
-        busy_intervals=busy_by_device,
-        time_origin_ns=act.first_ts,
-    )
-    if options.anatomy:
-        from stepscope.analysis.anatomy import with_anatomy  # imports analysis.model, like this module
-
-        result = with_anatomy(timeline, result, rules=options.category_rules, activity=act)
-    return check_analysis(result)
+_HOMES = {
+    "Analysis": "model",
+    "Finding": "model",
+    "Segmentation": "model",
+    "AnalysisOptions": "options",
+    "analyze": "pipeline",
+    "one_process": "pipeline",
+}
 
 
-def one_process(timeline: Timeline, pid: int) -> Timeline:
-    """The host events of one process and the device work on the devices it launched on."""
-    ev = timeline.events
-    host = ev["pid"].to_numpy() == pid
-    gpu = kind_mask(ev, GPU_KINDS)
-    own_corr = ev["correlation"].to_numpy()[host & kind_mask(ev, HOST_LAUNCH_KINDS)]
-    launched = gpu & isin_ints(ev["correlation"].to_numpy(), own_corr[own_corr >= 0])
-    devices = np.unique(ev["device"].to_numpy()[launched])
-    keep = host | (gpu & np.isin(ev["device"].to_numpy(), devices))
-    return Timeline(events=ev[keep], meta=timeline.meta)
-
-
-def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10) -> pd.DataFrame:
-    """The heaviest kernels of each phase, with their share of that phase's kernel time.
-
-    Grouped on the name's categorical codes and the phase's index, not on strings: a GPU trace has a
-    million kernels but a few hundred names, and turning every code into its string costs more than the rest
-    of this function. Only the winners are turned into names. Order as a stable sort by (phase name, time
-    descending) of the groups in order of first occurrence; names missing (code -1) are left out."""
-    empty = pd.DataFrame(columns=["phase", "short", "name", "count", "total_ns", "share_pct"])
-    kernel = act.work_is_kernel
-    names = act.work_name  # categorical from every reader; anything else is coded here
-    if not isinstance(names, pd.Categorical):
-        names = pd.Categorical(np.asarray(names, dtype=object))
-    code = np.asarray(names.codes)[kernel]
-    if len(code) == 0:
-        return empty
-    labels, phase = _phases(steps, work_step)
-    phase, dur = phase[kernel], (act.work_end - act.work_start)[kernel]
-    named = code >= 0
-    n_names = max(len(names.categories), 1)
-    key = phase[named] * n_names + code[named]  # dense: phases x names, a few thousand at most
-    n_keys = len(labels) * n_names
-    count = np.bincount(key, minlength=n_keys).astype(np.int64)
-    groups = np.flatnonzero(count)
-    if len(groups) == 0:
-        return empty
-    total = np.zeros(n_keys, dtype=np.int64)
-    np.add.at(total, key, dur[named])  # int64 sums, exact
-    first = np.full(n_keys, len(key), dtype=np.int64)
-    np.minimum.at(first, key, np.arange(len(key)))  # first occurrence: the order a groupby keeps
-    count, total, first = count[groups], total[groups], first[groups]
-    group_phase = groups // n_names
-    phase_total = np.zeros(len(labels), dtype=np.int64)
-    np.add.at(phase_total, group_phase, total)
-    with np.errstate(invalid="ignore", divide="ignore"):  # a phase of zero-length kernels: NaN, as pandas gives
-        share = 100.0 * total / phase_total[group_phase]
-    order = np.lexsort((first, -total, group_phase))  # labels are sorted: phase index order is name order
-    order = order[_rank_within(group_phase[order]) < top]
-    category_names = np.asarray(names.categories, dtype=object)
-    grouped = pd.DataFrame(
-        {
-            "phase": labels[group_phase[order]],
-            "name": category_names[(groups % n_names)[order]],
-            "count": count[order],
-            "total_ns": total[order],
-            "share_pct": share[order],
-        }
-    )
-    grouped.insert(1, "short", short_names(grouped["name"].astype(str)).astype(str))  # readable, <= 80 chars
-    return grouped
-
-
-def _phases(steps: pd.DataFrame, work_step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted phase names, each work item's index into them): its step's kind, else "outside steps"."""
-    kinds = steps["kind"].to_numpy(dtype=object) if len(steps) else np.array([], dtype=object)
-    labels = np.unique(np.append(kinds, "outside steps").astype(object))
-    outside = int(np.searchsorted(labels, "outside steps"))
-    step_phase = np.searchsorted(labels, kinds).astype(np.int64)
-    placed = work_step >= 0
-    phase = np.full(len(work_step), outside, dtype=np.int64)
-    phase[placed] = step_phase[work_step[placed]]
-    return labels, phase
-
-
-def _rank_within(sorted_group: np.ndarray) -> np.ndarray:
-    """0, 1, 2 ... within each run of equal values of a sorted array."""
-    return np.arange(len(sorted_group)) - np.searchsorted(sorted_group, sorted_group, side="left")
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

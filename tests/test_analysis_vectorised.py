@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from stepscope.analysis import _top_kernels
 from stepscope.analysis.anatomy import _per_step
 from stepscope.analysis.categories import CATEGORIES, nesting_parents
 from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask, text_column
 from stepscope.analysis.kernel_names import short_names
+from stepscope.analysis.pipeline import _top_kernels
 
 SEEDS = range(40)
 
