@@ -25,15 +25,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Print the JSON contract (DESIGN.md) or its readable form. Raises TraceError/ValueError on bad input."""
-    from stepscope.analysis.report import contract
-
     rank_files = _rank_files(args.trace)
     if len(rank_files) > 1:
         return _run_ranks(args, rank_files)
     if rank_files:
         args.trace = str(rank_files[0])
     notes: list[str] = []
-    timeline, result = read_and_analyze(args, notes)
+    timeline, result = read_and_analyze(args, notes)  # reads first: analysis modules load while it decodes
+    from stepscope.analysis.report import contract
+
     report = contract(timeline, result)
     for note in notes:
         print(note, file=sys.stderr)
