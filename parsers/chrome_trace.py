@@ -427,10 +427,11 @@ class _ColumnBuilder:
         wanted = [i for i, s in enumerate(labels) if s in SHAPE_OPS]
         if not wanted:
             return out
-        for i in np.flatnonzero(np.isin(codes, wanted)):
-            dims = evs[i].args.input_dims
-            if len(dims):
-                out[i] = self.dims.setdefault(bytes(dims).decode(errors="replace")[:2000], len(self.dims))
+        rows = np.flatnonzero(np.isin(codes, wanted))
+        texts = list(map(bytes, map(attrgetter("args.input_dims"), map(evs.__getitem__, rows.tolist()))))
+        text_codes, distinct = _codes(texts, len(texts))  # each distinct shape list decoded once
+        ids = [self.dims.setdefault(t.decode(errors="replace")[:2000], len(self.dims)) if t else 0 for t in distinct]
+        out[rows] = np.asarray(ids, dtype=np.int64)[text_codes]
         return out
 
     def _id_column(self, evs: list[_Complete], field: str) -> np.ndarray:
