@@ -2,10 +2,14 @@
 
 Two views keep a 1M-event trace quick: an overview of the whole run at step
 level (one segment per step and per gap), and kernel-level detail for a chosen
-time window, capped at a budget of events. Segments are WebGL lines with None
-separators (one trace per lane and colour), the cheapest shape Plotly draws;
-each segment is hoverable at its middle point (labels on every point
-would quadruple the figure's size).
+time window, capped at a budget of events. Segments are lines with None
+separators (one trace per lane and colour); each segment is hoverable at its
+middle point (labels on every point would quadruple the figure's size).
+
+The detail view draws them with WebGL (Scattergl: 20,000 events stay interactive). The overview, the first
+chart a trace shows, draws them as SVG paths within a budget of about two segments per pixel column: measured
+in headless Chromium without a GPU (WebGL done in software), 2,500 segments per lane draw in about 0.6 s as
+SVG and 1.1 s as WebGL, 10,000 as WebGL in 2.1 s, and SVG needs no WebGL at all.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from stepscope.app.safe_text import for_plotly
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 DETAIL_EVENT_BUDGET = 20_000  # segments drawn in the detail view
-OVERVIEW_SEGMENT_BUDGET = 10_000  # per lane in the overview
+OVERVIEW_SEGMENT_BUDGET = 2_500  # per lane in the overview: ~2 per pixel column; more are not seen, only waited for
 GAP_LABELS = 12  # at most this many gaps get their length written on the phase lane
 GAP_LABEL_CANDIDATES = 400  # the longest gaps tried for a label (a loop over these, never over all gaps)
 PLOT_WIDTH_PX = 1100  # the width a label's room is judged against (the page is wide; hover has the rest)
 LABEL_PX = 44  # room one "12.3 ms" label needs
 LAYER_LANE = "layers"
 LANE_WIDTH_PX = 16
+LABEL_PX_PER_CHAR = 7.5  # a lane name's width at the axis' 12 px font, rounded up
 HOVER_NAME_CHARS = 160  # templated kernel names run to kilobytes; the hover shows their start
 PHASE_LANE = "phase"
 
@@ -43,6 +48,7 @@ class LaneSet:
     traces: list
     lanes: list[str]
     note: str = ""
+    webgl: bool = True  # False: SVG lines (the overview; see the module's docstring)
 
     def lane(self, name: str) -> int:
         if name not in self.lanes:
@@ -54,8 +60,9 @@ def _ms(ns: np.ndarray, origin_ns: int) -> np.ndarray:
     return (np.asarray(ns, dtype=np.int64) - origin_ns) / 1e6
 
 
-def _segments(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, width: int = LANE_WIDTH_PX):
-    """One WebGL trace drawing every [start, end] as a thick horizontal line."""
+def _segments(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, width: int = LANE_WIDTH_PX,
+              webgl: bool = True):
+    """One trace (WebGL, else SVG) drawing every [start, end] as a thick horizontal line."""
     n = len(starts_ms)
     x = np.empty(n * 4)
     x[0::4] = starts_ms
@@ -66,7 +73,7 @@ def _segments(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: st
     yy[3::4] = np.nan
     text = np.full(n * 4, "", dtype=object)
     text[1::4] = hover  # one label per segment, on its middle point: keeps the figure small for the browser
-    return go.Scattergl(
+    return (go.Scattergl if webgl else go.Scatter)(
         x=x, y=yy, mode="lines", line={"color": color, "width": width}, name=name, hovertext=text,
         hoverinfo="text", connectgaps=False, showlegend=True,
     )
@@ -124,7 +131,7 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
             if mask.any():
                 part = steps[mask]
                 lanes.traces.append(_segments(_ms(part["start_ns"], origin), _ms(part["end_ns"], origin), y,
-                                              hover[mask].tolist(), color, name, LANE_WIDTH_PX + 8))
+                                              hover[mask].tolist(), color, name, LANE_WIDTH_PX + 8, lanes.webgl))
     if len(gaps):
         if len(gaps) > budget:
             gaps = gaps.nlargest(budget, "dur_ns").sort_values("start_ns")
@@ -133,7 +140,7 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
         hover = [f"{idle} {d:,.1f} us<br>{c}, {p}<br>step {s}" for d, c, p, s in
                  zip(dur_us, gaps["cause"], gaps["placement"], gaps["step"], strict=True)]
         lanes.traces.append(_segments(_ms(gaps["start_ns"], origin), _ms(gaps["end_ns"], origin), y, hover,
-                                      palette.GAP, f"{idle} gap", LANE_WIDTH_PX - 6))
+                                      palette.GAP, f"{idle} gap", LANE_WIDTH_PX - 6, lanes.webgl))
         longest = labelled_gaps(gaps, span_ns)
         mid = (_ms(longest["start_ns"], origin) + _ms(longest["end_ns"], origin)) / 2
         lanes.traces.append(go.Scatter(
@@ -204,7 +211,7 @@ def _thin(starts: np.ndarray, ends: np.ndarray, budget: int) -> tuple[np.ndarray
 
 def overview_lanes(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET) -> LaneSet:
     """Step-level lanes for the whole run: phases and gaps, then each device's busy time (budget segments each)."""
-    lanes = LaneSet([], [])
+    lanes = LaneSet([], [], webgl=False)
     origin = analysis.time_origin_ns
     _phase_traces(lanes, analysis, origin, None, budget)
     for device, (starts, ends) in sorted(analysis.busy_intervals.items()):
@@ -214,7 +221,7 @@ def overview_lanes(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET) ->
         name = f"GPU {device} busy" if device >= 0 else "host ops busy (CPU trace)"
         hover = [f"{name}<br>{(e - s) / 1e3:,.1f} us" for s, e in zip(starts, ends, strict=True)]
         lanes.traces.append(_segments(_ms(starts, origin), _ms(ends, origin), lanes.lane(name), hover,
-                                      palette.BUSY, name))
+                                      palette.BUSY, name, webgl=lanes.webgl))
     return lanes
 
 
@@ -305,7 +312,8 @@ def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title:
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
         height=height or 170 + 46 * n,
-        margin={"l": 10, "r": 10, "t": 40, "b": 70},
+        # room for the lane names up front: Plotly otherwise grows the margin after a first draw and draws again
+        margin={"l": 16 + round(LABEL_PX_PER_CHAR * max(map(len, lanes.lanes), default=0)), "r": 10, "t": 40, "b": 70},
         hovermode="closest",
         dragmode="zoom",
         legend={"orientation": "h", "yanchor": "top", "y": -0.08 - 0.3 / n, "xanchor": "left", "x": 0.0},
@@ -318,9 +326,24 @@ def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title:
     return fig
 
 
+OVERVIEW_TITLE = "Whole run: steps, idle gaps and busy time"
+EMPTY_TITLE = "Timeline: no trace open yet"
+
+
+def empty_figure(message: str):
+    """The overview's frame before any trace is open: its lanes and time axis, no data, and `message` saying what
+    to do. Analyze shows it on its landing page (see views/analyze.py for why it is a Plotly figure)."""
+    lanes = LaneSet([], [PHASE_LANE, "GPU busy", "host launch calls"])
+    fig = lanes_figure(lanes, EMPTY_TITLE)
+    fig.update_xaxes(range=[0, 100], showticklabels=False)
+    fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
+                       font={"size": 15, "color": palette.OTHER_STEP})
+    return fig
+
+
 def overview_figure(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET):
     lanes = overview_lanes(analysis, budget)
-    return lanes_figure(lanes, "Whole run: steps, idle gaps and busy time"), lanes.note
+    return lanes_figure(lanes, OVERVIEW_TITLE), lanes.note
 
 
 def detail_figure(timeline: Timeline, analysis: Analysis, lo: int, hi: int, budget: int = DETAIL_EVENT_BUDGET):
