@@ -39,3 +39,31 @@ def test_overview_is_bounded_when_steps_exceed_the_budget(tmp_path, monkeypatch)
     xs = np.concatenate([np.asarray(t.x, dtype=float) for t in bounded.data if t.mode == "lines"])
     xs_full = np.concatenate([np.asarray(t.x, dtype=float) for t in full.data if t.mode == "lines"])
     assert math.isclose(np.nanmin(xs), np.nanmin(xs_full)) and math.isclose(np.nanmax(xs), np.nanmax(xs_full))
+
+
+def test_overview_draws_svg_lanes_within_the_budget_and_says_what_it_left_out(tmp_path):
+    """The overview (the first chart a trace shows) is SVG with at most `budget` segments per trace, the longest
+    gaps kept and counted in the note; the kernel detail stays WebGL. Room for the lane names is reserved up front
+    (Plotly would otherwise grow the margin after a first draw and draw again)."""
+    trace = write(tmp_path / "trace.json", synthetic_generation(decode_steps=150, host_gap_us=30.0))
+    result = analyze(load_trace(trace))
+    gaps = result.gaps
+    budget = 40
+    assert len(gaps) > budget
+    fig, note = timeline_figures.overview_figure(result, budget)
+    assert {t.type for t in fig.data} == {"scatter"}
+    gap_trace = next(t for t in fig.data if t.name and t.name.endswith("gap"))
+    starts = np.asarray(gap_trace.x, dtype=float)[0::4]
+    assert len(starts) == budget
+    longest_ms = np.sort(gaps["dur_ns"].to_numpy())[-budget:] / 1e6  # the longest, from the analysis' own table
+    drawn_ms = np.sort(np.asarray(gap_trace.x, dtype=float)[2::4] - starts)
+    assert np.allclose(drawn_ms, longest_ms, atol=1e-6)
+    assert f"Longest {budget:,} of {len(gaps):,} gaps drawn" in note
+    for t in fig.data:
+        if t.mode == "lines":
+            assert int(np.isnan(np.asarray(t.x, dtype=float)).sum()) <= budget
+    lane_names = list(fig.layout.yaxis.ticktext)
+    assert fig.layout.margin.l >= 7 * max(len(name) for name in lane_names)
+    lo, hi = int(result.steps["start_ns"].iloc[0]), int(result.steps["end_ns"].iloc[3])
+    detail, _ = timeline_figures.detail_figure(load_trace(trace), result, lo, hi)
+    assert {t.type for t in detail.data if t.mode == "lines"} == {"scattergl"}
