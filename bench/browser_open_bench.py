@@ -24,7 +24,8 @@ It prints, median over the rounds, click -> first timeline drawn, and its breakd
   analysis, figure (the overview built, serialised and queued for the browser) from the app's timing log;
   other_server  the rest of the server's time up to the figure: page pieces above the timeline, Streamlit's caches;
   transfer  figure queued -> the websocket message carrying it reaches the page (seen by a WebSocket wrapper
-            installed before the page's scripts, which looks for the overview's title in large messages);
+            installed before the page's scripts, which looks for the overview's title in large messages; it can come
+            out a little below zero: the message may leave before the figure stage's end is logged);
   render    that message -> the chart drawn (Streamlit's React, Plotly, WebGL).
 page_done is when the page script ends (everything below the timeline, drawn after it). The overview figure's
 JSON size is printed too (it is bounded: app/figures/timeline.py budgets).
@@ -58,6 +59,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--no-first-run", "--disable-sync"]
 TIMEOUT_MS = 600_000
 LANDING_WAIT_MS = 60_000
+PAGE_DONE_WAIT_S = 60.0
 GOAL_S = 5.0
 
 OVERVIEW_KEY = "overview_timeline"  # views/analyze.py: st.plotly_chart(..., key=...) of the trace's overview
@@ -107,6 +109,13 @@ _WATCH = """
   }).observe(document.body, {childList: true, subtree: true});
 }
 """
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _free_port() -> int:
@@ -178,6 +187,9 @@ def one_round(browser, trace: Path) -> dict:
             plotly_code = page.evaluate(  # when Streamlit's Plotly chunk finished loading, ms from navigation
                 "performance.getEntriesByType('resource').filter(e => /PlotlyChart[.].*js$/.test(e.name))"
                 ".map(e => e.responseEnd)")
+            deadline = time.monotonic() + PAGE_DONE_WAIT_S  # the page script's end, for page_done (not the total)
+            while time.monotonic() < deadline and '"below the timeline"' not in _read(timing_log):
+                time.sleep(0.05)
             page.close()
         finally:
             server.terminate()

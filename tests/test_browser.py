@@ -274,6 +274,20 @@ def test_landing_frame_loads_plotly_before_the_click_and_gives_way_to_the_trace(
         overview = page.locator(".st-key-overview_timeline")
         assert "Whole run: steps, idle gaps and busy time" in overview.inner_text()
         assert overview.locator("canvas").count() == 0  # the overview is SVG, drawn without WebGL
+        # hover: the middle of the first rectangle of a lane (its hover point), in page pixels from Plotly's axes
+        overview.scroll_into_view_if_needed()
+        point = page.evaluate("""() => {
+            const gd = document.querySelector('.st-key-overview_timeline .js-plotly-plot');
+            const fl = gd._fullLayout, box = gd.getBoundingClientRect();
+            const t = gd._fullData.find(d => d.hoverinfo === 'text' && d.mode === 'none');
+            return {x: box.left + fl._size.l + fl.xaxis.l2p(t.x[0]), y: box.top + fl._size.t + fl.yaxis.l2p(t.y[0]),
+                    text: t.hovertext[0]};
+        }""")
+        page.mouse.move(point["x"] - 3, point["y"] - 3)
+        page.mouse.move(point["x"], point["y"], steps=3)
+        page.wait_for_selector(".st-key-overview_timeline .hovertext", timeout=PAGE_TIMEOUT_MS)
+        shown = page.locator(".st-key-overview_timeline .hovertext").first.text_content()
+        assert shown.replace(" ", "") == point["text"].replace("<br>", "").replace(" ", "")
         assert page.evaluate(plotly_code) == 1
         assert not dialogs
         page.close()

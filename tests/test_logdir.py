@@ -183,7 +183,8 @@ def test_landing_page_shows_the_timeline_frame_until_a_trace_is_opened(tmp_path,
     assert not at.exception
     (frame,) = charts(at)
     assert frame["layout"]["title"]["text"].startswith(EMPTY_TITLE)
-    assert frame["data"] == [] and "Open a trace" in frame["layout"]["annotations"][0]["text"]
+    (message,) = frame["data"]  # no data: one line of text saying what to do
+    assert message["mode"] == "text" and "Open a trace" in message["text"][0]
     assert any("open one from the log directory above" in info.value for info in at.info)
     at.button(key="logdir_open").click().run()
     assert not at.exception

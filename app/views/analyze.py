@@ -84,8 +84,10 @@ def _empty_timeline() -> None:
     """The timeline's frame on the landing page, before any trace is open: where the timeline will be drawn.
 
     It is a real Plotly chart on purpose: the browser loads Streamlit's Plotly code (a 4.7 MB script, fetched and
-    compiled on a page's first chart, 1-3 s on a slow machine) while the user is still choosing a trace, instead
-    of after the click, when it would delay the first timeline (bench/browser_open_bench.py measures that)."""
+    compiled on a page's first chart: 1-3 s measured in headless Chromium on a loaded 2-core machine) while the user
+    is still choosing a trace, instead of after the click, when it would delay the first timeline; its text trace
+    also warms up the scatter code the overview draws with, in the browser and in this server
+    (bench/browser_open_bench.py measures the click -> first timeline)."""
     st.subheader("Timeline")
     st.plotly_chart(timeline.empty_figure("Open a trace: its timeline is drawn here"), width="stretch",
                     key="empty_timeline", config={"staticPlot": True})
