@@ -7,6 +7,7 @@ reads each rank the same way; ``run`` adds the cross-rank figures of analysis/ra
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 from stepscope.analysis.options import AnalysisOptions
@@ -69,8 +70,13 @@ def multi_rank_contract(ranked: RankedRun, result: RankRun) -> dict:
 
 
 def analyze_run_folder(
-    source: str | os.PathLike | list, options: AnalysisOptions | None = None, limits: ReadLimits | None = None
+    source: str | os.PathLike | list,
+    options: AnalysisOptions | None = None,
+    limits: ReadLimits | None = None,
+    reader: Callable | None = None,
 ) -> dict:
-    """``analyze DIR --json`` for a folder, glob or list of rank traces. Raises TraceError (one line) on a bad file."""
-    ranked = load_ranks(source, limits)
+    """``analyze DIR --json`` for a folder, glob or list of rank traces. Raises TraceError (one line) on a bad file.
+
+    `reader`: how one file is read (parsers.load_trace by default; the command line passes the cached reader)."""
+    ranked = load_ranks(source, limits, reader) if reader is not None else load_ranks(source, limits)
     return multi_rank_contract(ranked, analyze_ranks(ranked, options))

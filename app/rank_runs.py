@@ -87,7 +87,9 @@ def _finish(label: str, ranked: RankedRun, options: AnalysisOptions) -> LoadedRa
 @st.cache_data(max_entries=4, show_spinner="Reading and analysing every rank...")
 def _ranks_of_folder(key: str, gap_threshold_ns: int, step_regex: str | None, _paths: tuple[Path, ...],
                      label: str) -> LoadedRanks:
-    ranked = load_ranks(list(_paths), ReadLimits.from_env())
+    from stepscope.trace_cache.timelines import load_trace_cached
+
+    ranked = load_ranks(list(_paths), ReadLimits.from_env(), reader=load_trace_cached)  # each rank through the cache
     return _finish(label, ranked, AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex))
 
 

@@ -494,14 +494,22 @@ class _ColumnBuilder:
         import pandas as pd  # here, not at the top: a big file's decoding starts before pandas is loaded
 
         cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items()}  # batches came last-first
-        order = np.argsort(cols["ts"], kind="stable")
-        data = {c: cols[c][order] for c in COLUMNS}
+        ts = cols["ts"]
+        in_order = len(ts) < 2 or bool((ts[1:] >= ts[:-1]).all())
+        order = None if in_order else np.argsort(ts, kind="stable")
+        tables = {"kind": self.kinds, "name": self.names, "input_dims": self.dims}
+
+        def sorted_column(col: str):
+            values = cols[col]
+            if col in tables:  # codes narrowed before the gather: fewer bytes moved
+                values = values.astype(_code_dtype(len(tables[col])))
+            values = values if order is None else values[order]
+            return pd.Categorical.from_codes(values, categories=list(tables[col])) if col in tables else values
+
+        names = list(COLUMNS)
         if cols["grid"].any():  # optional columns: only traces that record launch geometry have them
-            data["grid"], data["block"] = cols["grid"][order], cols["block"][order]
-        for col, table in (("kind", self.kinds), ("name", self.names), ("input_dims", self.dims)):
-            codes = cols[col][order]
-            data[col] = pd.Categorical.from_codes(codes.astype(_code_dtype(len(table))), categories=list(table))
-        return pd.DataFrame(data, copy=False)
+            names += ["grid", "block"]
+        return pd.DataFrame({c: sorted_column(c) for c in [*names, "input_dims"]}, copy=False)
 
 
 def _count(value: int | None) -> int | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,13 +105,19 @@ def _host(timeline: Timeline) -> str | None:
     return host.strip()[:200] if isinstance(host, str) and host.strip() else None
 
 
-def load_ranks(source: str | os.PathLike | list[Path], limits: ReadLimits | None = None) -> RankedRun:
-    """Read every trace of a run and number its ranks. Raises TraceError naming the file that could not be read."""
+def load_ranks(
+    source: str | os.PathLike | list[Path],
+    limits: ReadLimits | None = None,
+    reader: Callable[[Path, ReadLimits | None], Timeline] = load_trace,
+) -> RankedRun:
+    """Read every trace of a run and number its ranks. Raises TraceError naming the file that could not be read.
+
+    `reader` reads one file (load_trace; callers above the parsers pass the cached reader of trace_cache)."""
     paths = list(source) if isinstance(source, list) else find_trace_files(source)
     timelines: list[Timeline] = []
     for p in paths:
         try:
-            timelines.append(load_trace(p, limits))
+            timelines.append(reader(p, limits))
         except TraceError as exc:
             raise TraceError(f"{p.name}: {exc}") from None
     return rank_timelines(paths, timelines)

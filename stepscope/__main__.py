@@ -1,7 +1,5 @@
 """`python -m stepscope ...`: the same as the `stepscope` command."""
 
-import sys
+from stepscope.app.cli.main import run
 
-from stepscope.app.cli.main import main
-
-sys.exit(main())
+run()

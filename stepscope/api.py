@@ -13,7 +13,7 @@ from stepscope.analysis import Analysis, AnalysisOptions
 from stepscope.analysis import analyze as _analyze
 from stepscope.analysis.compare import Comparison
 from stepscope.analysis.compare import compare as _compare
-from stepscope.parsers import Timeline, load_trace
+from stepscope.parsers import Timeline
 
 
 @dataclass(frozen=True)
@@ -85,12 +85,16 @@ def _name(path: Path) -> str:
 
 
 def load(path: str | os.PathLike, *, gap_threshold_us: float = 1.0, step_regex: str | None = None,
-         name: str | None = None) -> Trace:
+         name: str | None = None, cache: bool = True) -> Trace:
     """Read any trace Stepscope reads (Kineto JSON, Perfetto, nsys SQLite) and analyse it.
 
+    Read through the on-disk cache (STEPSCOPE_CACHE_DIR) like the command line and the app, so a notebook
+    reopening a big trace maps it instead of parsing it; `cache=False` reads the file afresh.
     Raises stepscope.parsers.TraceError with a one-line reason for a file it cannot read."""
+    from stepscope.trace_cache.timelines import load_trace_cached
+
     path = Path(path)
-    timeline = load_trace(path)
+    timeline = load_trace_cached(path, use_cache=cache)
     return Trace(name or _name(path), timeline, analyze(timeline, gap_threshold_us=gap_threshold_us,
                                                         step_regex=step_regex))
 

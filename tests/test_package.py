@@ -30,7 +30,7 @@ def test_core_dependencies_pin_no_torch():
     assert any(d.startswith("torch") for d in extras["collect"]) and any(d.startswith("transformers")
                                                                          for d in extras["collect"])
     assert any(d.startswith("ray") for d in extras["ray"])
-    assert project["scripts"]["stepscope"] == "stepscope.app.cli.main:main"
+    assert project["scripts"]["stepscope"] == "stepscope.app.cli.main:run"
 
 
 @pytest.fixture(scope="module")

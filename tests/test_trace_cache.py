@@ -214,9 +214,9 @@ def test_warm_cli_imports_no_pandas_and_prints_the_same(tmp_path, trace):
     cold = _cli(["analyze", str(trace), "--json"], cache)
     assert cold.returncode == 0, cold.stderr
     probe = (
-        "import runpy, sys\n"
-        "sys.argv = ['app.cli'] + sys.argv[1:]\n"
-        "try:\n    runpy.run_module('app.cli', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
+        "import sys\n"
+        "from stepscope.app.cli.main import main\n"  # main(), not the entry point: that leaves with os._exit
+        "code = main(sys.argv[1:])\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'numpy', 'pyarrow'))\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
@@ -265,8 +265,7 @@ def test_options_outside_the_key_are_never_served_or_stored(tmp_path):
     assert model.returncode == 0, model.stderr
     assert "memory bandwidth" in json.loads(model.stdout)["summary"]["anatomy"]["roofline"]["status"]
     assert sorted((cache / "results").iterdir()) == stored  # none of them was stored
-    probe = ("import runpy, sys\nsys.argv = ['app.cli'] + sys.argv[1:]\n"
-             "try:\n    runpy.run_module('app.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+    probe = ("import sys\nfrom stepscope.app.cli.main import main\nmain(sys.argv[1:])\n"
              "print('PANDAS', 'pandas' in sys.modules, file=sys.stderr)\n")
     folder = _cli(["analyze", str(trace.parent), "--json"], cache, code=probe)  # a folder: the full command
     assert "PANDAS True" in folder.stderr, folder.stderr
@@ -306,33 +305,14 @@ def test_warm_cli_leaves_bad_option_values_to_the_full_command(tmp_path, trace):
         assert len(out.stderr.splitlines()) == 1 and out.stdout == ""
 
 
-@pytest.mark.parametrize("how", ["fork", "thread"])
-def test_entry_written_behind_is_whole_and_served(store, trace, how):
-    """The command line writes a miss's entry from a forked child, the app from a thread; either way the next
-    open maps an exact copy, and the digest handed back is the file's content hash."""
-    import threading
-
-    digest, cold = timelines.open_trace_cached(trace, store=store, write_behind=how)
-    assert digest == keys.hash_bytes(trace.read_bytes())
-    if how == "fork":
-        timelines.wait_for_cache_writes()
-        assert not timelines._WRITERS
-    else:
-        for thread in threading.enumerate():
-            if thread.name == "stepscope-cache-writer":
-                thread.join(30)
-    assert len(list((store.root / "timelines").iterdir())) == 1
-    warm = timelines.load_trace_cached(trace, store=store)
+def test_open_hands_back_the_content_hash(store, trace):
+    """Callers keying their own caches by content (the app) get the hash from the one read of the file."""
+    digest, cold = timelines.open_trace_cached(trace, store=store)
+    assert digest == keys.hash_bytes(trace.read_bytes()) == keys.hash_file(trace)
+    again, warm = timelines.open_trace_cached(trace, store=store)
+    assert again == digest
     _assert_same(cold, warm)
-    assert not warm.events["ts"].to_numpy().flags.writeable  # mapped: it came from the entry written behind
-
-
-def test_a_hung_writer_is_killed_at_the_timeout(store, trace, monkeypatch):
-    monkeypatch.setattr(timelines, "save_timeline", lambda *a, **k: time.sleep(60))
-    timelines.load_trace_cached(trace, store=store, write_behind="fork")
-    started = time.monotonic()
-    timelines.wait_for_cache_writes(timeout_s=0.3)
-    assert time.monotonic() - started < 10 and not timelines._WRITERS
+    assert not warm.events["ts"].to_numpy().flags.writeable  # mapped from the entry
 
 
 def test_the_fast_path_never_hashes_a_file_it_does_not_know(tmp_path, trace, monkeypatch):
@@ -347,3 +327,29 @@ def test_the_fast_path_never_hashes_a_file_it_does_not_know(tmp_path, trace, mon
 
     monkeypatch.setattr(keys, "hash_file", no_hashing)
     assert cli_cached.serve_cached_analyze(["analyze", str(trace), "--json"]) is None
+
+
+def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monkeypatch):
+    """`analyze DIR` caches every rank's Timeline; stepscope.load caches too (and cache=False leaves it alone)."""
+    from stepscope.app.cli import main
+
+    import stepscope
+
+    folder = ROOT / "sample_traces" / "cpu_tiny-llama_tp2_eager"
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(cache))
+    with open(os.devnull, "w") as sink:
+        old, sys.stdout = sys.stdout, sink
+        try:
+            assert main(["analyze", str(folder), "--json"]) == 0
+        finally:
+            sys.stdout = old
+    ranks = [p for p in folder.iterdir() if ".trace." in p.name]
+    assert len(ranks) >= 2
+    assert len(list((cache / "timelines").iterdir())) == len(ranks)
+    single = tmp_path / "single"
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(single))
+    stepscope.load(SAMPLE, cache=False)
+    assert not (single / "timelines").exists() or not any((single / "timelines").iterdir())
+    stepscope.load(SAMPLE)
+    assert len(list((single / "timelines").iterdir())) == 1

@@ -12,7 +12,6 @@ may change on its own, so it is read fresh each time (it is small).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -173,27 +172,21 @@ def load_trace_cached(
     limits: ReadLimits | None = None,
     use_cache: bool = True,
     store: CacheStore | None = None,
-    write_behind: str | None = None,
 ) -> Timeline:
     """Like parsers.load_trace, through the cache: a hit maps the Arrow file, a miss parses and stores.
-
-    `write_behind`: how a miss's entry is written without making the caller wait: "fork" (a forked child,
-    single-threaded callers such as the command line, see _save_behind), "thread" (a background thread,
-    for a server such as the app), None (before returning). Raises TraceError like load_trace.
-    """
+    Raises TraceError like load_trace."""
     path = Path(path)
     if not use_cache:
         from stepscope.parsers import load_trace
 
         return load_trace(path, limits)
-    return open_trace_cached(path, limits, store, write_behind)[1]
+    return open_trace_cached(path, limits, store)[1]
 
 
 def open_trace_cached(
     path: str | os.PathLike,
     limits: ReadLimits | None = None,
     store: CacheStore | None = None,
-    write_behind: str | None = None,
 ) -> tuple[str, Timeline]:
     """(the file's content hash, its Timeline) through the cache; see load_trace_cached.
 
@@ -219,71 +212,8 @@ def open_trace_cached(
         owned = [decode_container(raw, limits)]
         del raw
         cached = _parse(owned, limits)  # the reader drops the bytes as soon as it can
-        if write_behind == "fork":
-            _save_behind(store, digest, cached, limits)
-        elif write_behind == "thread":
-            _save_in_thread(store, digest, cached, limits)
-        else:
-            save_timeline(store, digest, cached, limits)
+        save_timeline(store, digest, cached, limits)  # a few hundredths of a second: pyarrow came with pandas
     return digest, attach_run_json(cached, path)
-
-
-def _save_in_thread(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None) -> None:
-    """Write the entry from a daemon thread: pyarrow does the bulk of it without the GIL, so a server shows the
-    trace meanwhile. A process that exits first leaves at most a temporary file (removed later as stale)."""
-    import threading
-
-    threading.Thread(target=save_timeline, args=(store, digest, timeline, limits), daemon=True,
-                     name="stepscope-cache-writer").start()
-
-
-_WRITERS: list[int] = []  # forked cache writers not yet waited for
-WRITER_TIMEOUT_S = 120.0
-
-
-def _save_behind(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None) -> None:
-    """Write the entry from a forked child while this process goes on (the analysis, say).
-
-    Why a process: converting a million rows to Arrow and writing them costs a few tenths of a second
-    (pyarrow's import included) that the second core can spend while the first analyses. The child shares
-    the frame copy-on-write and only reads it. For single-threaded callers (the command line) only: a fork
-    from a process with other threads running can deadlock the child. wait_for_cache_writes() must be called
-    before the process exits (the command line does), so no writer outlives it."""
-    if not hasattr(os, "fork"):
-        save_timeline(store, digest, timeline, limits)
-        return
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            code = 0 if save_timeline(store, digest, timeline, limits) else 1
-        finally:
-            os._exit(code)  # no cleanup handlers: they belong to the parent
-    _WRITERS.append(pid)
-
-
-def wait_for_cache_writes(timeout_s: float = WRITER_TIMEOUT_S) -> None:
-    """Wait for the forked cache writers; one that hangs past the timeout is killed (its temp file is removed
-    later as stale, and the next open simply parses again)."""
-    import signal
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while _WRITERS:
-        pid = _WRITERS[0]
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            _WRITERS.pop(0)
-        elif time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError, ChildProcessError):
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            _WRITERS.pop(0)
-        else:
-            time.sleep(0.005)
 
 
 def parse_bytes_cached(data: bytes, limits: ReadLimits | None = None, store: CacheStore | None = None) -> Timeline:

@@ -1,7 +1,5 @@
-"""`python -m app.cli ...`: the package's entry point (the `stepscope` command runs the same main)."""
+"""`python -m app.cli ...`: the package's entry point (the `stepscope` command runs the same function)."""
 
-import sys
+from stepscope.app.cli.main import run
 
-from stepscope.app.cli.main import main
-
-sys.exit(main())
+run()

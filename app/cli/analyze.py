@@ -77,5 +77,9 @@ def _run_ranks(args: argparse.Namespace, paths: list) -> int:
     check_analysis_options(args)
     options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
     from stepscope.app.text_report import render_ranks_text
+    from stepscope.trace_cache.timelines import load_trace_cached
 
-    return _emit(analyze_run_folder(paths, options), args.json, render_ranks_text)
+    def reader(path, limits):  # every rank through the cache (a reopened run maps each rank's Arrow file)
+        return load_trace_cached(path, limits, use_cache=not args.no_cache)
+
+    return _emit(analyze_run_folder(paths, options, reader=reader), args.json, render_ranks_text)

@@ -9,6 +9,7 @@ usage errors included); a traceback would be a bug.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -39,13 +40,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if served is not None:
         return served
     args = build_parser().parse_args(argv)
-    try:
-        return _run(args)
-    finally:
-        _wait_for_cache_writers()
-
-
-def _run(args: argparse.Namespace) -> int:
     from stepscope.parsers import TraceError
 
     try:
@@ -75,11 +69,20 @@ def _run(args: argparse.Namespace) -> int:
 INTERNAL_ERROR = "internal error, please report it"
 
 
-def _wait_for_cache_writers() -> None:
-    """No cache writer forked by this command outlives it (only imported modules can have forked one)."""
-    timelines = sys.modules.get("stepscope.trace_cache.timelines")
-    if timelines is not None:
-        timelines.wait_for_cache_writes()
+def run() -> NoReturn:
+    """The process entry point (`stepscope`, `python -m app.cli`): main(), then leave without tearing down.
+
+    Why: after a big trace the interpreter would spend a tenth of a second or more freeing a million-row frame
+    and every object one by one at exit, work the operating system does at once. Output is flushed first;
+    nothing here registers exit handlers that matter (cache entries are written before main() returns)."""
+    code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left before the last bytes: as a shell reports SIGPIPE
+        code = code or EXIT_BROKEN_PIPE
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def _where(exc: BaseException) -> str:

@@ -32,15 +32,16 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
 
     The trace is read through the on-disk Timeline cache (trace_cache; `--no-cache` bypasses it). Notes for
     stderr go to `notes` when given (the analyze command caches them with its result), else are printed."""
+    from stepscope.parsers.split_decode import while_decoding
     from stepscope.trace_cache.timelines import load_trace_cached
 
     check_analysis_options(args)
     rules = _rules(args)  # before reading: a bad --categories or --model fails fast
     model = _model(args)
-    # Read before importing analysis (and pandas): a big trace's decoding starts without them.
-    # The command line is single-threaded: a miss's cache entry is written by a forked child while this
-    # process analyses (main() waits for it before exiting).
-    timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False), write_behind="fork")
+    # Read before importing analysis (and pandas): a big trace's decoding starts without them, and they are
+    # imported while the forked child decodes.
+    with while_decoding(_import_analysis):
+        timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False))
     from stepscope.analysis import AnalysisOptions, analyze
 
     options = AnalysisOptions(
@@ -57,6 +58,14 @@ def check_analysis_options(args: argparse.Namespace) -> None:
         raise ValueError(f"--gap-threshold-us must be a number of microseconds from 0 to 1e9, not {threshold}")
     if args.step_regex is not None and len(args.step_regex) > 500:
         raise ValueError("--step-regex is longer than 500 characters")
+
+
+def _import_analysis() -> None:
+    """What analyze() and the report load (pandas included), imported while a big trace is decoded."""
+    import importlib
+
+    for module in ("stepscope.analysis.anatomy", "stepscope.analysis.report"):
+        importlib.import_module(module)
 
 
 def _rules(args: argparse.Namespace) -> tuple:
