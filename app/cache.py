@@ -8,8 +8,7 @@ Timeline so a rerun (every widget change) costs an unpickle, not a parse.
 
 A file is read once, never hashed on its own first: the first open of a file goes through
 trace_cache.open_trace_cached, which hashes the bytes it reads for the parse (and records the hash in the
-stat index, so the next open of the same path, size, mtime and inode knows it without reading). Its Arrow
-entry is written by a background thread, so the page goes on to the analysis meanwhile.
+stat index, so the next open of the same path, size, mtime and inode knows it without reading).
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ def _open_unknown_file(path: Path) -> tuple[str, Timeline]:
     from stepscope.trace_cache.timelines import open_trace_cached
 
     with st.spinner("Reading the trace..."), stage("parse"):
-        return open_trace_cached(path, ReadLimits.from_env(), write_behind="thread")
+        return open_trace_cached(path, ReadLimits.from_env())
 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the trace...")
@@ -90,7 +89,7 @@ def _timeline_of_file(sha256: str, _path: str, _opened: Timeline | None = None) 
     from stepscope.trace_cache.timelines import load_trace_cached
 
     with stage("parse"):
-        return load_trace_cached(_path, ReadLimits.from_env(), write_behind="thread")
+        return load_trace_cached(_path, ReadLimits.from_env())
 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the upload...")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 
 import pytest
 import streamlit as st
@@ -50,13 +49,6 @@ def counted(tmp_path, monkeypatch):
     st.cache_resource.clear()
 
 
-def _wait_for_cache_writer() -> None:
-    """The Arrow entry is written by a background thread (write_behind="thread"); wait for it."""
-    for thread in threading.enumerate():
-        if thread.name == "stepscope-cache-writer":
-            thread.join(timeout=60)
-
-
 def _trace(path, decode_steps: int = 4):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc(synthetic_generation(decode_steps=decode_steps))))
@@ -89,7 +81,6 @@ def test_the_same_content_under_two_names_is_parsed_once(tmp_path, counted):
     copy.parent.mkdir(parents=True)
     shutil.copyfile(first, copy)
     a = app_cache.load_path(first)
-    _wait_for_cache_writer()
     b = app_cache.load_path(copy)
     assert a.sha256 == b.sha256
     assert counted["parse"] == 1  # the copy is read to learn its hash, then its content is already known
