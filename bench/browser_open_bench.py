@@ -20,13 +20,13 @@ It prints, median over the rounds, click -> first timeline drawn, and its breakd
   rerun     click -> the Analyze script starts again (the button's fragment run, its st.rerun, the new run);
   digest    the stat-index lookups only. A file never seen before is not hashed on its own: its hash is taken
             from the bytes the parse reads, so that time is inside "parse";
-  parse     read + hash + parse (trace_cache.open_trace_cached; the cache entry is written by a thread after);
+  parse     read + hash + parse + the on-disk cache entry written (trace_cache.open_trace_cached);
   analysis, figure (the overview built, serialised and queued for the browser) from the app's timing log;
   other_server  the rest of the server's time up to the figure: page pieces above the timeline, Streamlit's caches;
   transfer  figure queued -> the websocket message carrying it reaches the page (seen by a WebSocket wrapper
             installed before the page's scripts, which looks for the overview's title in large messages; it can come
             out a little below zero: the message may leave before the figure stage's end is logged);
-  render    that message -> the chart drawn (Streamlit's React, Plotly, WebGL).
+  render    that message -> the chart drawn (Streamlit's React, Plotly; the overview is SVG, the kernel detail WebGL).
 page_done is when the page script ends (everything below the timeline, drawn after it). The overview figure's
 JSON size is printed too (it is bounded: app/figures/timeline.py budgets).
 
