@@ -1,10 +1,14 @@
 """Parsed and analysed traces, cached by the content hash of the file's bytes (sha256 for uploads;
-files: trace_cache's hash through its stat index, and their Timeline also in its on-disk Arrow cache).
+files: trace_cache's hash, and their Timeline also in its on-disk Arrow cache).
 
 st.cache_data keys on the hash string only (the bytes and path are passed with a
 leading underscore, so Streamlit does not hash them again); the same file under
 two names, or uploaded twice, is parsed once. The Analysis is cached with the
 Timeline so a rerun (every widget change) costs an unpickle, not a parse.
+
+A file is read once, never hashed on its own first: the first open of a file goes through
+trace_cache.open_trace_cached, which hashes the bytes it reads for the parse (and records the hash in the
+stat index, so the next open of the same path, size, mtime and inode knows it without reading).
 """
 
 from __future__ import annotations
@@ -36,20 +40,53 @@ def sha256_of_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def _sha256_of_file(path: str, mtime_ns: int, size: int) -> str:
-    """The file's content hash once per (path, mtime, size), through the on-disk cache's stat index."""
-    from stepscope.trace_cache.keys import file_digest
+MAX_KNOWN_FILES = 256
+_StatKey = tuple[str, int, int, int, int]
+
+
+@st.cache_resource(show_spinner=False)
+def _known_files() -> dict[_StatKey, str]:
+    """This server's own memo of (path, size, mtime, ctime, inode) -> content hash, for the files it opened: it
+    answers even when the on-disk stat index cannot be written (a read-only cache folder)."""
+    return {}
+
+
+def _stat_key(path: Path, stat) -> _StatKey:
+    return str(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
+
+
+def _known_digest(path: Path, stat) -> str | None:
+    """The hash of this exact file state when this server or the stat index has seen it, else None (no read)."""
+    from stepscope.trace_cache.keys import known_digest
     from stepscope.trace_cache.store import CacheStore
 
-    return file_digest(CacheStore(), path)
+    return _known_files().get(_stat_key(path, stat)) or known_digest(CacheStore(), path)
+
+
+def _remember(path: Path, stat, sha: str) -> None:
+    known = _known_files()
+    known[_stat_key(path, stat)] = sha
+    while len(known) > MAX_KNOWN_FILES:
+        known.pop(next(iter(known)), None)  # the oldest first (dicts keep insertion order)
+
+
+def _open_unknown_file(path: Path) -> tuple[str, Timeline]:
+    """(hash, Timeline) of a file whose hash is not known, from one read: hashed and parsed from the same bytes
+    (or, when its content is already in the on-disk cache under another name or stat, mapped from there)."""
+    from stepscope.trace_cache.timelines import open_trace_cached
+
+    with st.spinner("Reading the trace..."), stage("parse"):
+        return open_trace_cached(path, ReadLimits.from_env())
 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the trace...")
-def _timeline_of_file(sha256: str, _path: str) -> Timeline:
-    from stepscope.trace_cache.timelines import (
-        load_trace_cached,  # the on-disk Arrow cache: a reopen maps, never parses
-    )
+def _timeline_of_file(sha256: str, _path: str, _opened: Timeline | None = None) -> Timeline:
+    """Keyed by the content hash only. `_opened`: the Timeline just read with this hash, kept as it is (an entry
+    already here for the hash wins, so the same content under two names stays one entry); without it, the file
+    is read through the on-disk cache (a hit maps its Arrow entry, a miss parses)."""
+    if _opened is not None:
+        return _opened
+    from stepscope.trace_cache.timelines import load_trace_cached
 
     with stage("parse"):
         return load_trace_cached(_path, ReadLimits.from_env())
@@ -86,9 +123,15 @@ def load_path(path: str | Path, options: AnalysisOptions | None = None) -> Loade
         stat = path.stat()
     except OSError as exc:
         raise TraceError(f"cannot open {path.name}: {exc.strerror or exc}") from None
-    with stage("digest"):
-        sha = _sha256_of_file(str(path), stat.st_mtime_ns, stat.st_size)
-    return _loaded(path.parent.name or path.name, sha, _timeline_of_file(sha, str(path)), options)
+    with stage("digest"):  # the stat lookups only: a file not seen before is hashed inside "parse", as it is read
+        sha = _known_digest(path, stat)
+    if sha is None:
+        sha, opened = _open_unknown_file(path)
+        _remember(path, stat, sha)
+        timeline = _timeline_of_file(sha, str(path), opened)
+    else:
+        timeline = _timeline_of_file(sha, str(path))
+    return _loaded(path.parent.name or path.name, sha, timeline, options)
 
 
 def load_bytes(name: str, data: bytes, options: AnalysisOptions | None = None) -> LoadedTrace:

@@ -27,3 +27,9 @@ def stage(name: str):
     finally:
         with contextlib.suppress(OSError), open(target, "a") as log:
             log.write(json.dumps({"stage": name, "start": start, "end": time.time()}) + "\n")
+
+
+def mark(name: str) -> None:
+    """A moment rather than a stage (start == end), e.g. when a page's script starts."""
+    with stage(name):
+        pass

@@ -8,6 +8,8 @@ a browser: it uses /usr/bin/chromium (apt-get install chromium).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import socket
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_samples import FIXTURE_SAMPLES, write_synthetic_trace
+from tests.app_samples import FIXTURE_SAMPLES, synthetic_trace, write_synthetic_trace
 
 pytestmark = pytest.mark.browser
 
@@ -62,11 +64,19 @@ def app_url(tmp_path_factory):
         if folder.is_dir():
             shutil.copytree(folder, samples / folder.name)
     write_synthetic_trace(samples, "synthetic")
-    port = _free_port()
     env = dict(os.environ, STEPSCOPE_SAMPLES_DIR=str(samples), STEPSCOPE_RUNS_DIR=str(samples / "runs"))
+    with _streamlit(env) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _streamlit(env: dict, script_args: tuple[str, ...] = ()):
+    """`streamlit run app/streamlit_app.py [-- script_args]` on a free port; yields its URL, stops it after."""
+    port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+         *(("--", *script_args) if script_args else ())],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
@@ -81,16 +91,19 @@ def app_url(tmp_path_factory):
     else:
         server.kill()
         pytest.fail(f"streamlit did not start: {server.stdout.read().decode(errors='replace')[-2000:]}")
-    yield url
-    server.terminate()
     try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
 
 
 @pytest.fixture(scope="module")
 def browser():
+    _require_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -237,3 +250,44 @@ def test_ranks_page_shows_the_tp2_run(browser, app_url):
     assert page.get_by_role("link", name="Fleet").count() == 1
     assert not dialogs
     page.close()
+
+
+def test_landing_frame_loads_plotly_before_the_click_and_gives_way_to_the_trace(browser, tmp_path):
+    """--logdir, no samples: Analyze's landing page draws the empty timeline frame (so Plotly's code is loaded
+    before the user clicks); Open replaces it with the trace's overview, drawn as SVG."""
+    logs, empty = tmp_path / "logs", tmp_path / "empty"
+    (logs / "run").mkdir(parents=True)
+    empty.mkdir()
+    (logs / "run" / "trace.json").write_text(json.dumps(synthetic_trace()))
+    env = dict(os.environ, STEPSCOPE_SAMPLES_DIR=str(empty), STEPSCOPE_RUNS_DIR=str(empty),
+               STEPSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    with _streamlit(env, ("--logdir", str(logs))) as url:
+        page, dialogs = _open(browser, url)
+        page.wait_for_selector(".st-key-empty_timeline .js-plotly-plot .main-svg", timeout=PAGE_TIMEOUT_MS)
+        assert "Open a trace: its timeline is drawn here" in page.inner_text(".st-key-empty_timeline")
+        plotly_code = "performance.getEntriesByType('resource').filter(e => /PlotlyChart[.].*js$/.test(e.name)).length"
+        assert page.evaluate(plotly_code) == 1  # fetched for the frame, before any trace is open
+        page.get_by_role("button", name="Open from disk", exact=True).click()
+        page.wait_for_selector(".st-key-overview_timeline .js-plotly-plot .scatterlayer .trace", state="attached",
+                               timeout=PAGE_TIMEOUT_MS)
+        page.wait_for_selector(".st-key-empty_timeline", state="detached", timeout=PAGE_TIMEOUT_MS)
+        overview = page.locator(".st-key-overview_timeline")
+        assert "Whole run: steps, idle gaps and busy time" in overview.inner_text()
+        assert overview.locator("canvas").count() == 0  # the overview is SVG, drawn without WebGL
+        # hover: the middle of the first rectangle of a lane (its hover point), in page pixels from Plotly's axes
+        overview.scroll_into_view_if_needed()
+        point = page.evaluate("""() => {
+            const gd = document.querySelector('.st-key-overview_timeline .js-plotly-plot');
+            const fl = gd._fullLayout, box = gd.getBoundingClientRect();
+            const t = gd._fullData.find(d => d.hoverinfo === 'text' && d.mode === 'none');
+            return {x: box.left + fl._size.l + fl.xaxis.l2p(t.x[0]), y: box.top + fl._size.t + fl.yaxis.l2p(t.y[0]),
+                    text: t.hovertext[0]};
+        }""")
+        page.mouse.move(point["x"] - 3, point["y"] - 3)
+        page.mouse.move(point["x"], point["y"], steps=3)
+        page.wait_for_selector(".st-key-overview_timeline .hovertext", timeout=PAGE_TIMEOUT_MS)
+        shown = page.locator(".st-key-overview_timeline .hovertext").first.text_content()
+        assert shown.replace(" ", "") == point["text"].replace("<br>", "").replace(" ", "")
+        assert page.evaluate(plotly_code) == 1
+        assert not dialogs
+        page.close()

@@ -160,3 +160,35 @@ def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monk
     assert script_args == ["--logdir", str((tmp_path / "logs").resolve())]
     assert command.index("--server.port") < command.index("--")  # Streamlit's own options stay before the script's
     assert configured_logdir(script_args) == (tmp_path / "logs").resolve()
+
+
+def test_landing_page_shows_the_timeline_frame_until_a_trace_is_opened(tmp_path, monkeypatch):
+    """AppTest: with nothing open, Analyze draws the empty timeline frame (a real Plotly chart, so the browser
+    loads Plotly's code before the click); opening a trace replaces it with the trace's overview."""
+    from stepscope.app.figures.timeline import EMPTY_TITLE, OVERVIEW_TITLE
+
+    logs, empty = tmp_path / "logs", tmp_path / "empty"
+    (logs / "run").mkdir(parents=True)
+    empty.mkdir()
+    (logs / "run" / "trace.json").write_text(json.dumps(doc(synthetic_generation(decode_steps=4))))
+    for name, value in (("STEPSCOPE_LOGDIR", logs), ("STEPSCOPE_CACHE_DIR", tmp_path / "cache"),
+                        ("STEPSCOPE_SAMPLES_DIR", empty), ("STEPSCOPE_RUNS_DIR", empty)):
+        monkeypatch.setenv(name, str(value))
+    st.cache_data.clear()
+
+    def charts(at) -> list[dict]:
+        return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+    at = AppTest.from_file(str(REPO / "app" / "views" / "analyze.py"), default_timeout=120).run()
+    assert not at.exception
+    (frame,) = charts(at)
+    assert frame["layout"]["title"]["text"].startswith(EMPTY_TITLE)
+    (message,) = frame["data"]  # no data: one line of text saying what to do
+    assert message["mode"] == "text" and "Open a trace" in message["text"][0]
+    assert any("open one from the log directory above" in info.value for info in at.info)
+    at.button(key="logdir_open").click().run()
+    assert not at.exception
+    titles = [chart["layout"]["title"]["text"] for chart in charts(at)]
+    assert not any(t.startswith(EMPTY_TITLE) for t in titles)
+    (overview,) = [c for c in charts(at) if c["layout"]["title"]["text"].startswith(OVERVIEW_TITLE)]
+    assert overview["data"] and all(trace["type"] == "scatter" for trace in overview["data"])  # SVG, no WebGL
