@@ -75,6 +75,10 @@ def run() -> NoReturn:
     Why: after a big trace the interpreter would spend a tenth of a second or more freeing a million-row frame
     and every object one by one at exit, work the operating system does at once. Output is flushed first;
     nothing here registers exit handlers that matter (cache entries are written before main() returns)."""
+    # numpy's OpenBLAS starts a thread per core that busy-waits about a tenth of a second after the import,
+    # taking a core from the trace's decoding; with a short timeout idle threads sleep at once (BLAS calls,
+    # e.g. the CPU roofline calibration's matmul, still use every core).
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     code = main()
     try:
         sys.stdout.flush()
