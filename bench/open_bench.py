@@ -3,9 +3,13 @@
 For each trace, three rounds; each round makes an EMPTY cache folder, runs
 `python -m app.cli analyze TRACE --json` with STEPSCOPE_CACHE_DIR pointing at it (cold: parse,
 analyse, fill the cache), then runs the same command again with the same folder (warm: a cache hit),
-and runs HTA's TraceAnalysis on the trace. It prints the medians of the three rounds:
+and runs HTA's TraceAnalysis on the trace. Every command runs twice: once only timed, once with its
+memory sampled (another empty cache folder for the cold run). Why apart: reading smaps_rollup walks the
+process's page tables under its memory lock every 5 ms, which slows a process that faults pages in on
+two cores (Stepscope's parse) far more than a single-threaded one (HTA), so times taken while sampling
+would not compare the two fairly. It prints the medians of the three rounds:
 
-- wall seconds of the whole process (interpreter start and imports included);
+- wall seconds of the whole process (interpreter start and imports included), from the timed runs;
 - peak memory of ALL processes of the command: the largest sum of the proportional set sizes (PSS)
   of the command and every process below it (the two-process parse forks one), sampled every 5 ms
   from /proc/PID/smaps_rollup. PSS splits a page shared by two processes between them, so the sum is
@@ -68,7 +72,7 @@ def _tree_memory_kb(pid: int) -> tuple[int, int]:
     return pss, rss
 
 
-def run_child(cmd: list[str], env_cache: str | None) -> None:
+def run_child(cmd: list[str], env_cache: str | None, sample_memory: bool = True) -> None:
     """Launcher side: run `cmd`, print its wall time, CPU time and peak memory (all processes) as JSON.
 
     A separate small launcher, not the bench itself, starts the command: on Linux a child is charged
@@ -89,12 +93,14 @@ def run_child(cmd: list[str], env_cache: str | None) -> None:
             time.sleep(0.005)
 
     sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    if sample_memory:
+        sampler.start()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
     done.set()
-    sampler.join()
+    if sample_memory:
+        sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     result = {
         "s": round(seconds, 3),
@@ -108,13 +114,20 @@ def run_child(cmd: list[str], env_cache: str | None) -> None:
     print(json.dumps(result))
 
 
-def measure(cmd: list[str], cache: str | None) -> dict:
-    launcher = [sys.executable, str(Path(__file__).resolve()), "--run-child", cache or "-", "--", *cmd]
+def measure(cmd: list[str], cache: str | None, sample_memory: bool) -> dict:
+    mode = "--run-child" if sample_memory else "--run-child-timed"
+    launcher = [sys.executable, str(Path(__file__).resolve()), mode, cache or "-", "--", *cmd]
     out = subprocess.run(launcher, capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
     if result["rc"] != 0:
         print(f"  FAILED rc={result['rc']}: {' '.join(cmd)}: {result['stderr']}", flush=True)
     return result
+
+
+def _timed_with_memory(timed: dict, sampled: dict) -> dict:
+    """Time (and wait4's peak RSS) from the timed run, the PSS and RSS sums from the sampled one."""
+    return {**timed, "peak_mb": sampled["peak_mb"], "rss_sum_mb": sampled["rss_sum_mb"],
+            "sampled_s": sampled["s"], "rc": timed["rc"] or sampled["rc"]}
 
 
 def median(runs: list[dict], key: str) -> float | None:
@@ -126,20 +139,26 @@ def bench_trace(name: str, path: str, rounds: int, hta: bool) -> dict:
     cmd = [sys.executable, "-m", "app.cli", "analyze", path, "--json"]
     cold, warm, hta_runs = [], [], []
     for r in range(rounds):
-        cache = tempfile.mkdtemp(prefix="stepscope-bench-cache-")
-        try:
-            cold.append(measure(cmd, cache))
-            warm.append(measure(cmd, cache))
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
-        if hta:
-            hta_runs.append(measure([str(HTA_PYTHON), str(BENCH / "hta_load.py"), path], None))
+        measured = {}
+        for sample_memory in (False, True):  # timed, then sampled (see the module docstring)
+            cache = tempfile.mkdtemp(prefix="stepscope-bench-cache-")
+            try:
+                measured["cold", sample_memory] = measure(cmd, cache, sample_memory)
+                measured["warm", sample_memory] = measure(cmd, cache, sample_memory)
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+            if hta:
+                hta_cmd = [str(HTA_PYTHON), str(BENCH / "hta_load.py"), path]
+                measured["hta", sample_memory] = measure(hta_cmd, None, sample_memory)
+        for label, runs in (("cold", cold), ("warm", warm), ("hta", hta_runs)):
+            if (label, False) in measured:
+                runs.append(_timed_with_memory(measured[label, False], measured[label, True]))
         print(f"  {name} round {r + 1}: cold {cold[-1]['s']:.2f} s {cold[-1]['peak_mb']:.0f} MB, "
               f"warm {warm[-1]['s']:.3f} s {warm[-1]['peak_mb']:.0f} MB"
               + (f", HTA {hta_runs[-1]['s']:.1f} s {hta_runs[-1]['peak_mb']:.0f} MB" if hta else ""), flush=True)
     row = {"trace": name, "path": path, "file_mb": round(os.path.getsize(path) / 2**20, 1)}
     for label, runs in (("cold", cold), ("warm", warm), ("hta", hta_runs)):
-        keys = ("s", "cpu_s", "peak_mb", "rss_sum_mb", "max_rss_mb")
+        keys = ("s", "cpu_s", "peak_mb", "rss_sum_mb", "max_rss_mb", "sampled_s")
         row[label] = {k: median(runs, k) for k in keys} if runs else None
         row[f"{label}_runs"] = [{k: r[k] for k in (*keys, "rc")} for r in runs]
     h = row["hta"] or {}
@@ -183,8 +202,8 @@ def print_table(rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--run-child"]:
-        run_child(argv[3:], None if argv[1] == "-" else argv[1])
+    if argv[:1] in (["--run-child"], ["--run-child-timed"]):
+        run_child(argv[3:], None if argv[1] == "-" else argv[1], sample_memory=argv[0] == "--run-child")
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpu", default="/tmp/big_gpu.json", help="the 1.09M-event GPU bench trace")
