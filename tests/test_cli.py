@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -236,3 +237,32 @@ def test_batch_subcommand_through_app_cli(tmp_path):
     assert len(traces) == 3 and traces["error"].fillna("").astype(bool).sum() == 1
     bad = run_cli("batch", str(source), "--out", str(out), "--workers", "0")
     assert bad.returncode == 2 and bad.stderr.strip().startswith("error:") and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_command_line_starts_reading_before_pandas_is_loaded(tmp_path):
+    """Building the command parser (every subcommand's options and help) imports neither pandas nor the analysis:
+    a big trace's decoding starts first and they are imported while the forked child decodes. A top-level
+    import of pandas anywhere on that path would cost a cold `analyze` a quarter of a second."""
+    probe = (
+        "import sys\n"
+        "from stepscope.app.cli.main import build_parser\n"
+        "build_parser()\n"
+        "import stepscope.parsers.split_decode, stepscope.trace_cache.timelines, stepscope.analysis.gate\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas' or m == 'stepscope.analysis.pipeline'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_entry_point_flushes_and_returns_the_exit_code(tmp_path):
+    """`python -m app.cli` leaves through os._exit (no teardown): the output must still be whole and the code kept."""
+    trace = write(tmp_path / "trace.json", synthetic_generation(decode_steps=4))
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    ok = subprocess.run([sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"], capture_output=True,
+                        text=True, cwd=ROOT, timeout=120, env=env)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["summary"]["decode_steps"] == 4, ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "app.cli", "analyze", str(tmp_path / "missing.json")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and bad.stderr.count("\n") == 1
