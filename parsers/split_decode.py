@@ -49,7 +49,7 @@ _CUT = re.compile(rb"\}\s*,\s*\{")
 _KEY = b'"traceEvents"'
 _OPEN = re.compile(rb'"traceEvents"\s*:\s*\[')
 _PREFIX = b'{"traceEvents":['
-_CODE_COLUMNS = ("kind", "name", "input_dims")
+_CODE_TABLES = (("kind", "kinds"), ("name", "names"), ("input_dims", "dims"))  # column, its builder table
 _OPEN_BRACKET, _CLOSE_BRACKET = ord("["), ord("]")
 
 
@@ -324,8 +324,8 @@ def _merge_all(ordered: list[_Piece]) -> tuple[_ColumnBuilder, int, object]:
 def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder) -> None:
     """Fold a piece's columns into the builder: remap its string codes and string ids to the builder's."""
     columns = {c: (v[0] if len(v) == 1 else np.concatenate(v[::-1])) for c, v in piece.parts.items() if v}
-    for col, own in (("kind", piece.kinds), ("name", piece.names), ("input_dims", piece.dims)):
-        table = getattr(builder, {"kind": "kinds", "name": "names", "input_dims": "dims"}[col])
+    for col, attribute in _CODE_TABLES:  # string codes: the piece's table -> the builder's
+        own, table = getattr(piece, attribute), getattr(builder, attribute)
         remap = np.fromiter((table.setdefault(s, len(table)) for s in own), np.int64, len(own))
         if col in columns and len(columns[col]):
             columns[col] = remap[columns[col]]
