@@ -72,21 +72,25 @@ ONE_SHOT_COMMANDS = ("analyze", "compare", "report", "export", "roofline")
 
 
 def run() -> NoReturn:
-    """The process entry point (`stepscope`, `python -m app.cli`): main(), then leave without tearing down.
+    """The process entry point (`stepscope`, `python -m app.cli`): main(), then, for the one-shot commands, leave
+    without tearing down.
 
     Why: after a big trace the interpreter would spend a tenth of a second or more freeing a million-row frame
-    and every object one by one at exit, work the operating system does at once. Output is flushed first;
-    nothing here registers exit handlers that matter (cache entries are written before main() returns)."""
+    and every object one by one at exit, work the operating system does at once. Output is flushed first; the
+    one-shot commands register no exit handlers that matter (cache entries are written before main() returns).
+    The other commands (run, sweep, batch, app) exit normally: Ray, for one, stops its cluster at exit."""
     # numpy's OpenBLAS starts a thread per core that busy-waits about a tenth of a second after the import,
     # taking a core from the trace's decoding; with a short timeout idle threads sleep at once (BLAS calls,
     # e.g. the CPU roofline calibration's matmul, still use every core).
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
-    if sys.argv[1:2] and sys.argv[1] in ONE_SHOT_COMMANDS:
+    one_shot = bool(sys.argv[1:2]) and sys.argv[1] in ONE_SHOT_COMMANDS
+    if one_shot:
         # One or two traces, then exit: the cycle collector's passes over a million-row analysis (and over
         # pandas' import) find almost nothing and cost about 5% of the run; memory is returned at exit anyway.
-        # Long-running commands (run, sweep, batch, app) keep it.
         gc.disable()
     code = main()
+    if not one_shot:  # run, sweep, batch (Ray's exit handlers stop its local cluster), app: a normal exit
+        sys.exit(code)
     try:
         sys.stdout.flush()
     except BrokenPipeError:  # the reader left before the last bytes: as a shell reports SIGPIPE
