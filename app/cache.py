@@ -41,7 +41,7 @@ def sha256_of_bytes(data: bytes) -> str:
 
 
 MAX_KNOWN_FILES = 256
-_StatKey = tuple[str, int, int, int, int]
+_StatKey = tuple  # (path, *trace_cache.keys.stat_identity)
 
 
 @st.cache_resource(show_spinner=False)
@@ -52,7 +52,9 @@ def _known_files() -> dict[_StatKey, str]:
 
 
 def _stat_key(path: Path, stat) -> _StatKey:
-    return str(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
+    from stepscope.trace_cache.keys import stat_identity
+
+    return str(path), *stat_identity(stat)
 
 
 def _known_digest(path: Path, stat) -> str | None:

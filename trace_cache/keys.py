@@ -94,13 +94,17 @@ def _stat_name(path: str | os.PathLike, st: os.stat_result | None = None) -> tup
         st = st or os.stat(real)
     except OSError:
         return None
-    ident = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
+    ident = "\0".join(map(str, (real, *stat_identity(st))))
     return hash_text(ident) + ".txt", st
 
 
+def stat_identity(st: os.stat_result) -> tuple[int, ...]:
+    """What says a file is unchanged without reading it: size, mtime, ctime, inode, device."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
+
+
 def _same_stat(a: os.stat_result, b: os.stat_result) -> bool:
-    fields = ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")
-    return all(getattr(a, f) == getattr(b, f) for f in fields)
+    return stat_identity(a) == stat_identity(b)
 
 
 def known_digest(store: CacheStore, path: str | os.PathLike, st: os.stat_result | None = None) -> str | None:
