@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 import re
 from collections import Counter
 from itertools import count, repeat
@@ -203,6 +204,14 @@ def read_chrome_trace(
             raise TraceError(f"none of the {event_count} events has a usable time: skipped {dropped}")
         raise TraceError(f"none of the {event_count} events is a complete (ph X) event: nothing to analyse")
     return _timeline(doc, builder, event_count)
+
+
+def read_chrome_trace_file(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
+    """A big plain JSON trace read in pieces straight from disk by two processes (split_decode). Raises
+    split_decode.SplitNotPossibleError when that cannot be done: the caller reads the whole file instead."""
+    from stepscope.parsers.split_decode import decode_file_in_two
+
+    return _timeline(*decode_file_in_two(path, (limits or ReadLimits.from_env()).max_events))
 
 
 def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Timeline:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
-from stepscope.parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace
+from stepscope.parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace, read_chrome_trace_file
 from stepscope.parsers.errors import TraceError
 from stepscope.parsers.limits import ReadLimits, decode_container, read_trace_bytes
 from stepscope.parsers.run_sidecar import attach_run_json
@@ -16,8 +17,30 @@ _FORMATS = "not a Kineto/Chrome JSON trace, Perfetto protobuf trace or Nsight Sy
 
 def load_trace(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
     """Read a trace file of any supported format (plain or gzip) into a Timeline, with its run.json if any."""
-    owned = [read_trace_bytes(Path(path), limits)]  # handed over: the reader frees it as soon as it can
-    return attach_run_json(_parse(owned, limits), Path(path))
+    timeline = read_in_pieces(path, limits)
+    if timeline is None:
+        owned = [read_trace_bytes(Path(path), limits)]  # handed over: the reader frees it as soon as it can
+        timeline = _parse(owned, limits)
+    return attach_run_json(timeline, Path(path))
+
+
+def read_in_pieces(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline | None:
+    """The Timeline of a big plain JSON trace within the limits, read piece by piece from disk by two
+    processes (no whole-file buffer); None for any other file, or when anything about it is unusual: the
+    caller then reads the whole file, which also words any error."""
+    from stepscope.parsers.split_decode import SplitNotPossibleError
+
+    limits = limits or ReadLimits.from_env()
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > min(limits.max_file_bytes, limits.max_decompressed_bytes):
+        return None
+    try:
+        return read_chrome_trace_file(path, limits)
+    except SplitNotPossibleError:
+        return None
 
 
 def parse_trace_bytes(

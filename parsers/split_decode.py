@@ -19,8 +19,10 @@ times; anything else (an error in the file, a value out of range, a child that d
 the one-process reader, which also gives the precise error message. The last piece is decoded as
 '{"traceEvents":[' + the rest of the file, which also yields any keys after the array.
 
-A writable buffer (the bytearray the file was read into) is decoded in place: the bytes just before
-and after a piece are set to '[' and ']' for the decode and put back after, so no piece is copied.
+A big plain file is not read whole: each process reads the pieces it takes straight from the file
+(parsers.file_pieces), so the reading is shared too. A buffer already in memory (an upload, a gunzipped
+file) is decoded in place when writable: the bytes just before and after a piece are set to '[' and ']'
+for the decode and put back after, so no piece is copied.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ import msgspec.structs
 import numpy as np
 from stepscope.parsers.chrome_trace import _AnyEvent, _ColumnBuilder, _TraceDoc
 from stepscope.parsers.errors import TraceError
+from stepscope.parsers.file_pieces import FileChangedError, FileSource
 
 MIN_SPLIT_BYTES = 16 << 20  # below this the one-process reader is as fast
 PIECE_BYTES = 8 << 20  # JSON text decoded at once: about 40k Kineto events
+HEAD_BYTES = (1 << 20) + 4096  # the traceEvents key is looked for in the first MB
 MAX_PIECES = 1024  # piece numbers (4 bytes each) must fit the queue pipe in one atomic write
 RETRIES = 3  # a piece that does not parse is joined to up to this many following pieces
 _CUT = re.compile(rb"\}\s*,\s*\{")
@@ -79,23 +83,23 @@ def split_workers() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
-def _next_cut(data, start: int, stop: int | None) -> int | None:
-    """A candidate comma between two objects at or after `start` (and before `stop`), or None."""
-    match = _CUT.search(data, start, len(data) if stop is None else stop)
+def _next_cut(data, start: int) -> int | None:
+    """A candidate comma between two objects at or after `start` in a buffer, or None."""
+    match = _CUT.search(data, start)
     if match is None:
         return None
     return match.start() + bytes(data[match.start() : match.end()]).index(b",")
 
 
-def _array_start(data) -> tuple[int, _TraceDoc]:
+def _array_start(head_bytes: bytes) -> tuple[int, _TraceDoc]:
     """The offset just after the '[' of the top-level traceEvents array, proved as the module says, and
-    the document's keys before it."""
-    key = bytes(data[: 1 << 20]).find(_KEY)  # Kineto writes the event list after a small head
-    opening = _OPEN.match(data, key) if key >= 0 else None
+    the document's keys before it, from the file's first HEAD_BYTES."""
+    key = head_bytes.find(_KEY, 0, 1 << 20)  # Kineto writes the event list after a small head
+    opening = _OPEN.match(head_bytes, key) if key >= 0 else None
     if opening is None:
         raise SplitNotPossibleError("no traceEvents key near the start")
     try:
-        head = _HEAD_DECODER.decode(b"".join((memoryview(data)[:key], b'"traceEvents":[]}')))
+        head = _HEAD_DECODER.decode(b"".join((head_bytes[:key], b'"traceEvents":[]}')))
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         raise SplitNotPossibleError("the head before traceEvents is not an object prefix") from None
     return opening.end(), head
@@ -106,7 +110,12 @@ def _plan(data, first: int) -> list[tuple[int, int | None]]:
     size = max(PIECE_BYTES, (len(data) - first) // (MAX_PIECES - 1) + 1)
     pieces, start = [], first
     while True:
-        cut = _next_cut(data, start + size, None) if start + size < len(data) else None
+        if start + size >= len(data):
+            cut = None
+        elif isinstance(data, FileSource):
+            cut = data.next_cut(_CUT, start + size)
+        else:
+            cut = _next_cut(data, start + size)
         pieces.append((start, cut))
         if cut is None:
             return pieces
@@ -128,7 +137,13 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
     one-process reader handles (invalid UTF-8, values out of range)."""
     tail = None
     try:
-        if stop is None:
+        if isinstance(data, FileSource):  # the piece read from the file, between the bytes it needs
+            if stop is None:
+                tail = _TAIL_DECODER.decode(data.framed(start, len(data), _PREFIX, b""))
+                events, tail.traceEvents = tail.traceEvents or [], None
+            else:
+                events = _PIECE_DECODER.decode(data.framed(start, stop, b"[", b"]"))
+        elif stop is None:
             tail = _TAIL_DECODER.decode(b"".join((_PREFIX, memoryview(data)[start:])))
             events, tail.traceEvents = tail.traceEvents or [], None
         elif isinstance(data, bytearray):
@@ -194,21 +209,55 @@ def decode_in_two(box: list[bytes | bytearray], max_events: int = 1 << 62) -> tu
         raise SplitNotPossibleError("not worth splitting")
     if not bytes(data[:64]).lstrip().startswith(b"{"):
         raise SplitNotPossibleError("not a JSON object")
-    first, head = _array_start(data)
+    head, ordered = _decode_pieces(data, bytes(data[:HEAD_BYTES]), max_events)
+    del data
+    result = _joined(head, ordered, max_events)
+    box.clear()  # every event is decoded: the file's bytes can go before the frame is built
+    return result
+
+
+def decode_file_in_two(path: str | os.PathLike, max_events: int = 1 << 62) -> tuple[_TraceDoc, _ColumnBuilder, int]:
+    """decode_in_two for a file on disk, read piece by piece by the processes that decode them (no whole-file
+    buffer). Raises SplitNotPossibleError when the file is small, not a plain JSON object, changes size while
+    it is read, or cannot be read or split; the caller then reads it whole (and gets the precise error)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        raise SplitNotPossibleError("cannot open the file") from None
+    try:
+        source = FileSource(fd, os.fstat(fd).st_size)
+        if len(source) < MIN_SPLIT_BYTES:
+            raise SplitNotPossibleError("not worth splitting")
+        head_bytes = source.head(HEAD_BYTES)
+        if not head_bytes[:64].lstrip().startswith(b"{"):
+            raise SplitNotPossibleError("not a JSON object")
+        head, ordered = _decode_pieces(source, head_bytes, max_events)
+        source.check_unchanged_size()
+    except (OSError, FileChangedError) as exc:
+        raise SplitNotPossibleError(f"the file could not be read in pieces: {exc}") from None
+    finally:
+        os.close(fd)
+    return _joined(head, ordered, max_events)
+
+
+def _decode_pieces(data, head_bytes: bytes, max_events: int) -> tuple[_TraceDoc, list[_Piece]]:
+    """The document's keys before the events and the decoded pieces in file order (see the module)."""
+    first, head = _array_start(head_bytes)
     pieces = _plan(data, first)
     with _no_garbage_collection():
         if split_workers() < 2 or not hasattr(os, "fork") or len(pieces) < 2:
             done = _take_pieces(data, pieces, range(len(pieces)), max_events)
         else:
             done = _decode_with_child(data, pieces, max_events)
-        ordered = _prove(data, pieces, done)
-    del data
+        return head, _prove(data, pieces, done)
+
+
+def _joined(head: _TraceDoc, ordered: list[_Piece], max_events: int) -> tuple[_TraceDoc, _ColumnBuilder, int]:
     builder, count, tail = _merge_all(ordered)
     if builder.duration_events == 0:
         raise SplitNotPossibleError("no duration events")  # the one-process reader says what the file holds
     if count > max_events:
         raise SplitNotPossibleError("over the event limit")
-    box.clear()  # every event is decoded: the file's bytes can go before the frame is built
     for field in _DOC_FIELDS:
         if tail is not None and getattr(tail, field.name) is not None:  # keys after the list win, as in one pass
             setattr(head, field.name, getattr(tail, field.name))
@@ -275,7 +324,9 @@ _MEANWHILE: list[Callable[[], object]] = []  # see while_decoding
 def while_decoding(work: Callable[[], object]) -> Iterator[None]:
     """Within this block, a big file's decoding also runs `work` (imports the caller needs next, say) in this
     process right after the child is forked: the child is decoding meanwhile, and the shared queue hands it
-    more pieces, so the work costs about half its time. Not run when no child is forked (small files)."""
+    more pieces, so the work costs about half its time. Works of nested blocks run innermost first; an
+    exception from one stops the decoding and reaches the caller. Not run when no child is forked (small
+    files, one worker)."""
     _MEANWHILE.append(work)
     try:
         yield
@@ -284,10 +335,10 @@ def while_decoding(work: Callable[[], object]) -> Iterator[None]:
 
 
 def _work_while_the_child_decodes() -> None:
+    for work in reversed(_MEANWHILE):
+        work()
     if "pandas" not in sys.modules:  # the frame needs it
         import pandas  # noqa: F401
-    for work in list(_MEANWHILE):
-        work()
 
 
 def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:

@@ -283,3 +283,113 @@ def test_vectorised_launch_volumes_equal_the_one_by_one_rule():
     assert expected[:3] == [24, 1, 0] and expected[6] == 0  # 2^63 overflows: unknown, not wrapped
     assert _volumes([(1 << 70, 1, 1), (2, 2, 2)]).tolist() == [0, 8]  # an int beyond 64 bits spoils no other row
     assert _volumes([]).tolist() == []
+
+
+# --- a file read piece by piece from disk (parsers.file_pieces) -------------------------------------------------
+
+
+def _file(tmp_path, data: bytes, name: str = "trace.json"):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_file_read_in_pieces_equals_one_process(tmp_path, monkeypatch, workers):
+    from stepscope.parsers.chrome_trace import read_chrome_trace_file
+
+    data = _doc_bytes(_events(400), traceName="after the list", baseTimeNanoseconds=123)
+    path = _file(tmp_path, data)
+    monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", workers)
+    _, builder, count = split_decode.decode_file_in_two(path)  # the file path is really taken
+    assert count == 2 + 5 * 400 + 1 and builder.duration_events == 4 * 400
+    from_file = read_chrome_trace_file(path)
+    _assert_same(from_file, _serial(data, monkeypatch))
+    assert from_file.meta.extra["trace_name"] == "after the list" and from_file.meta.base_time_ns == 123
+    assert path.read_bytes() == data
+
+
+def test_cuts_found_across_read_windows(tmp_path, monkeypatch):
+    """Tiny read windows: a cut's '}' ',' '{' often spans two windows; whitespace between events is kept."""
+    from stepscope.parsers import file_pieces
+
+    monkeypatch.setattr(file_pieces, "_WINDOW", 16)
+    monkeypatch.setattr(file_pieces, "_OVERLAP", 4)
+    data = _doc_bytes(_events(300)).replace(b"}, {", b"}  ,\n   {")
+    path = _file(tmp_path, data)
+    _, _, count = split_decode.decode_file_in_two(path)
+    assert count == 5 * 300 + 3
+    _assert_same(read_chrome_trace([path.read_bytes()]), _serial(data, monkeypatch))
+
+
+def test_a_file_with_traps_is_extended_or_read_whole(tmp_path, monkeypatch):
+    """Names full of '}, {': pieces ending inside them are joined to the next; load_trace's result is right."""
+    from stepscope.parsers import load_trace
+
+    events = _events(300)
+    for i in list(range(5, 200, 17)) + list(range(1300, 1500, 23)):
+        events[i] = annotation(f"trap}}, {{{i}", 100.0 + i, 1.0)
+    data = _doc_bytes(events)
+    monkeypatch.setattr(split_decode, "PIECE_BYTES", 300)
+    path = _file(tmp_path, data)
+    _, _, count = split_decode.decode_file_in_two(path)
+    assert count == len(events) + 3
+    _assert_same(load_trace(path), _serial(data, monkeypatch))
+
+
+@pytest.mark.parametrize("change", ["grow", "shrink"])
+def test_a_file_changing_size_while_read_is_not_split(tmp_path, monkeypatch, change):
+    """The pieces must all be one file's: a size change shows, and the caller reads the file whole instead."""
+    from stepscope.parsers import load_trace
+    from stepscope.parsers.load import read_in_pieces
+
+    data = _doc_bytes(_events(300))
+    path = _file(tmp_path, data)
+    original = split_decode._take_pieces
+
+    def changing(*args, **kwargs):
+        with open(path, "r+b") as handle:
+            if change == "grow":
+                handle.seek(0, 2)
+                handle.write(b"\n   \n")  # still valid JSON: whitespace after the document
+            else:
+                handle.truncate(len(data) // 2)
+        return original(*args, **kwargs)
+
+    monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "1")
+    monkeypatch.setattr(split_decode, "_take_pieces", changing)
+    assert read_in_pieces(path) is None
+    path.write_bytes(data + (b"\n   \n" if change == "grow" else b""))
+    monkeypatch.setattr(split_decode, "_take_pieces", original)
+    _assert_same(load_trace(path), _serial(data, monkeypatch))
+
+
+def test_files_not_read_in_pieces(tmp_path, monkeypatch):
+    """A gzip file, a top-level array, a small file: None from read_in_pieces, and load_trace reads them whole."""
+    from stepscope.parsers import load_trace
+    from stepscope.parsers.load import read_in_pieces
+
+    events = _events(200)
+    data = _doc_bytes(events)
+    as_array = json.dumps(json.loads(data)["traceEvents"]).encode()
+    for name, content in (("t.json.gz", gzip.compress(data)), ("array.json", as_array)):
+        path = _file(tmp_path, content, name)
+        assert read_in_pieces(path) is None, name
+        assert len(load_trace(path).events) == 4 * 200
+    monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", len(data) + 1)
+    path = _file(tmp_path, data, "small.json")
+    assert read_in_pieces(path) is None
+    assert read_in_pieces(tmp_path / "missing.json") is None
+
+
+def test_an_error_in_a_file_gives_the_one_process_error(tmp_path, monkeypatch):
+    from stepscope.parsers import load_trace
+
+    events = _events(300)
+    events[-3] = dict(events[-3], ts="not a number")
+    path = _file(tmp_path, _doc_bytes(events))
+    with pytest.raises(TraceError) as from_file:
+        load_trace(path)
+    with pytest.raises(TraceError) as serial_error:
+        _serial(path.read_bytes(), monkeypatch)
+    assert str(from_file.value) == str(serial_error.value)

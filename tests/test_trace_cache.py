@@ -353,3 +353,81 @@ def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monk
     assert not (single / "timelines").exists() or not any((single / "timelines").iterdir())
     stepscope.load(SAMPLE)
     assert len(list((single / "timelines").iterdir())) == 1
+
+
+@pytest.fixture
+def pieces_from_disk(monkeypatch):
+    """Small files take the path of a big plain JSON file: read in pieces from disk by two processes."""
+    from stepscope.parsers import split_decode
+
+    monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
+    monkeypatch.setattr(split_decode, "PIECE_BYTES", 4096)
+    monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")
+    return split_decode
+
+
+def test_a_file_read_in_pieces_is_hashed_meanwhile_and_cached(store, trace, pieces_from_disk, monkeypatch):
+    """The digest taken while the child decodes is the digest of the bytes; the stat index and the entry are written."""
+    taken = []
+    monkeypatch.setattr(pieces_from_disk, "decode_file_in_two", _recording(pieces_from_disk.decode_file_in_two, taken))
+    digest, cold = timelines.open_trace_cached(trace, store=store)
+    assert taken  # the pieces path was used
+    assert digest == keys.hash_bytes(trace.read_bytes())
+    assert keys.known_digest(store, trace) == digest
+    again, warm = timelines.open_trace_cached(trace, store=store)
+    assert again == digest and len(taken) == 1  # the second open is the entry, not a parse
+    _assert_same(cold, warm)
+    _assert_same(load_trace(trace), cold)
+
+
+def test_same_content_elsewhere_stops_the_parse(store, trace, tmp_path, pieces_from_disk, monkeypatch):
+    """A copy of a cached trace: its hash, taken while the child decodes, finds the entry and the parse stops."""
+    digest, first = timelines.open_trace_cached(trace, store=store)
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(trace.read_bytes())
+
+    def no_full_parse(*_):
+        raise AssertionError("parsed to the end")
+
+    monkeypatch.setattr(pieces_from_disk, "_joined", no_full_parse)
+    again, served = timelines.open_trace_cached(copy, store=store)
+    assert again == digest
+    _assert_same(first, served)
+    assert keys.known_digest(store, copy) == digest  # the next open of the copy hashes nothing
+
+
+def test_a_file_touched_while_read_in_pieces_is_read_again(store, trace, pieces_from_disk, monkeypatch):
+    """The hash and the pieces are read separately: a file changed in between is read whole instead, once."""
+    original = pieces_from_disk._take_pieces
+    touched = []
+
+    def touching(*args, **kwargs):
+        if not touched:
+            touched.append(1)
+            st = trace.stat()
+            os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        return original(*args, **kwargs)
+
+    monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "1")
+    monkeypatch.setattr(pieces_from_disk, "_take_pieces", touching)
+    digest, timeline = timelines.open_trace_cached(trace, store=store)
+    assert touched and digest == keys.hash_bytes(trace.read_bytes())
+    _assert_same(load_trace(trace), timeline)
+    assert keys.known_digest(store, trace) == digest  # recorded by the whole read, under the file's new stat
+
+
+def test_hash_file_equals_hash_bytes_around_chunk_sizes(tmp_path, monkeypatch):
+    monkeypatch.setattr(keys, "_CHUNK", 1000)
+    monkeypatch.setattr(keys, "_PARALLEL_HASH_BYTES", 1500)
+    for size in (0, 1, 999, 1000, 1001, 1500, 1501, 5003):
+        path = tmp_path / f"f{size}"
+        path.write_bytes(os.urandom(size))
+        assert keys.hash_file(path) == keys.hash_bytes(path.read_bytes()), size
+
+
+def _recording(function, calls: list):
+    def wrapper(*args, **kwargs):
+        calls.append(args)
+        return function(*args, **kwargs)
+
+    return wrapper

@@ -29,7 +29,7 @@ RESULT_VERSION = 1  # bump whenever the analyze JSON changes for the same Timeli
 REPO = Path(__file__).resolve().parents[1]
 PARSER_SOURCES = ("parsers", "trace_cache")
 RESULT_SOURCES = ("parsers", "trace_cache", "analysis", "contracts", "app/cli", "app/cli_cached.py")
-_CHUNK = 1 << 22
+_CHUNK = 8 << 20  # bytes hashed at a time from a file
 # The read limits (parsers.limits) decide whether a file is refused: an entry made under other limits is not used,
 # so a lowered limit refuses a cached trace exactly as it refuses a fresh one.
 LIMIT_ENVS = ("STEPSCOPE_MAX_FILE_MB", "STEPSCOPE_MAX_DECOMPRESSED_MB", "STEPSCOPE_MAX_EVENTS")
@@ -65,11 +65,16 @@ def _named(hasher) -> str:
 
 
 def hash_file(path: str | os.PathLike) -> str:
-    """Content hash of a file's bytes as stored (compressed files are hashed compressed)."""
-    hasher = new_hasher()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            hasher.update(chunk)
+    """Content hash of a file's bytes as stored (compressed files are hashed compressed); the same digest as
+    hash_bytes of its content. Read in chunks into one reused buffer: no fresh memory is faulted in for a big
+    file, which would cost more than the hashing."""
+    with open(path, "rb", buffering=0) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        hasher = new_hasher(threads=2 if size > _PARALLEL_HASH_BYTES else 1)
+        buffer = bytearray(min(_CHUNK, max(size, 1)))
+        view = memoryview(buffer)
+        while n := handle.readinto(buffer):
+            hasher.update(view[:n])
     return _named(hasher)
 
 

@@ -19,15 +19,18 @@ from typing import TYPE_CHECKING
 
 from stepscope.parsers import Timeline, TraceError
 from stepscope.parsers.limits import ReadLimits, decode_container, read_file_bytes, read_trace_bytes
-from stepscope.parsers.load import _parse
+from stepscope.parsers.load import _parse, read_in_pieces
 from stepscope.parsers.run_sidecar import attach_run_json
+from stepscope.parsers.split_decode import while_decoding
 from stepscope.parsers.timeline import DeviceInfo, TraceMeta
 from stepscope.trace_cache.keys import (
     PARSER_VERSION,
     hash_bytes,
+    hash_file,
     known_digest,
     limits_tag,
     remember_digest,
+    stat_identity,
     timeline_entry_name,
 )
 from stepscope.trace_cache.store import CacheStore
@@ -190,9 +193,11 @@ def open_trace_cached(
 ) -> tuple[str, Timeline]:
     """(the file's content hash, its Timeline) through the cache; see load_trace_cached.
 
-    The file is read once on a miss: its bytes are hashed (blake3 on every core, about 0.03 s for 230 MB) and
-    recorded in the stat index, then parsed. A caller that keys its own caches by content gets the hash
-    without reading the file a second time."""
+    On a miss a big plain JSON trace is read in pieces by two processes (parsers.load.read_in_pieces) while
+    this one hashes the file (blake3 on every core); content already cached under another name or stat stops
+    that parse. Any other file is read once: its bytes are hashed, then parsed. The hash is recorded in the
+    stat index only when the file is unchanged from before the first read to after the last one. A caller
+    that keys its own caches by content gets the hash without reading the file again."""
     path = Path(path)
     store = store or CacheStore()
     limits = limits or ReadLimits.from_env()
@@ -201,6 +206,9 @@ def open_trace_cached(
         cached = load_timeline(store, known, limits)
         if cached is not None:
             return known, attach_run_json(cached, path)
+    found = _read_in_pieces_hashing(path, limits, store)
+    if found is not None:
+        return found[0], attach_run_json(found[1], path)
     raw, before = _read_raw(path, limits)
     if known is not None and known == known_digest(store, path, before):
         digest = known  # the stat index knows this exact file state (taken before the read): no second hash
@@ -214,6 +222,53 @@ def open_trace_cached(
         cached = _parse(owned, limits)  # the reader drops the bytes as soon as it can
         save_timeline(store, digest, cached, limits)  # a few hundredths of a second: pyarrow came with pandas
     return digest, attach_run_json(cached, path)
+
+
+class _ContentCachedError(Exception):
+    """The file's content already has an entry: the parse in progress is not needed."""
+
+    def __init__(self, digest: str) -> None:
+        super().__init__(digest)
+        self.digest = digest
+
+
+def _read_in_pieces_hashing(path: Path, limits: ReadLimits, store: CacheStore) -> tuple[str, Timeline] | None:
+    """(hash, Timeline) of a big plain JSON file read in pieces, from the parse or from the cache; None when the
+    file is not read that way or changed while it was read (the caller then reads it whole)."""
+    try:
+        before = os.stat(os.path.realpath(path))
+    except OSError:
+        return None
+    hashed: list[str] = []
+
+    def hash_meanwhile() -> None:  # runs in this process while the forked child decodes
+        hashed.append(hash_file(path))
+        if store.get("timelines", _entry_name(hashed[0], limits)) is not None:
+            raise _ContentCachedError(hashed[0])
+
+    try:
+        with while_decoding(hash_meanwhile):
+            timeline = read_in_pieces(path, limits)
+    except _ContentCachedError as known:
+        timeline = load_timeline(store, known.digest, limits)
+        if timeline is None:  # the entry was damaged and is gone: read the file whole
+            return None
+        remember_digest(store, path, known.digest, before)
+        return known.digest, timeline
+    except OSError:
+        return None
+    if timeline is None:
+        return None
+    digest = hashed[0] if hashed else hash_file(path)  # no child was forked: the hash was not taken meanwhile
+    try:
+        after = os.stat(os.path.realpath(path))
+    except OSError:
+        return None
+    if stat_identity(after) != stat_identity(before):
+        return None  # the hash and the pieces may be of different contents
+    remember_digest(store, path, digest, before)
+    save_timeline(store, digest, timeline, limits)
+    return digest, timeline
 
 
 def parse_bytes_cached(data: bytes, limits: ReadLimits | None = None, store: CacheStore | None = None) -> Timeline:
