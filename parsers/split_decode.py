@@ -106,16 +106,20 @@ def _array_start(head_bytes: bytes) -> tuple[int, _TraceDoc]:
 
 
 def _plan(data, first: int) -> list[tuple[int, int | None]]:
-    """(start, end comma) of each piece; the last one's end is None (it runs to the end of the file)."""
-    size = max(PIECE_BYTES, (len(data) - first) // (MAX_PIECES - 1) + 1)
+    """(start, end comma) of each piece; the last one's end is None (it runs to the end of the file).
+
+    The last pieces get smaller (a quarter of what is left, down to a quarter piece), so the two processes
+    run out of work at about the same time rather than one waiting for the other's last full piece."""
+    size = max(PIECE_BYTES, (len(data) - first) // (MAX_PIECES - 64) + 1)  # the smaller last ones fit in 64
     pieces, start = [], first
     while True:
-        if start + size >= len(data):
+        step = max(size // 4, min(size, (len(data) - start) // 4))
+        if start + step >= len(data):
             cut = None
         elif isinstance(data, FileSource):
-            cut = data.next_cut(_CUT, start + size)
+            cut = data.next_cut(_CUT, start + step)
         else:
-            cut = _next_cut(data, start + size)
+            cut = _next_cut(data, start + step)
         pieces.append((start, cut))
         if cut is None:
             return pieces

@@ -393,3 +393,18 @@ def test_an_error_in_a_file_gives_the_one_process_error(tmp_path, monkeypatch):
     with pytest.raises(TraceError) as serial_error:
         _serial(path.read_bytes(), monkeypatch)
     assert str(from_file.value) == str(serial_error.value)
+
+
+def test_the_plan_never_exceeds_the_queue_and_shrinks_at_the_end(monkeypatch):
+    """Piece numbers must fit the queue pipe in one write (MAX_PIECES); the last pieces are smaller."""
+    data = _doc_bytes(_events(2000))
+    first, _ = split_decode._array_start(data[: split_decode.HEAD_BYTES])
+    monkeypatch.setattr(split_decode, "PIECE_BYTES", 1)
+    monkeypatch.setattr(split_decode, "MAX_PIECES", 100)
+    pieces = split_decode._plan(data, first)
+    assert 20 < len(pieces) <= 100
+    monkeypatch.setattr(split_decode, "PIECE_BYTES", 40_000)
+    monkeypatch.setattr(split_decode, "MAX_PIECES", 1024)
+    sizes = [(end or len(data)) - start for start, end in split_decode._plan(data, first)]
+    assert sizes[0] >= 40_000 and max(sizes[-3:]) < 20_000
+    assert sum(sizes) + len(sizes) - 1 == len(data) - first  # back to back: each piece starts after a comma
