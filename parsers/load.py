@@ -1,4 +1,6 @@
-"""One entry point for every supported trace format; the reader is picked from the content."""
+"""One entry point for every supported trace format; the reader is picked from the content.
+
+The readers are imported when used: a big JSON trace's two-process decoding starts before numpy is loaded."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import os
 import stat
 from pathlib import Path
 
-from stepscope.parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace, read_chrome_trace_file
 from stepscope.parsers.errors import TraceError
 from stepscope.parsers.limits import ReadLimits, decode_container, read_trace_bytes
 from stepscope.parsers.run_sidecar import attach_run_json
@@ -28,6 +29,7 @@ def read_in_pieces(path: str | os.PathLike, limits: ReadLimits | None = None) ->
     """The Timeline of a big plain JSON trace within the limits, read piece by piece from disk by two
     processes (no whole-file buffer); None for any other file, or when anything about it is unusual: the
     caller then reads the whole file, which also words any error."""
+    from stepscope.parsers.chrome_trace import read_chrome_trace_file
     from stepscope.parsers.split_decode import SplitNotPossibleError
 
     limits = limits or ReadLimits.from_env()
@@ -54,6 +56,8 @@ def parse_trace_bytes(
 
 def _parse(owned: list[bytes | bytearray], limits: ReadLimits | None = None) -> Timeline:
     """Sniff the content and read it; `owned` holds the only reference the readers may drop early."""
+    from stepscope.parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace
+
     data = owned[0]
     head = bytes(data[:4096])
     if not head.strip():

@@ -17,10 +17,7 @@ trace_processor_shell, used only when a binary is already on the machine.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -33,12 +30,12 @@ from stepscope.parsers.errors import TraceError
 from stepscope.parsers.limits import ReadLimits, check_event_count
 from stepscope.parsers.numbers import MAX_TIME
 from stepscope.parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
+from stepscope.parsers.trace_processor import TRACE_PROCESSOR_ENV, find_trace_processor
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SOURCE_FORMAT = "perfetto"
-TRACE_PROCESSOR_ENV = "STEPSCOPE_TRACE_PROCESSOR"
 
 # Track names Stepscope writes and reads back; exporters/perfetto_trace.py uses these functions.
 PHASES_TRACK = "Stepscope phases"
@@ -513,48 +510,6 @@ def _category_kind(category: str) -> str | None:
 
 
 # --- Traces without TrackEvent slices: Perfetto's trace_processor_shell, when one is on this machine.
-
-
-def find_trace_processor() -> Path | None:
-    """A trace_processor_shell binary already on disk: $STEPSCOPE_TRACE_PROCESSOR, the perfetto
-    package's download cache, or PATH. Never downloads (Stepscope must work offline)."""
-    configured = os.environ.get(TRACE_PROCESSOR_ENV)
-    if configured:
-        path = Path(configured).expanduser()
-        return path if path.is_file() and os.access(path, os.X_OK) else None
-    cached = _package_cache_path()
-    if cached is not None and cached.is_file():
-        return cached
-    found = shutil.which("trace_processor_shell") or shutil.which("trace_processor")
-    return Path(found) if found else None
-
-
-def _package_cache_path() -> Path | None:
-    """Where the perfetto package caches its pinned trace_processor_shell (see perfetto_prebuilts.py)."""
-    import platform
-
-    try:
-        from perfetto.prebuilts.manifests.trace_processor_shell import TRACE_PROCESSOR_SHELL_MANIFEST
-    except ImportError:
-        return None
-    plat, machine = sys.platform.lower(), platform.machine().lower()
-    for entry in TRACE_PROCESSOR_SHELL_MANIFEST:
-        if entry.get("platform") == plat and machine in entry.get("machine", []):
-            root, ext = os.path.splitext(entry["file_name"])
-            cache = Path.home() / ".local" / "share" / "perfetto" / "prebuilts"
-            return cache / f"{root}-{entry['sha256'][:16]}{ext}"
-    return None
-
-
-def trace_processor_status() -> str:
-    """One line for the UI/CLI: whether non-TrackEvent Perfetto traces can be read here."""
-    path = find_trace_processor()
-    if path is None:
-        return (
-            "trace_processor_shell is not on this machine: Perfetto traces without TrackEvent slices cannot be read "
-            f"(set {TRACE_PROCESSOR_ENV} to the path of a trace_processor_shell binary)"
-        )
-    return f"trace_processor_shell at {path}: Perfetto traces of any kind can be read"
 
 
 def _without_track_events(raw: bytes, collected: _SliceCollector) -> Timeline:

@@ -36,13 +36,17 @@ import signal
 import struct
 import sys
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import msgspec
 import msgspec.structs
-import numpy as np
-from stepscope.parsers.chrome_trace import _AnyEvent, _ColumnBuilder, _TraceDoc
 from stepscope.parsers.errors import TraceError
 from stepscope.parsers.file_pieces import FileChangedError, FileSource
+from stepscope.parsers.kineto_schema import _AnyEvent, _TraceDoc
+
+if TYPE_CHECKING:
+    import numpy as np
+    from stepscope.parsers.chrome_trace import _ColumnBuilder
 
 MIN_SPLIT_BYTES = 16 << 20  # below this the one-process reader is as fast
 PIECE_BYTES = 8 << 20  # JSON text decoded at once: about 40k Kineto events
@@ -139,6 +143,8 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
     """The events from `start` (just after '[' or a proven comma) to the comma `stop` (None: to the end of the
     file), or None when that text does not parse as events. Raises SplitNotPossibleError for what only the
     one-process reader handles (invalid UTF-8, values out of range)."""
+    from stepscope.parsers.chrome_trace import _ColumnBuilder  # numpy: after the fork, in each process
+
     tail = None
     try:
         if isinstance(data, FileSource):  # the piece read from the file, between the bytes it needs
@@ -366,6 +372,8 @@ def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:
 
 def _merge_all(ordered: list[_Piece]) -> tuple[_ColumnBuilder, int, object]:
     """One builder from the pieces' builders, in file order (first labels in the file win, as in one pass)."""
+    from stepscope.parsers.chrome_trace import _ColumnBuilder
+
     builder = _ColumnBuilder()
     count = 0
     for piece in ordered:
@@ -378,6 +386,8 @@ def _merge_all(ordered: list[_Piece]) -> tuple[_ColumnBuilder, int, object]:
 
 def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder) -> None:
     """Fold a piece's columns into the builder: remap its string codes and string ids to the builder's."""
+    import numpy as np
+
     columns = {c: (v[0] if len(v) == 1 else np.concatenate(v[::-1])) for c, v in piece.parts.items() if v}
     for col, attribute in _CODE_TABLES:  # string codes: the piece's table -> the builder's
         own, table = getattr(piece, attribute), getattr(builder, attribute)
@@ -408,6 +418,8 @@ def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder) -> None:
 
 
 def _remap_ids(values: np.ndarray, id_map: dict[int, int]) -> np.ndarray:
+    import numpy as np
+
     changed = {k: v for k, v in id_map.items() if k != v}
     if not changed or not len(values):
         return values
@@ -443,6 +455,8 @@ def _send(fd: int, done: dict[int, _Piece | None]) -> None:
 
 
 def _piece_header(index: int, piece: _Piece) -> tuple[dict, dict[str, np.ndarray]]:
+    import numpy as np
+
     b = piece.builder
     columns = {c: np.ascontiguousarray(np.concatenate(v[::-1]), dtype=np.int64) for c, v in b.parts.items() if v}
     header = {
@@ -475,6 +489,8 @@ def _write_all(out, data) -> None:
 
 def _receive(fd: int) -> dict[int, _Piece | None] | None:
     """The child's pieces, rebuilt as builders (their columns are views of the received bytes); None if garbled."""
+    import numpy as np
+
     raw = bytearray()
     while chunk := os.read(fd, 1 << 20):
         raw += chunk
@@ -501,6 +517,8 @@ def _receive(fd: int) -> dict[int, _Piece | None] | None:
 
 
 def _rebuilt(header: dict, columns: dict[str, np.ndarray]) -> _Piece:
+    from stepscope.parsers.chrome_trace import _ColumnBuilder
+
     b = _ColumnBuilder()
     for col, array in columns.items():
         b.parts[col].append(array)

@@ -240,15 +240,18 @@ def test_batch_subcommand_through_app_cli(tmp_path):
 
 
 def test_the_command_line_starts_reading_before_pandas_is_loaded(tmp_path):
-    """Building the command parser (every subcommand's options and help) imports neither pandas nor the analysis:
-    a big trace's decoding starts first and they are imported while the forked child decodes. A top-level
-    import of pandas anywhere on that path would cost a cold `analyze` a quarter of a second."""
+    """Building the command parser (every subcommand's options and help) imports neither numpy, pandas nor the
+    analysis: a big trace's decoding starts first (its child forked before numpy is loaded) and they are imported
+    while both processes decode. A top-level import of pandas anywhere on that path would cost a cold `analyze` a
+    quarter of a second, one of numpy a twentieth."""
     probe = (
         "import sys\n"
         "from stepscope.app.cli.main import build_parser\n"
         "build_parser()\n"
         "import stepscope.parsers.split_decode, stepscope.trace_cache.timelines, stepscope.analysis.gate\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas' or m == 'stepscope.analysis.pipeline'))\n"
+        "import stepscope.app.cli.options, stepscope.parsers.ranks, stepscope.parsers.load\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'numpy')\n"
+        "             or m == 'stepscope.analysis.pipeline'))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})

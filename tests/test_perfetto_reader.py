@@ -9,7 +9,8 @@ import pytest
 from stepscope.analysis import analyze
 from stepscope.contracts.markers import format_marker
 from stepscope.parsers import TraceError, parse_trace_bytes
-from stepscope.parsers.perfetto_reader import looks_like_perfetto, read_perfetto, trace_processor_status
+from stepscope.parsers.perfetto_reader import looks_like_perfetto, read_perfetto
+from stepscope.parsers.trace_processor import trace_processor_status
 
 from tests import synthetic_traces as st
 

@@ -17,7 +17,6 @@ written when both stats agree, so a file changing while it is read is never reco
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -45,6 +44,8 @@ _PARALLEL_HASH_BYTES = 8 << 20  # above this a trace's bytes are hashed on every
 
 def new_hasher(threads: int = 1):
     if _blake3 is None:
+        import hashlib
+
         return hashlib.sha256()
     return _blake3(max_threads=_blake3.AUTO if threads > 1 else 1)
 

@@ -61,10 +61,10 @@ def _rank_files(source: str) -> list:
     import glob
     from pathlib import Path
 
-    from stepscope.parsers.ranks import find_trace_files
-
     if Path(source).is_file() or (not Path(source).is_dir() and not glob.has_magic(source)):
         return []  # a file, or a missing one (load_trace says "cannot open ...")
+    from stepscope.parsers.ranks import find_trace_files
+
     return find_trace_files(source)  # TraceError "no trace files in ..." when there are none
 
 

@@ -6,7 +6,7 @@ import argparse
 
 from stepscope.app.cli.errors import UserError
 from stepscope.app.cli.options import add_analysis_options, read_and_analyze
-from stepscope.parsers.perfetto_reader import trace_processor_status
+from stepscope.parsers.trace_processor import trace_processor_status
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -54,6 +53,8 @@ def run_app(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         os.execve(command[0], command, env)
     try:
+        import subprocess
+
         return subprocess.call(command, env=env)
     except KeyboardInterrupt:  # the child got the same Ctrl-C and stops on its own
         return EXIT_INTERRUPTED

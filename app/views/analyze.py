@@ -14,7 +14,7 @@ from stepscope.app.stage_timing import mark, stage
 from stepscope.app.trace_sources import TraceSource, all_sources, default_source
 from stepscope.app.uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload_names
 from stepscope.parsers import TraceError
-from stepscope.parsers.perfetto_reader import trace_processor_status
+from stepscope.parsers.trace_processor import trace_processor_status
 
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
