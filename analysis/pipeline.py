@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+
 import numpy as np
 import pandas as pd
 from stepscope.analysis.activity import busy_union, derive_activity
 from stepscope.analysis.event_rows import isin_ints, kind_mask
 from stepscope.analysis.findings import make_findings
 from stepscope.analysis.gaps import find_gaps
+from stepscope.analysis.host_work import host_work
 from stepscope.analysis.kernel_names import short_names
 from stepscope.analysis.model import Analysis
 from stepscope.analysis.options import AnalysisOptions
@@ -20,9 +26,49 @@ from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
     options = options or AnalysisOptions()
+    if not (options.anatomy and _host_only(timeline.events)):
+        return _analyze(timeline, options, None)
+    # A CPU trace's anatomy starts with its host ops' nesting and categories, which read only the events: a
+    # worker thread computes them while this one finds the steps (numpy's sorts and searches release the GIL).
+    # Leaving the block waits for the worker, whatever happens; its exception, if any, is raised by result().
+    with _short_switch_interval(), ThreadPoolExecutor(1, thread_name_prefix="stepscope-host-work") as pool:
+        host = pool.submit(host_work, timeline.events, options.category_rules)
+        return _analyze(timeline, options, host)
+
+
+SWITCH_INTERVAL_S = 0.0005  # while two threads share the GIL: see _short_switch_interval
+_switch_lock = threading.Lock()
+_switch_users = [0, 0.0]  # analyze() calls inside _short_switch_interval, the interval before the first
+
+
+@contextmanager
+def _short_switch_interval():
+    """Python's GIL switch interval lowered from 5 ms to 0.5 ms while analyze() runs two threads, then restored.
+
+    Both threads run numpy operations of a millisecond or less, releasing the GIL inside each: at the default
+    interval a thread that finishes one waits up to 5 ms for the GIL while the other runs Python, and the two
+    together take longer than one after the other. Counted, so that overlapping calls (the app's sessions) restore
+    the interval found by the first."""
+    with _switch_lock:
+        if _switch_users[0] == 0:
+            _switch_users[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(SWITCH_INTERVAL_S, _switch_users[1]))
+        _switch_users[0] += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            _switch_users[0] -= 1
+            if _switch_users[0] == 0:
+                sys.setswitchinterval(_switch_users[1])
+
+
+def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) -> Analysis:
+    """analyze()'s stages in order; `host`: host_work() of the timeline's events, computing in a worker."""
     bounds, segmentation = find_steps(timeline, options.step_regex)
     if "process" in bounds.attrs:  # several ranks in one file: measure the one whose steps were found
         timeline = one_process(timeline, bounds.attrs["process"])
+        host = None  # it holds the ops of every process: the anatomy reads the kept process's own
     act = derive_activity(timeline)
     devices = np.unique(act.busy_device)
     busy_by_device = {
@@ -50,8 +96,19 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
     if options.anatomy:
         from stepscope.analysis.anatomy import with_anatomy  # imports analysis.model, like this module
 
-        result = with_anatomy(timeline, result, rules=options.category_rules, activity=act)
+        host_ops = host.result() if host is not None else None
+        result = with_anatomy(timeline, result, rules=options.category_rules, activity=act, host=host_ops)
     return check_analysis(result)
+
+
+def _host_only(events: pd.DataFrame) -> bool:
+    """Whether the events hold host ops and no kind of device work (a CPU trace), read from the kind column's
+    categories without a pass over the rows; a plain column or an unused GPU kind answers False."""
+    kind = events["kind"]
+    if not isinstance(kind.dtype, pd.CategoricalDtype):
+        return False
+    kinds = set(kind.cat.categories)
+    return "cpu_op" in kinds and not kinds.intersection(GPU_KINDS)
 
 
 def one_process(timeline: Timeline, pid: int) -> Timeline:
