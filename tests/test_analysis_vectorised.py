@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from stepscope.analysis.anatomy import _per_step
-from stepscope.analysis.categories import CATEGORIES, nesting_parents
+from stepscope.analysis.categories import CATEGORIES, host_op_categories, host_op_columns, nesting_parents
 from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask, text_column
 from stepscope.analysis.kernel_names import short_names
+from stepscope.analysis.layers import MIN_BLOCK, MIN_LAYERS, _longest_repeat_runs
 from stepscope.analysis.pipeline import _top_kernels
 
 SEEDS = range(40)
@@ -160,3 +161,52 @@ def test_top_kernels_match_groupby(seed):
         assert fast.empty
     else:
         pd.testing.assert_frame_equal(fast, slow, check_exact=True)
+
+
+def _longest_repeat_run_by_loop(codes: np.ndarray, p: int) -> tuple[int, int]:
+    """(length, start) of the first longest stretch of codes[i] == codes[i + p], one position at a time."""
+    best, best_at, run = 0, 0, 0
+    for i in range(len(codes) - p):
+        run = run + 1 if codes[i] == codes[i + p] else 0
+        if run > best:
+            best, best_at = run, i - run + 1
+    return best, best_at
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_repeat_runs_match_a_loop(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(MIN_BLOCK * MIN_LAYERS, 80))
+    block = rng.integers(0, 4, int(rng.integers(1, 9)))  # a repeated block with noise: long, tied and no runs
+    codes = np.resize(block, n)
+    noise = rng.random(n) < rng.choice([0.0, 0.05, 0.3, 1.0])
+    codes[noise] = rng.integers(0, 6, int(noise.sum()))
+    periods = np.arange(MIN_BLOCK, n // MIN_LAYERS + 1)
+    expected = [_longest_repeat_run_by_loop(codes, int(p)) for p in periods]
+    for cells in (1 << 21, n, 3 * n + 1):  # all periods at once, one per block, blocks of three (a ragged end)
+        runs, starts = _longest_repeat_runs(codes.astype(np.int8), periods, cells=cells)
+        assert list(zip(runs.tolist(), starts.tolist(), strict=True)) == expected
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_host_op_columns_match_the_frame(seed):
+    """The arrays host_work builds its frame from are host_op_categories' columns, whether or not the ops
+    come in nesting order (one thread, sorted: nothing reordered; several threads or unsorted: sorted and back)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    names = ["aten::mm", "aten::view", "aten::add", "Torch-Compiled Region: 0/0", "aten::linear", "mystery"]
+    tid = np.zeros(n, dtype=np.int64) if seed % 2 else rng.integers(0, 3, n).astype(np.int64)
+    ts = np.sort(rng.integers(0, 300, n)) if seed % 3 else rng.integers(0, 300, n)
+    ops = pd.DataFrame(
+        {
+            "ts": ts.astype(np.int64),
+            "dur": rng.choice([0, 1, 10, 40, 200], n).astype(np.int64),
+            "tid": tid,
+            "name": pd.Categorical.from_codes(rng.integers(0, len(names), n), categories=names),
+        }
+    )
+    frame = host_op_categories(ops)
+    columns = host_op_columns(*(ops[c].to_numpy() for c in ("tid", "ts", "dur")), ops["name"].array)
+    assert list(columns) == ["short", "self_ns", "category", "leaf", "outer"]
+    for name, values in columns.items():
+        assert pd.Series(values).equals(frame[name].reset_index(drop=True)), name
