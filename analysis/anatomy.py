@@ -300,7 +300,8 @@ def _layers_of(work: pd.DataFrame, step: int | None, on_gpu: bool) -> LayerResul
         return LayerResult(None, None, None, None, None, None, None, None, (), (), "no step found: layers not counted")
     # a GPU step's kernels; a CPU step's outermost compute ops (linear, sdpa, mul ...): its leaf ops
     # mix in views and allocations that vary from layer to layer
-    seq = work[(work["step"] == step) & work["outer"]]
+    rows = np.flatnonzero((work["step"].to_numpy() == step) & work["outer"].to_numpy(dtype=bool))
+    seq = take_rows(work, rows, ("start_ns", "end_ns", "short", "category"))  # only the columns read below
     if on_gpu:
         seq = seq.sort_values("start_ns", kind="stable")  # device order
     names = pd.Categorical(seq["short"].astype(str)).codes

@@ -70,10 +70,15 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
         timeline = one_process(timeline, bounds.attrs["process"])
         host = None  # it holds the ops of every process: the anatomy reads the kept process's own
     act = derive_activity(timeline)
-    devices = np.unique(act.busy_device)
-    busy_by_device = {
-        int(d): busy_union(act.busy_start[act.busy_device == d], act.busy_end[act.busy_device == d]) for d in devices
-    }
+    if len(act.busy_device) and (act.busy_device == act.busy_device[0]).all():  # a CPU trace, most GPU traces
+        devices = np.unique(act.busy_device[:1])  # np.unique of the whole column, without hashing every item
+        busy_by_device = {int(devices[0]): busy_union(act.busy_start, act.busy_end)}
+    else:
+        devices = np.unique(act.busy_device)
+        busy_by_device = {
+            int(d): busy_union(act.busy_start[act.busy_device == d], act.busy_end[act.busy_device == d])
+            for d in devices
+        }
     # one device (or a CPU trace): its busy blocks are the union over all devices, not merged a second time
     busy_all = next(iter(busy_by_device.values())) if len(devices) == 1 else busy_union(act.busy_start, act.busy_end)
     steps, work_step = measure_steps(bounds, act, busy_all)
