@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -31,36 +28,9 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
     # A CPU trace's anatomy starts with its host ops' nesting and categories, which read only the events: a
     # worker thread computes them while this one finds the steps (numpy's sorts and searches release the GIL).
     # Leaving the block waits for the worker, whatever happens; its exception, if any, is raised by result().
-    with _short_switch_interval(), ThreadPoolExecutor(1, thread_name_prefix="stepscope-host-work") as pool:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepscope-host-work") as pool:
         host = pool.submit(host_work, timeline.events, options.category_rules)
         return _analyze(timeline, options, host)
-
-
-SWITCH_INTERVAL_S = 0.0005  # while two threads share the GIL: see _short_switch_interval
-_switch_lock = threading.Lock()
-_switch_users = [0, 0.0]  # analyze() calls inside _short_switch_interval, the interval before the first
-
-
-@contextmanager
-def _short_switch_interval():
-    """Python's GIL switch interval lowered from 5 ms to 0.5 ms while analyze() runs two threads, then restored.
-
-    Both threads run numpy operations of a millisecond or less, releasing the GIL inside each: at the default
-    interval a thread that finishes one waits up to 5 ms for the GIL while the other runs Python, and the two
-    together take longer than one after the other. Counted, so that overlapping calls (the app's sessions) restore
-    the interval found by the first."""
-    with _switch_lock:
-        if _switch_users[0] == 0:
-            _switch_users[1] = sys.getswitchinterval()
-            sys.setswitchinterval(min(SWITCH_INTERVAL_S, _switch_users[1]))
-        _switch_users[0] += 1
-    try:
-        yield
-    finally:
-        with _switch_lock:
-            _switch_users[0] -= 1
-            if _switch_users[0] == 0:
-                sys.setswitchinterval(_switch_users[1])
 
 
 def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) -> Analysis:
