@@ -249,15 +249,10 @@ def _parents_by_level(t: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, tup
     return parent, (by_depth, edges)
 
 
-def _nesting_order(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Indices sorting by (tid, ts, longest first); the identity when the input already is (a
-    timeline is sorted by ts and most CPU traces have one thread), which skips a costly lexsort."""
-    sort = _nesting_sort(tid, ts, dur)
-    return np.arange(len(ts)) if sort is None else sort
-
-
 def _nesting_sort(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
-    """_nesting_order, None where that is the identity: callers then skip taking every array in that order."""
+    """Indices sorting by (tid, ts, longest first); None when the input already is in that order (a timeline
+    is sorted by ts and most CPU traces have one thread), which skips a costly lexsort and lets callers skip
+    taking every array in that order."""
     if len(ts) > 1:
         same_tid = tid[1:] == tid[:-1]
         same_ts = same_tid & (ts[1:] == ts[:-1])

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from stepscope.analysis.activity import _leaf_ops
 from stepscope.analysis.anatomy import _per_step
 from stepscope.analysis.categories import CATEGORIES, host_op_categories, host_op_columns, nesting_parents
 from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask, text_column
@@ -210,3 +211,25 @@ def test_host_op_columns_match_the_frame(seed):
     assert list(columns) == ["short", "self_ns", "category", "leaf", "outer"]
     for name, values in columns.items():
         assert pd.Series(values).equals(frame[name].reset_index(drop=True)), name
+
+
+def _leaf_ops_by_loop(tid, ts, dur) -> list[int]:
+    """Positions of the ops that no op of their thread starts inside (the next op in (thread, start, longest
+    first) order starts on another thread or at/after its end), in order of start, one op at a time."""
+    order = sorted(range(len(ts)), key=lambda i: (tid[i], ts[i], -dur[i]))
+    leaves = []
+    for k, i in enumerate(order):
+        nxt = order[k + 1] if k + 1 < len(order) else None
+        if nxt is None or tid[nxt] != tid[i] or ts[nxt] >= ts[i] + dur[i]:
+            leaves.append(i)
+    return sorted(leaves, key=lambda i: ts[i])  # stable: equal starts keep the nesting order
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_leaf_ops_match_a_loop(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 30))
+    tid = np.zeros(n, dtype=np.int64) if seed % 2 else rng.integers(0, 3, n).astype(np.int64)
+    ts = np.sort(rng.integers(-20, 300, n)) if seed % 3 else rng.integers(-20, 300, n)
+    dur = rng.choice([0, 1, 10, 40, 200], n).astype(np.int64)
+    assert _leaf_ops(tid, ts, dur).tolist() == _leaf_ops_by_loop(tid.tolist(), ts.tolist(), dur.tolist())
