@@ -18,6 +18,7 @@ from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask, text_
 from stepscope.analysis.kernel_names import short_names
 from stepscope.analysis.layers import MIN_BLOCK, MIN_LAYERS, _longest_repeat_runs
 from stepscope.analysis.pipeline import _top_kernels
+from stepscope.analysis.summary import _ttft_ms_by_request
 
 SEEDS = range(40)
 
@@ -233,3 +234,30 @@ def test_leaf_ops_match_a_loop(seed):
     ts = np.sort(rng.integers(-20, 300, n)) if seed % 3 else rng.integers(-20, 300, n)
     dur = rng.choice([0, 1, 10, 40, 200], n).astype(np.int64)
     assert _leaf_ops(tid, ts, dur).tolist() == _leaf_ops_by_loop(tid.tolist(), ts.tolist(), dur.tolist())
+
+
+def _ttft_by_pandas(steps: pd.DataFrame) -> dict[int, float]:
+    """Each request's first prefill, start to token, as pandas drop_duplicates (how it was first written)."""
+    prefill = steps[steps["kind"] == "prefill"]
+    if prefill.empty:
+        return {}
+    first = prefill.drop_duplicates("request", keep="first").sort_values("request", kind="stable")
+    ms = (first["token_ns"].to_numpy() - first["start_ns"].to_numpy()) / 1e6
+    return dict(zip(first["request"].to_numpy().tolist(), ms.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ttft_by_request_matches_pandas(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 30))
+    start = np.sort(rng.integers(0, 10_000, n)).astype(np.int64)
+    steps = pd.DataFrame(
+        {
+            "kind": np.array(rng.choice(["prefill", "decode", "mixed"], n), dtype=object),
+            "request": rng.integers(0, 5, n).astype(np.int64),  # unsorted, repeated: several prefills per request
+            "start_ns": start,
+            "token_ns": start + rng.integers(1, 3_000_000, n),
+        }
+    )
+    fast, slow = _ttft_ms_by_request(steps), _ttft_by_pandas(steps)
+    assert list(fast.items()) == list(slow.items())
