@@ -189,7 +189,7 @@ def _nesting(
     tid: np.ndarray, ts: np.ndarray, dur: np.ndarray
 ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """nesting_parents() with its sort None when the ops are in nesting order already (most traces: no
-    reordering and no reordering back), and the ops grouped by depth, (by_depth, edges) as _parents makes them."""
+    reordering and no reordering back), and the ops grouped by depth (_parents_by_level's levels)."""
     n = len(ts)
     sort = _nesting_sort(tid, ts, dur)
     if n == 0:
@@ -225,14 +225,10 @@ def _depths(t: np.ndarray, s: np.ndarray, e: np.ndarray, dur: np.ndarray) -> np.
     return np.maximum(started_before - ended_by_start, 0).astype(np.int64)
 
 
-def _parents(t: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Parent of each op: the last op before it, in its thread, one level up. One sorted search per nesting
-    level (ops of a level are in index order), not per op."""
-    return _parents_by_level(t, depth)[0]
-
-
 def _parents_by_level(t: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """(_parents, (by_depth, edges)): the ops of nesting level d are by_depth[edges[d]:edges[d + 1]], in order."""
+    """Parent of each op: the last op before it, in its thread, one level up. One sorted search per nesting
+    level (ops of a level are in index order), not per op. Also the levels, (by_depth, edges): the ops of
+    nesting level d are by_depth[edges[d]:edges[d + 1]], in order (inherit_categories walks them again)."""
     n = len(depth)
     parent = np.full(n, -1, dtype=np.int64)
     small = np.int16 if depth.max() < 2**15 else np.int64  # stable sort of small ints is a radix sort
