@@ -18,6 +18,7 @@ from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask, text_
 from stepscope.analysis.kernel_names import short_names
 from stepscope.analysis.layers import MIN_BLOCK, MIN_LAYERS, _longest_repeat_runs
 from stepscope.analysis.pipeline import _top_kernels
+from stepscope.analysis.steps import _place
 from stepscope.analysis.summary import _ttft_ms_by_request
 
 SEEDS = range(40)
@@ -261,3 +262,24 @@ def test_ttft_by_request_matches_pandas(seed):
     )
     fast, slow = _ttft_ms_by_request(steps), _ttft_by_pandas(steps)
     assert list(fast.items()) == list(slow.items())
+
+
+def _place_by_loop(times, start, limit) -> list[int]:
+    """Per time: the last step starting at or before it, if the time is before that step's limit; else -1."""
+    out = []
+    for t in times:
+        k = max((i for i, s in enumerate(start) if s <= t), default=-1)
+        out.append(k if k >= 0 and t < limit[k] else -1)
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_place_matches_a_loop(seed):
+    rng = np.random.default_rng(seed)
+    n, n_steps = int(rng.integers(0, 40)), int(rng.integers(0, 6))
+    times = rng.integers(-5, 100, n).astype(np.int64)
+    if seed % 4:
+        times = np.sort(times)  # sorted (the painted runs), with repeats; else unsorted (the searches)
+    start = np.sort(rng.integers(0, 90, n_steps)).astype(np.int64)  # repeated starts: the last one holds
+    limit = start + rng.choice([-3, 0, 1, 5, 20, 200], n_steps)  # limits before, at, past the next start
+    assert _place(times, start, limit).tolist() == _place_by_loop(times.tolist(), start.tolist(), limit.tolist())
