@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from stepscope.analysis.categories import CATEGORIES
 
 ATTENTION = CATEGORIES.index("attention")  # category codes are indices into CATEGORIES
@@ -93,12 +94,15 @@ def _longest_repeat_runs(codes: np.ndarray, periods: np.ndarray, cells: int = 1 
     n = len(codes)
     runs = np.zeros(len(periods), dtype=np.int64)
     starts = np.zeros(len(periods), dtype=np.int64)
+    if len(periods) == 0:
+        return runs, starts
     pos = np.arange(n)
     rows = max(1, cells // max(n, 1))
+    # row r of `ahead` is codes[r:r + n] (a view, padded past the end): each period's row is copied, not gathered
+    ahead = sliding_window_view(np.concatenate([codes, np.zeros(int(periods.max()), dtype=codes.dtype)]), n)
     for lo in range(0, len(periods), rows):  # a loop over blocks of periods, not over kernels
         p = periods[lo : lo + rows, None]
-        ahead = pos + p
-        same = (ahead < n) & (codes == codes[np.minimum(ahead, n - 1)])  # past the end: no match
+        same = (pos < n - p) & (codes == ahead[p[:, 0]])  # past the end (the padding): no match
         # the run of matches ending at each position: the position minus the last mismatch at or before it
         length = pos - np.maximum.accumulate(np.where(same, -1, pos), axis=1)
         end = np.argmax(length, axis=1)  # the first position where the longest run ends: the first longest run
