@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.categories import _nesting_order
+from stepscope.analysis.categories import _nesting_sort
 from stepscope.analysis.event_rows import isin_ints, kind_mask
 from stepscope.analysis.names import name_matches
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
@@ -159,13 +159,14 @@ def _leaf_ops(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
     when they already are in that order (one thread, as most CPU traces)."""
     if len(ts) == 0:
         return np.empty(0, dtype=np.int64)
-    order = _nesting_order(tid, ts, dur)
-    tid, ts = tid[order], ts[order]
-    end = ts + dur[order]
-    next_ts = np.append(ts[1:], np.iinfo(np.int64).max)
-    next_tid = np.append(tid[1:], np.iinfo(np.int64).min)
-    is_leaf = (next_tid != tid) | (next_ts >= end)
-    leaves = order[is_leaf]
+    order = _nesting_sort(tid, ts, dur)  # None: in that order already, nothing to take
+    if order is not None:
+        tid, ts, dur = tid[order], ts[order], dur[order]
+    end = ts + dur
+    is_leaf = np.empty(len(ts), dtype=bool)
+    is_leaf[-1] = True  # the last op of the last thread
+    is_leaf[:-1] = (tid[1:] != tid[:-1]) | (ts[1:] >= end[:-1])  # the next op starts on another thread or after
+    leaves = np.flatnonzero(is_leaf) if order is None else order[is_leaf]
     return leaves[np.argsort(ts[is_leaf], kind="stable")]
 
 

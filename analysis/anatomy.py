@@ -24,9 +24,9 @@ from stepscope.analysis.categories import (
     Rule,
     categorize,
     enclosing_categories,
-    host_op_categories,
 )
 from stepscope.analysis.event_rows import kind_mask, take_rows
+from stepscope.analysis.host_work import HostWork, host_work
 from stepscope.analysis.layers import LayerResult, detect_layers
 from stepscope.analysis.model import Analysis, Finding
 from stepscope.analysis.roofline.accounting import decode_cost
@@ -126,10 +126,13 @@ def anatomy(
     hardware: Hardware | None = None,
     rules: tuple[Rule, ...] = (),
     activity: Activity | None = None,
+    host: HostWork | None = None,
 ) -> Anatomy:
     """Categories per step, layers and the per-category roofline of the median decode step.
 
-    `activity`: derive_activity(timeline) when the caller has it already (analyze() does), saving a second pass."""
+    `activity`: derive_activity(timeline) when the caller has it already (analyze() does), saving a second pass.
+    `host`: host_work(timeline.events, rules) of a CPU trace when the caller has it already (analyze() computes
+    it in a thread while it finds the steps); ignored on a GPU trace."""
     ev = timeline.events
     on_gpu = bool(kind_mask(ev, GPU_KINDS).any())
     steps = analysis.steps
@@ -154,29 +157,8 @@ def anatomy(
             }
         )
     else:
-        ops = take_rows(ev, kind_mask(ev, ["cpu_op"]), ("ts", "dur", "tid", "name"))  # sorted by ts, as the timeline is
-        cats = host_op_categories(ops, rules) if len(ops) else _empty_host()
-        work = pd.DataFrame(
-            {
-                "start_ns": cats["ts"].to_numpy(),
-                "end_ns": (cats["ts"] + cats["dur"]).to_numpy(),
-                "time_ns": cats["self_ns"].to_numpy(),
-                "anchor_ns": cats["ts"].to_numpy(),
-                "name": cats["name"].array,
-                "short": cats["short"].array,
-                "category": cats["category"].array,
-                "leaf": cats["leaf"].to_numpy(),
-                "outer": cats["outer"].to_numpy(),
-            }
-        )
-        names = pd.Categorical(work["name"])
-        is_region = np.asarray([str(c).startswith("Torch-Compiled Region") for c in names.categories] + [False])
-        region = is_region[names.codes]
-        if region.any():
-            notes.append(
-                f"{work.loc[region, 'time_ns'].sum() / 1e6:.1f} ms of self time inside torch.compile regions "
-                "counted as elementwise: inductor's fused kernels run there without op events of their own"
-            )
+        work, host_notes = host if host is not None else host_work(ev, rules)
+        notes.extend(host_notes)
     work["category"] = pd.Categorical(work["category"], categories=CATEGORIES)
     if len(steps):
         start = steps["start_ns"].to_numpy()
@@ -203,9 +185,10 @@ def with_anatomy(
     hardware: Hardware | None = None,
     rules: tuple[Rule, ...] = (),
     activity: Activity | None = None,
+    host: HostWork | None = None,
 ) -> Analysis:
     """The analysis with its `anatomy` set and the anatomy's findings joined to its own."""
-    anat = anatomy(timeline, analysis, model, hardware, rules, activity)
+    anat = anatomy(timeline, analysis, model, hardware, rules, activity, host)
     return replace(analysis, anatomy=anat, findings=_joined(analysis.findings, anat))
 
 
@@ -264,10 +247,6 @@ def _refine_by_module(ev: pd.DataFrame, category: pd.Categorical, rules: tuple[R
     return pd.Categorical.from_codes(codes, categories=CATEGORIES), note
 
 
-def _empty_host() -> pd.DataFrame:
-    return pd.DataFrame({c: [] for c in ("ts", "dur", "self_ns", "name", "short", "category", "leaf", "outer")})
-
-
 def _per_step(work: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Time and leaf count per (step, category), on integer keys: a groupby would first copy the placed rows of
     every work column. Rows in (step, category) order, then sorted by step and time (descending), stably;
@@ -321,7 +300,8 @@ def _layers_of(work: pd.DataFrame, step: int | None, on_gpu: bool) -> LayerResul
         return LayerResult(None, None, None, None, None, None, None, None, (), (), "no step found: layers not counted")
     # a GPU step's kernels; a CPU step's outermost compute ops (linear, sdpa, mul ...): its leaf ops
     # mix in views and allocations that vary from layer to layer
-    seq = work[(work["step"] == step) & work["outer"]]
+    rows = np.flatnonzero((work["step"].to_numpy() == step) & work["outer"].to_numpy(dtype=bool))
+    seq = take_rows(work, rows, ("start_ns", "end_ns", "short", "category"))  # only the columns read below
     if on_gpu:
         seq = seq.sort_values("start_ns", kind="stable")  # device order
     names = pd.Categorical(seq["short"].astype(str)).codes

@@ -181,13 +181,24 @@ def nesting_parents(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[n
     the innermost op that was open when op i started, -1 for a top-level op. An op's depth is the
     number of ops of its thread started before it minus those ended by its start.
     """
+    sort, parent, depth, _ = _nesting(tid, ts, dur)
+    return (np.arange(len(ts)) if sort is None else sort), parent, depth
+
+
+def _nesting(
+    tid: np.ndarray, ts: np.ndarray, dur: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """nesting_parents() with its sort None when the ops are in nesting order already (most traces: no
+    reordering and no reordering back), and the ops grouped by depth (_parents_by_level's levels)."""
     n = len(ts)
-    order = _nesting_order(tid, ts, dur)
+    sort = _nesting_sort(tid, ts, dur)
     if n == 0:
-        return order, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    t, s, d = tid[order], ts[order], dur[order]
+        empty = np.empty(0, dtype=np.int64)
+        return sort, empty, empty, (empty, np.zeros(1, dtype=np.int64))
+    t, s, d = (tid, ts, dur) if sort is None else (tid[sort], ts[sort], dur[sort])
     depth = _depths(t, s, s + d, d)
-    return order, _parents(t, depth), depth
+    parent, levels = _parents_by_level(t, depth)
+    return sort, parent, depth, levels
 
 
 def _depths(t: np.ndarray, s: np.ndarray, e: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -214,9 +225,10 @@ def _depths(t: np.ndarray, s: np.ndarray, e: np.ndarray, dur: np.ndarray) -> np.
     return np.maximum(started_before - ended_by_start, 0).astype(np.int64)
 
 
-def _parents(t: np.ndarray, depth: np.ndarray) -> np.ndarray:
+def _parents_by_level(t: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Parent of each op: the last op before it, in its thread, one level up. One sorted search per nesting
-    level (ops of a level are in index order), not per op."""
+    level (ops of a level are in index order), not per op. Also the levels, (by_depth, edges): the ops of
+    nesting level d are by_depth[edges[d]:edges[d + 1]], in order (inherit_categories walks them again)."""
     n = len(depth)
     parent = np.full(n, -1, dtype=np.int64)
     small = np.int16 if depth.max() < 2**15 else np.int64  # stable sort of small ints is a radix sort
@@ -230,12 +242,13 @@ def _parents(t: np.ndarray, depth: np.ndarray) -> np.ndarray:
         cand = above[np.maximum(pos, 0)]
         ok = (pos >= 0) & (t[cand] == t[child])
         parent[child[ok]] = cand[ok]
-    return parent
+    return parent, (by_depth, edges)
 
 
-def _nesting_order(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Indices sorting by (tid, ts, longest first); the identity when the input already is (a
-    timeline is sorted by ts and most CPU traces have one thread), which skips a costly lexsort."""
+def _nesting_sort(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
+    """Indices sorting by (tid, ts, longest first); None when the input already is in that order (a timeline
+    is sorted by ts and most CPU traces have one thread), which skips a costly lexsort and lets callers skip
+    taking every array in that order."""
     if len(ts) > 1:
         same_tid = tid[1:] == tid[:-1]
         same_ts = same_tid & (ts[1:] == ts[:-1])
@@ -245,7 +258,7 @@ def _nesting_order(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarr
             and (~same_ts | (dur[1:] <= dur[:-1])).all()
         )
         if in_order:
-            return np.arange(len(ts))
+            return None
     return np.lexsort((-dur, ts, tid))
 
 
@@ -257,7 +270,11 @@ def self_times(parent: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 def inherit_categories(
-    parent: np.ndarray, depth: np.ndarray, own: np.ndarray, container: np.ndarray | None = None
+    parent: np.ndarray,
+    depth: np.ndarray,
+    own: np.ndarray,
+    container: np.ndarray | None = None,
+    levels: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(category code per op, outermost compute op mask).
 
@@ -265,7 +282,8 @@ def inherit_categories(
     only where no strong category is found above; "other" where nothing matched at all. A
     container keeps its own category and passes down what is above it. `own` holds CATEGORIES
     codes (ordered as `parent`). An outermost compute op has a strong category of its own and no
-    strong ancestor: the sequence of those is a forward's ops at one level (linear, sdpa, ...)."""
+    strong ancestor: the sequence of those is a forward's ops at one level (linear, sdpa, ...).
+    `levels`: the ops grouped by depth, (by_depth, edges) from _parents_by_level, when the caller has them."""
     other = CATEGORIES.index("other")
     container = np.zeros(len(own), dtype=bool) if container is None else container
     weak_code = np.zeros(len(CATEGORIES), dtype=bool)
@@ -276,7 +294,11 @@ def inherit_categories(
     own_strong = strong >= 0
     weak_cat = np.where(is_weak, own, -1).astype(np.int8)
     for d in range(1, int(depth.max()) + 1 if len(depth) else 0):  # a loop over nesting levels, not events
-        at = np.flatnonzero((depth == d) & (parent >= 0))
+        if levels is None:
+            at = np.flatnonzero((depth == d) & (parent >= 0))
+        else:  # the same positions, in the same (increasing) order, without a pass over every op
+            at = levels[0][levels[1][d] : levels[1][d + 1]]
+            at = at[parent[at] >= 0]
         p = parent[at]
         # only ops without a category of their own take their parent's
         missing = strong[at] < 0
@@ -294,29 +316,41 @@ def host_op_categories(ops: pd.DataFrame, user_rules: tuple[Rule, ...] = ()) -> 
     columns ts, dur, name, short, self_ns, category, leaf (no op nested inside it), outer (an
     outermost compute op, see inherit_categories)."""
     tid, ts, dur = (ops[c].to_numpy(dtype=np.int64) for c in ("tid", "ts", "dur"))
-    order, parent, depth = nesting_parents(tid, ts, dur)
-    short, own = categorize(ops["name"], user_rules)
-    own_codes = np.asarray(own.codes, dtype=np.int64)[order]
-    names = ops["name"].array if isinstance(ops["name"].dtype, pd.CategoricalDtype) else pd.Categorical(ops["name"])
+    columns = host_op_columns(tid, ts, dur, ops["name"], user_rules)
+    return pd.DataFrame({"ts": ts, "dur": dur, "name": ops["name"].array, **columns}, index=ops.index)
+
+
+def host_op_columns(
+    tid: np.ndarray,
+    ts: np.ndarray,
+    dur: np.ndarray,
+    names: pd.Series | pd.Categorical,
+    user_rules: tuple[Rule, ...] = (),
+) -> dict[str, np.ndarray | pd.Categorical]:
+    """host_op_categories' computed columns (short, self_ns, category, leaf, outer) as arrays, in the ops' order.
+    When the ops are in nesting order already (one thread, as most CPU traces) nothing is reordered."""
+    sort, parent, depth, levels = _nesting(tid, ts, dur)
+    short, own = categorize(names, user_rules)
+    names = names.array if isinstance(names, pd.Series) else names
+    names = names if isinstance(names, pd.Categorical) else pd.Categorical(names)
     is_container = np.append([bool(CONTAINERS.search(str(c))) for c in names.categories], False)[names.codes]
-    inherited, outer = inherit_categories(parent, depth, own_codes, is_container[order])
-    self_ns = self_times(parent, dur[order])
-    leaf = np.bincount(parent[parent >= 0], minlength=len(order)) == 0
-    back = np.empty_like(order)
-    back[order] = np.arange(len(order))
-    return pd.DataFrame(
-        {
-            "ts": ts,
-            "dur": dur,
-            "name": ops["name"].array,
-            "short": short,
-            "self_ns": self_ns[back],
-            "category": pd.Categorical.from_codes(inherited[back], categories=CATEGORIES),
-            "leaf": leaf[back],
-            "outer": outer[back],
-        },
-        index=ops.index,
-    )
+    own_codes = np.asarray(own.codes, dtype=np.int64)
+    if sort is not None:
+        own_codes, is_container, dur = own_codes[sort], is_container[sort], dur[sort]
+    inherited, outer = inherit_categories(parent, depth, own_codes, is_container, levels)
+    self_ns = self_times(parent, dur)
+    leaf = np.bincount(parent[parent >= 0], minlength=len(parent)) == 0
+    if sort is not None:
+        back = np.empty_like(sort)
+        back[sort] = np.arange(len(sort))
+        self_ns, inherited, leaf, outer = self_ns[back], inherited[back], leaf[back], outer[back]
+    return {
+        "short": short,
+        "self_ns": self_ns,
+        "category": pd.Categorical.from_codes(inherited, categories=CATEGORIES),
+        "leaf": leaf,
+        "outer": outer,
+    }
 
 
 GENERIC = ("elementwise", "other")  # kernel categories a surrounding module may refine

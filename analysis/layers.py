@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from stepscope.analysis.categories import CATEGORIES
 
 ATTENTION = CATEGORIES.index("attention")  # category codes are indices into CATEGORIES
@@ -70,13 +71,14 @@ def find_repetition(codes: np.ndarray) -> Repetition | None:
     n = len(codes)
     if n < MIN_BLOCK * MIN_LAYERS or n > MAX_KERNELS:
         return None
-    best: list[Repetition] = []
-    for p in range(MIN_BLOCK, n // MIN_LAYERS + 1):
-        same = codes[:-p] == codes[p:]
-        run, at = _longest_true_run(same)
-        repeats = (run + p) // p
-        if repeats >= MIN_LAYERS:
-            best.append(Repetition(p, at, repeats, at + run + p))
+    periods = np.arange(MIN_BLOCK, n // MIN_LAYERS + 1)
+    runs, starts = _longest_repeat_runs(codes, periods)
+    repeats = (runs + periods) // periods
+    best = [
+        Repetition(int(p), int(at), int(r), int(at + run + p))
+        for p, run, at, r in zip(periods, runs, starts, repeats, strict=True)
+        if r >= MIN_LAYERS
+    ]
     if not best:
         return None
     top = max(r.covered for r in best)
@@ -85,15 +87,29 @@ def find_repetition(codes: np.ndarray) -> Repetition | None:
     return min(near, key=lambda r: r.period)
 
 
-def _longest_true_run(mask: np.ndarray) -> tuple[int, int]:
-    """(length, start) of the longest stretch of True."""
-    if not mask.any():
-        return 0, 0
-    padded = np.concatenate([[False], mask, [False]])
-    edges = np.flatnonzero(padded[1:] != padded[:-1])
-    starts, ends = edges[::2], edges[1::2]
-    i = int(np.argmax(ends - starts))
-    return int(ends[i] - starts[i]), int(starts[i])
+def _longest_repeat_runs(codes: np.ndarray, periods: np.ndarray, cells: int = 1 << 21) -> tuple[np.ndarray, np.ndarray]:
+    """For each period p: (length, start) of the longest stretch of i where codes[i] == codes[i + p] (the first
+    such stretch on a tie; (0, 0) for none). Several periods at once, as rows of a (periods x positions) matrix
+    of at most about `cells` cells: one pass per block of rows instead of a few small passes per period."""
+    n = len(codes)
+    runs = np.zeros(len(periods), dtype=np.int64)
+    starts = np.zeros(len(periods), dtype=np.int64)
+    if len(periods) == 0:
+        return runs, starts
+    pos = np.arange(n)
+    rows = max(1, cells // max(n, 1))
+    # row r of `ahead` is codes[r:r + n] (a view, padded past the end): each period's row is copied, not gathered
+    ahead = sliding_window_view(np.concatenate([codes, np.zeros(int(periods.max()), dtype=codes.dtype)]), n)
+    for lo in range(0, len(periods), rows):  # a loop over blocks of periods, not over kernels
+        p = periods[lo : lo + rows, None]
+        same = (pos < n - p) & (codes == ahead[p[:, 0]])  # past the end (the padding): no match
+        # the run of matches ending at each position: the position minus the last mismatch at or before it
+        length = pos - np.maximum.accumulate(np.where(same, -1, pos), axis=1)
+        end = np.argmax(length, axis=1)  # the first position where the longest run ends: the first longest run
+        run = length[np.arange(len(p)), end]
+        runs[lo : lo + rows] = run
+        starts[lo : lo + rows] = np.where(run > 0, end - run + 1, 0)
+    return runs, starts
 
 
 def detect_layers(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 from stepscope.analysis.activity import busy_union, derive_activity
 from stepscope.analysis.event_rows import isin_ints, kind_mask
 from stepscope.analysis.findings import make_findings
 from stepscope.analysis.gaps import find_gaps
+from stepscope.analysis.host_work import host_work
 from stepscope.analysis.kernel_names import short_names
 from stepscope.analysis.model import Analysis
 from stepscope.analysis.options import AnalysisOptions
@@ -20,14 +23,32 @@ from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
     options = options or AnalysisOptions()
+    if not (options.anatomy and _host_only(timeline.events)):
+        return _analyze(timeline, options, None)
+    # A CPU trace's anatomy starts with its host ops' nesting and categories, which read only the events: a
+    # worker thread computes them while this one finds the steps (numpy's sorts and searches release the GIL).
+    # Leaving the block waits for the worker, whatever happens; its exception, if any, is raised by result().
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepscope-host-work") as pool:
+        host = pool.submit(host_work, timeline.events, options.category_rules)
+        return _analyze(timeline, options, host)
+
+
+def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) -> Analysis:
+    """analyze()'s stages in order; `host`: host_work() of the timeline's events, computing in a worker."""
     bounds, segmentation = find_steps(timeline, options.step_regex)
     if "process" in bounds.attrs:  # several ranks in one file: measure the one whose steps were found
         timeline = one_process(timeline, bounds.attrs["process"])
+        host = None  # it holds the ops of every process: the anatomy reads the kept process's own
     act = derive_activity(timeline)
-    devices = np.unique(act.busy_device)
-    busy_by_device = {
-        int(d): busy_union(act.busy_start[act.busy_device == d], act.busy_end[act.busy_device == d]) for d in devices
-    }
+    if len(act.busy_device) and (act.busy_device == act.busy_device[0]).all():  # a CPU trace, most GPU traces
+        devices = np.unique(act.busy_device[:1])  # np.unique of the whole column, without hashing every item
+        busy_by_device = {int(devices[0]): busy_union(act.busy_start, act.busy_end)}
+    else:
+        devices = np.unique(act.busy_device)
+        busy_by_device = {
+            int(d): busy_union(act.busy_start[act.busy_device == d], act.busy_end[act.busy_device == d])
+            for d in devices
+        }
     # one device (or a CPU trace): its busy blocks are the union over all devices, not merged a second time
     busy_all = next(iter(busy_by_device.values())) if len(devices) == 1 else busy_union(act.busy_start, act.busy_end)
     steps, work_step = measure_steps(bounds, act, busy_all)
@@ -50,8 +71,19 @@ def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analy
     if options.anatomy:
         from stepscope.analysis.anatomy import with_anatomy  # imports analysis.model, like this module
 
-        result = with_anatomy(timeline, result, rules=options.category_rules, activity=act)
+        host_ops = host.result() if host is not None else None
+        result = with_anatomy(timeline, result, rules=options.category_rules, activity=act, host=host_ops)
     return check_analysis(result)
+
+
+def _host_only(events: pd.DataFrame) -> bool:
+    """Whether the events hold host ops and no kind of device work (a CPU trace), read from the kind column's
+    categories without a pass over the rows; a plain column or an unused GPU kind answers False."""
+    kind = events["kind"]
+    if not isinstance(kind.dtype, pd.CategoricalDtype):
+        return False
+    kinds = set(kind.cat.categories)
+    return "cpu_op" in kinds and not kinds.intersection(GPU_KINDS)
 
 
 def one_process(timeline: Timeline, pid: int) -> Timeline:

@@ -105,12 +105,33 @@ def _attribution_limits(b: pd.DataFrame, act: Activity) -> np.ndarray:
 
 
 def _place(times: np.ndarray, start: np.ndarray, limit: np.ndarray) -> np.ndarray:
-    """Index of the step whose [start, limit) holds each time, -1 for none."""
+    """Index of the step whose [start, limit) holds each time, -1 for none (the last step starting at or before
+    the time, if the time is before that step's limit)."""
+    if len(start) and len(times) > 1 and _ascending(times) and _ascending(start):
+        return _place_sorted(times, start, limit)
     idx = np.searchsorted(start, times, side="right") - 1
     if len(start) == 0:
         return idx  # all -1
     ok = (idx >= 0) & (times < limit[np.maximum(idx, 0)])
     return np.where(ok, idx, -1)
+
+
+def _place_sorted(times: np.ndarray, start: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """_place for ascending times and starts (a CPU trace's host ops, most work): step k holds the run of times
+    from the first at or after its start to the first at or after its limit or the next step's start, found by
+    two searches per step; the runs are painted with one cumulative sum instead of a search per time."""
+    first = np.searchsorted(times, start, side="left")
+    stop = np.searchsorted(times, limit, side="left")
+    stop = np.maximum(np.minimum(stop, np.append(first[1:], len(times))), first)  # empty when the limit is passed
+    k = np.arange(1, len(start) + 1, dtype=np.int64)
+    paint = np.zeros(len(times) + 1, dtype=np.int64)
+    np.add.at(paint, first, k)  # the runs are disjoint and in order: k + 1 inside step k's run, 0 outside
+    np.add.at(paint, stop, -k)
+    return np.cumsum(paint[:-1]) - 1
+
+
+def _ascending(values: np.ndarray) -> bool:
+    return bool((values[1:] >= values[:-1]).all())
 
 
 def _empty_steps() -> pd.DataFrame:

@@ -159,10 +159,12 @@ def _rate(amount: float, seconds: float) -> float | None:
 
 def _ttft_ms_by_request(steps: pd.DataFrame) -> dict[int, float]:
     """Per request, its first prefill's start to its token: one vectorised pass, whatever the request count."""
-    prefill = steps[steps["kind"] == "prefill"]
-    if prefill.empty:
+    prefill = np.flatnonzero((steps["kind"] == "prefill").to_numpy(dtype=bool))
+    if len(prefill) == 0:
         return {}
-    first = prefill.drop_duplicates("request", keep="first").sort_values("request", kind="stable")
+    # each request's first prefill, in request order (np.unique: sorted values, first positions)
+    _, first = np.unique(steps["request"].to_numpy()[prefill], return_index=True)
+    first = steps.iloc[prefill[first]]
     ms = (first["token_ns"].to_numpy() - first["start_ns"].to_numpy()) / 1e6
     return dict(zip(first["request"].to_numpy().tolist(), ms.tolist(), strict=True))
 

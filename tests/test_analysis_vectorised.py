@@ -11,11 +11,15 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from stepscope.analysis.activity import _leaf_ops
 from stepscope.analysis.anatomy import _per_step
-from stepscope.analysis.categories import CATEGORIES, nesting_parents
+from stepscope.analysis.categories import CATEGORIES, host_op_categories, host_op_columns, nesting_parents
 from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask, text_column
 from stepscope.analysis.kernel_names import short_names
+from stepscope.analysis.layers import MIN_BLOCK, MIN_LAYERS, _longest_repeat_runs
 from stepscope.analysis.pipeline import _top_kernels
+from stepscope.analysis.steps import _place
+from stepscope.analysis.summary import _ttft_ms_by_request
 
 SEEDS = range(40)
 
@@ -160,3 +164,122 @@ def test_top_kernels_match_groupby(seed):
         assert fast.empty
     else:
         pd.testing.assert_frame_equal(fast, slow, check_exact=True)
+
+
+def _longest_repeat_run_by_loop(codes: np.ndarray, p: int) -> tuple[int, int]:
+    """(length, start) of the first longest stretch of codes[i] == codes[i + p], one position at a time."""
+    best, best_at, run = 0, 0, 0
+    for i in range(len(codes) - p):
+        run = run + 1 if codes[i] == codes[i + p] else 0
+        if run > best:
+            best, best_at = run, i - run + 1
+    return best, best_at
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_repeat_runs_match_a_loop(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(MIN_BLOCK * MIN_LAYERS, 80))
+    block = rng.integers(0, 4, int(rng.integers(1, 9)))  # a repeated block with noise: long, tied and no runs
+    codes = np.resize(block, n)
+    noise = rng.random(n) < rng.choice([0.0, 0.05, 0.3, 1.0])
+    codes[noise] = rng.integers(0, 6, int(noise.sum()))
+    periods = np.arange(MIN_BLOCK, n // MIN_LAYERS + 1)
+    expected = [_longest_repeat_run_by_loop(codes, int(p)) for p in periods]
+    for cells in (1 << 21, n, 3 * n + 1):  # all periods at once, one per block, blocks of three (a ragged end)
+        runs, starts = _longest_repeat_runs(codes.astype(np.int8), periods, cells=cells)
+        assert list(zip(runs.tolist(), starts.tolist(), strict=True)) == expected
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_host_op_columns_match_the_frame(seed):
+    """The arrays host_work builds its frame from are host_op_categories' columns, whether or not the ops
+    come in nesting order (one thread, sorted: nothing reordered; several threads or unsorted: sorted and back)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    names = ["aten::mm", "aten::view", "aten::add", "Torch-Compiled Region: 0/0", "aten::linear", "mystery"]
+    tid = np.zeros(n, dtype=np.int64) if seed % 2 else rng.integers(0, 3, n).astype(np.int64)
+    ts = np.sort(rng.integers(0, 300, n)) if seed % 3 else rng.integers(0, 300, n)
+    ops = pd.DataFrame(
+        {
+            "ts": ts.astype(np.int64),
+            "dur": rng.choice([0, 1, 10, 40, 200], n).astype(np.int64),
+            "tid": tid,
+            "name": pd.Categorical.from_codes(rng.integers(0, len(names), n), categories=names),
+        }
+    )
+    frame = host_op_categories(ops)
+    columns = host_op_columns(*(ops[c].to_numpy() for c in ("tid", "ts", "dur")), ops["name"].array)
+    assert list(columns) == ["short", "self_ns", "category", "leaf", "outer"]
+    for name, values in columns.items():
+        assert pd.Series(values).equals(frame[name].reset_index(drop=True)), name
+
+
+def _leaf_ops_by_loop(tid, ts, dur) -> list[int]:
+    """Positions of the ops that no op of their thread starts inside (the next op in (thread, start, longest
+    first) order starts on another thread or at/after its end), in order of start, one op at a time."""
+    order = sorted(range(len(ts)), key=lambda i: (tid[i], ts[i], -dur[i]))
+    leaves = []
+    for k, i in enumerate(order):
+        nxt = order[k + 1] if k + 1 < len(order) else None
+        if nxt is None or tid[nxt] != tid[i] or ts[nxt] >= ts[i] + dur[i]:
+            leaves.append(i)
+    return sorted(leaves, key=lambda i: ts[i])  # stable: equal starts keep the nesting order
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_leaf_ops_match_a_loop(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 30))
+    tid = np.zeros(n, dtype=np.int64) if seed % 2 else rng.integers(0, 3, n).astype(np.int64)
+    ts = np.sort(rng.integers(-20, 300, n)) if seed % 3 else rng.integers(-20, 300, n)
+    dur = rng.choice([0, 1, 10, 40, 200], n).astype(np.int64)
+    assert _leaf_ops(tid, ts, dur).tolist() == _leaf_ops_by_loop(tid.tolist(), ts.tolist(), dur.tolist())
+
+
+def _ttft_by_pandas(steps: pd.DataFrame) -> dict[int, float]:
+    """Each request's first prefill, start to token, as pandas drop_duplicates (how it was first written)."""
+    prefill = steps[steps["kind"] == "prefill"]
+    if prefill.empty:
+        return {}
+    first = prefill.drop_duplicates("request", keep="first").sort_values("request", kind="stable")
+    ms = (first["token_ns"].to_numpy() - first["start_ns"].to_numpy()) / 1e6
+    return dict(zip(first["request"].to_numpy().tolist(), ms.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ttft_by_request_matches_pandas(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 30))
+    start = np.sort(rng.integers(0, 10_000, n)).astype(np.int64)
+    steps = pd.DataFrame(
+        {
+            "kind": np.array(rng.choice(["prefill", "decode", "mixed"], n), dtype=object),
+            "request": rng.integers(0, 5, n).astype(np.int64),  # unsorted, repeated: several prefills per request
+            "start_ns": start,
+            "token_ns": start + rng.integers(1, 3_000_000, n),
+        }
+    )
+    fast, slow = _ttft_ms_by_request(steps), _ttft_by_pandas(steps)
+    assert list(fast.items()) == list(slow.items())
+
+
+def _place_by_loop(times, start, limit) -> list[int]:
+    """Per time: the last step starting at or before it, if the time is before that step's limit; else -1."""
+    out = []
+    for t in times:
+        k = max((i for i, s in enumerate(start) if s <= t), default=-1)
+        out.append(k if k >= 0 and t < limit[k] else -1)
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_place_matches_a_loop(seed):
+    rng = np.random.default_rng(seed)
+    n, n_steps = int(rng.integers(0, 40)), int(rng.integers(0, 6))
+    times = rng.integers(-5, 100, n).astype(np.int64)
+    if seed % 4:
+        times = np.sort(times)  # sorted (the painted runs), with repeats; else unsorted (the searches)
+    start = np.sort(rng.integers(0, 90, n_steps)).astype(np.int64)  # repeated starts: the last one holds
+    limit = start + rng.choice([-3, 0, 1, 5, 20, 200], n_steps)  # limits before, at, past the next start
+    assert _place(times, start, limit).tolist() == _place_by_loop(times.tolist(), start.tolist(), limit.tolist())
