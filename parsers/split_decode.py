@@ -28,7 +28,6 @@ for the decode and put back after, so no piece is copied.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gc
 import os
 import re
@@ -185,15 +184,22 @@ def _decode_in_place(data: bytearray, start: int, stop: int) -> list:
         data[start - 1], data[stop] = before, after
 
 
-def _take_pieces(data, pieces: list, numbers, max_events: int) -> dict[int, _Piece | None]:
-    """Decode the pieces whose numbers `numbers` yields (the shared queue, or all of them in one process)."""
+def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None) -> dict[int, _Piece | None]:
+    """Decode the pieces whose numbers `numbers` yields (the shared queue, or all of them in one process).
+
+    `publish(number, piece)`, when given (the child), hands each piece on as soon as it is decoded instead of
+    keeping it."""
     done: dict[int, _Piece | None] = {}
     events = 0
     for i in numbers:
-        done[i] = piece = _decode(data, *pieces[i])
+        piece = _decode(data, *pieces[i])
         events += piece.count if piece is not None else 0
         if events > max_events:  # the one-process reader counts them and words the error
             raise SplitNotPossibleError("over the event limit")
+        if publish is None:
+            done[i] = piece
+        else:
+            publish(i, piece)
     return done
 
 
@@ -289,32 +295,31 @@ def _no_garbage_collection() -> Iterator[None]:
 
 
 def _decode_with_child(data, pieces: list, max_events: int) -> dict[int, _Piece | None]:
-    """Both processes take pieces from the queue; the child's come back over a pipe."""
+    """Both processes take pieces from the queue; the child's come back through a shared file (see _Results)."""
     queue_read, queue_write = os.pipe()
     os.write(queue_write, b"".join(struct.pack("<I", i) for i in range(len(pieces))))
     os.close(queue_write)
-    read_fd, write_fd = os.pipe()
-    with contextlib.suppress(OSError):  # a bigger pipe buffer: fewer round trips for the child's columns
-        fcntl.fcntl(write_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    results = _Results()
     pid = os.fork()
-    if pid == 0:  # the child: decode pieces, send their columns, leave without cleanup handlers
+    if pid == 0:  # the child: decode pieces, write each one's columns as it is done, leave without cleanup handlers
         code = 1
         try:
-            os.close(read_fd)
-            _send(write_fd, _take_pieces(data, pieces, _queue(queue_read), max_events))
+            results.as_writer()
+            _take_pieces(data, pieces, _queue(queue_read), max_events, publish=results.publish)
             code = 0
         except BaseException:  # any failure: the parent sees a non-zero exit and falls back
             pass
         finally:
             os._exit(code)
-    os.close(write_fd)
     try:
+        results.as_reader()
         _work_while_the_child_decodes()
         done = _take_pieces(data, pieces, _queue(queue_read), max_events)
-        received = _receive(read_fd)
+        records = results.records()  # until the child closes its end: it has written every piece
         _, status = os.waitpid(pid, 0)
         pid = 0
-        if status != 0 or received is None:
+        received = results.collect(records) if status == 0 else None
+        if received is None:
             raise SplitNotPossibleError("the child could not decode its pieces")
         done.update(received)
     except BaseException:
@@ -322,7 +327,7 @@ def _decode_with_child(data, pieces: list, max_events: int) -> dict[int, _Piece 
             _stop(pid)
         raise
     finally:
-        os.close(read_fd)
+        results.close()
         os.close(queue_read)
     return done
 
@@ -438,27 +443,115 @@ def _stop(pid: int) -> None:
         pass
 
 
-# --- the child's pieces over a pipe: per piece a msgpack header, then its raw column buffers --------------------
+# --- the child's pieces, through a shared file -------------------------------------------------------------------
 
 
-def _send(fd: int, done: dict[int, _Piece | None]) -> None:
-    with os.fdopen(fd, "wb", buffering=0) as out:
-        for index, piece in done.items():
-            if piece is None:
-                header, columns = {"index": index, "parsed": False}, {}
-            else:
-                header, columns = _piece_header(index, piece)
-            blob = msgspec.msgpack.encode(header)
-            _write_all(out, struct.pack("<Q", len(blob)) + blob)
-            for array in columns.values():
-                _write_all(out, memoryview(array).cast("B"))
+_RECORD = struct.Struct("<QQQ")  # piece number, header offset, header length (MAX_PIECES of them fit a pipe)
+
+
+class _Results:
+    """The child's decoded pieces, handed to this process as it goes.
+
+    The child appends each piece to an unnamed shared file (memfd; a temporary file where there is none) right
+    after decoding it: a msgpack header (string tables, counts) padded to 8 bytes, then its int64 columns. A
+    24-byte record per piece (number, offset, header length) goes through a pipe, in one atomic write. This
+    process maps the file once the child is done: the columns are read-only views of it, not copies. So the
+    child's pieces cost this process nothing while it decodes its own, and nothing is copied at the end."""
+
+    def __init__(self) -> None:
+        self.records_read, self.records_write = os.pipe()
+        try:
+            self.fd = os.memfd_create("stepscope-pieces", getattr(os, "MFD_CLOEXEC", 0))
+            self._file = None
+        except (AttributeError, OSError):
+            import tempfile
+
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+            self.fd = self._file.fileno()
+        self._end = 0
+
+    def as_writer(self) -> None:
+        os.close(self.records_read)
+        self.records_read = -1
+
+    def as_reader(self) -> None:
+        os.close(self.records_write)
+        self.records_write = -1
+
+    def publish(self, index: int, piece: _Piece | None) -> None:
+        if piece is None:
+            header, columns = {"index": index, "parsed": False}, {}
+        else:
+            header, columns = _piece_header(index, piece)
+        blob = msgspec.msgpack.encode(header)
+        start = self._end
+        self._write(blob + b"\0" * (-len(blob) % 8))  # padded: the columns after it start 8-byte aligned
+        for array in columns.values():
+            self._write(memoryview(array).cast("B"))
+        os.write(self.records_write, _RECORD.pack(index, start, len(blob)))
+
+    def _write(self, data) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, self._end)
+            self._end += n
+            view = view[n:]
+
+    def records(self) -> list[tuple[int, int, int]]:
+        raw = bytearray()
+        while chunk := os.read(self.records_read, 1 << 16):
+            raw += chunk
+        if len(raw) % _RECORD.size:
+            return []
+        return [_RECORD.unpack_from(raw, i) for i in range(0, len(raw), _RECORD.size)]
+
+    def collect(self, records: list[tuple[int, int, int]]) -> dict[int, _Piece | None] | None:
+        """The child's pieces, rebuilt as builders whose columns are views of the mapped file; None if garbled."""
+        import mmap
+
+        import numpy as np
+
+        size = os.fstat(self.fd).st_size
+        region = mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) if size else b""
+        done: dict[int, _Piece | None] = {}
+        try:
+            for index, offset, blob_length in records:
+                header = msgspec.msgpack.decode(region[offset : offset + blob_length])
+                if not header["parsed"]:
+                    done[index] = None
+                    continue
+                columns, position = {}, offset + blob_length + (-blob_length % 8)
+                for name, length in header["columns"]:
+                    if position + 8 * length > size:
+                        return None
+                    columns[name] = np.frombuffer(region, dtype=np.int64, count=length, offset=position)
+                    position += 8 * length
+                done[index] = _rebuilt(header, columns)
+        except (msgspec.DecodeError, KeyError, TypeError, ValueError):
+            return None
+        return done
+
+    def close(self) -> None:
+        for fd in (self.records_read, self.records_write):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if self._file is not None:
+            self._file.close()
+        else:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)  # a mapping made from it stays valid
 
 
 def _piece_header(index: int, piece: _Piece) -> tuple[dict, dict[str, np.ndarray]]:
     import numpy as np
 
     b = piece.builder
-    columns = {c: np.ascontiguousarray(np.concatenate(v[::-1]), dtype=np.int64) for c, v in b.parts.items() if v}
+    columns = {
+        c: np.ascontiguousarray(v[0] if len(v) == 1 else np.concatenate(v[::-1]), dtype=np.int64)
+        for c, v in b.parts.items()
+        if v
+    }
     header = {
         "index": index,
         "parsed": True,
@@ -479,41 +572,6 @@ def _piece_header(index: int, piece: _Piece) -> tuple[dict, dict[str, np.ndarray
         "wide_ids": b.wide_ids,
     }
     return header, columns
-
-
-def _write_all(out, data) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[out.write(view) :]
-
-
-def _receive(fd: int) -> dict[int, _Piece | None] | None:
-    """The child's pieces, rebuilt as builders (their columns are views of the received bytes); None if garbled."""
-    import numpy as np
-
-    raw = bytearray()
-    while chunk := os.read(fd, 1 << 20):
-        raw += chunk
-    done: dict[int, _Piece | None] = {}
-    offset = 0
-    try:
-        while offset < len(raw):
-            (size,) = struct.unpack_from("<Q", raw, offset)
-            header = msgspec.msgpack.decode(raw[offset + 8 : offset + 8 + size])
-            offset += 8 + size
-            if not header["parsed"]:
-                done[header["index"]] = None
-                continue
-            columns = {}
-            for name, length in header["columns"]:
-                if offset + 8 * length > len(raw):
-                    return None
-                columns[name] = np.frombuffer(raw, dtype=np.int64, count=length, offset=offset)
-                offset += 8 * length
-            done[header["index"]] = _rebuilt(header, columns)
-    except (struct.error, msgspec.DecodeError, KeyError, TypeError, ValueError):
-        return None
-    return done
 
 
 def _rebuilt(header: dict, columns: dict[str, np.ndarray]) -> _Piece:
