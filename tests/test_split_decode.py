@@ -408,3 +408,31 @@ def test_the_plan_never_exceeds_the_queue_and_shrinks_at_the_end(monkeypatch):
     sizes = [(end or len(data)) - start for start, end in split_decode._plan(data, first)]
     assert sizes[0] >= 40_000 and max(sizes[-3:]) < 20_000
     assert sum(sizes) + len(sizes) - 1 == len(data) - first  # back to back: each piece starts after a comma
+
+
+def test_the_childs_pieces_come_back_without_memfd(monkeypatch):
+    """Where memfd_create is missing the child's pieces go through a temporary file, with the same result."""
+    import os
+
+    def no_memfd(*_):
+        raise OSError("no memfd here")
+
+    monkeypatch.setattr(os, "memfd_create", no_memfd)
+    data = _doc_bytes(_events(400), traceName="tail")
+    _, builder, count = split_decode.decode_in_two([data])
+    assert count == 5 * 400 + 3 and builder.duration_events == 4 * 400
+    _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
+
+
+def test_a_garbled_result_file_falls_back(monkeypatch):
+    """A child whose records do not match what it wrote: the parent does not trust them and reads in one process."""
+    original = split_decode._Results.collect
+
+    def garbled(self, records):
+        return original(self, [(index, offset + 1, length) for index, offset, length in records])
+
+    monkeypatch.setattr(split_decode._Results, "collect", garbled)
+    data = _doc_bytes(_events(400))
+    with pytest.raises(split_decode.SplitNotPossibleError):
+        split_decode.decode_in_two([data])
+    _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
