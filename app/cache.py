@@ -6,9 +6,10 @@ leading underscore, so Streamlit does not hash them again); the same file under
 two names, or uploaded twice, is parsed once. The Analysis is cached with the
 Timeline so a rerun (every widget change) costs an unpickle, not a parse.
 
-A file is read once, never hashed on its own first: the first open of a file goes through
-trace_cache.open_trace_cached, which hashes the bytes it reads for the parse (and records the hash in the
-stat index, so the next open of the same path, size, mtime and inode knows it without reading).
+A file is never hashed on its own before its parse: the first open of a file goes through
+trace_cache.open_trace_cached, which hashes it while the parse runs (a big JSON file: while the forked child
+decodes; any other: the bytes read for the parse) and records the hash in the stat index, so the next open of
+the same path, size, mtime and inode knows it without reading.
 """
 
 from __future__ import annotations

@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
           f"median of {len(rounds)}")
     print(f"click -> first timeline drawn: {median['total_s']:.2f} s  (goal <= {GOAL_S:g} s: "
           f"{'MET' if median['total_s'] <= GOAL_S else 'NOT MET'})")
-    notes = {"digest_s": "(stat index only; a new file's hash is taken inside parse, from the bytes it reads)",
+    notes = {"digest_s": "(stat index only; a new file's hash is taken inside parse, while its pieces decode)",
              "page_done_s": "(the page script's end: everything below the timeline)"}
     for k in keys[1:]:
         if k in median:
