@@ -436,3 +436,15 @@ def test_a_garbled_result_file_falls_back(monkeypatch):
     with pytest.raises(split_decode.SplitNotPossibleError):
         split_decode.decode_in_two([data])
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
+
+
+def test_a_file_over_the_event_limit_gives_the_limit_error(tmp_path, monkeypatch):
+    """The pieces stop counting past the limit; load_trace then words the error as for any file."""
+    from stepscope.parsers import load_trace
+    from stepscope.parsers.load import read_in_pieces
+
+    path = _file(tmp_path, _doc_bytes(_events(300)))
+    monkeypatch.setenv("STEPSCOPE_MAX_EVENTS", "500")
+    assert read_in_pieces(path) is None
+    with pytest.raises(TraceError, match="over the 500 event limit"):
+        load_trace(path)
