@@ -29,16 +29,18 @@ def read_in_pieces(path: str | os.PathLike, limits: ReadLimits | None = None) ->
     """The Timeline of a big plain JSON trace within the limits, read piece by piece from disk by two
     processes (no whole-file buffer); None for any other file, or when anything about it is unusual: the
     caller then reads the whole file, which also words any error."""
-    from stepscope.parsers.chrome_trace import read_chrome_trace_file
-    from stepscope.parsers.split_decode import SplitNotPossibleError
+    from stepscope.parsers.split_decode import MIN_SPLIT_BYTES, SplitNotPossibleError
 
     limits = limits or ReadLimits.from_env()
     try:
         st = os.stat(path)
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode) or st.st_size > min(limits.max_file_bytes, limits.max_decompressed_bytes):
+    too_big = st.st_size > min(limits.max_file_bytes, limits.max_decompressed_bytes)
+    if not stat.S_ISREG(st.st_mode) or too_big or st.st_size < MIN_SPLIT_BYTES:
         return None
+    from stepscope.parsers.chrome_trace import read_chrome_trace_file
+
     try:
         return read_chrome_trace_file(path, limits)
     except SplitNotPossibleError:

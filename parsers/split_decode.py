@@ -497,20 +497,23 @@ class _Results:
             self._end += n
             view = view[n:]
 
-    def records(self) -> list[tuple[int, int, int]]:
+    def records(self) -> list[tuple[int, int, int]] | None:
+        """Every record the child wrote, once it has closed its end; None when they are not whole records."""
         raw = bytearray()
         while chunk := os.read(self.records_read, 1 << 16):
             raw += chunk
         if len(raw) % _RECORD.size:
-            return []
+            return None
         return [_RECORD.unpack_from(raw, i) for i in range(0, len(raw), _RECORD.size)]
 
-    def collect(self, records: list[tuple[int, int, int]]) -> dict[int, _Piece | None] | None:
+    def collect(self, records: list[tuple[int, int, int]] | None) -> dict[int, _Piece | None] | None:
         """The child's pieces, rebuilt as builders whose columns are views of the mapped file; None if garbled."""
         import mmap
 
         import numpy as np
 
+        if records is None:
+            return None
         size = os.fstat(self.fd).st_size
         region = mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) if size else b""
         done: dict[int, _Piece | None] = {}

@@ -123,11 +123,14 @@ def known_digest(store: CacheStore, path: str | os.PathLike, st: os.stat_result 
     return text if text.startswith(("b3-", "sha256-")) else None
 
 
-def remember_digest(store: CacheStore, path: str | os.PathLike, digest: str, before: os.stat_result) -> None:
-    """Record path -> digest when the file is unchanged since `before` was taken (ahead of reading it)."""
+def remember_digest(store: CacheStore, path: str | os.PathLike, digest: str, before: os.stat_result) -> bool:
+    """Record path -> digest when the file is unchanged since `before` was taken (ahead of reading it); whether it
+    was unchanged (a cache that cannot be written records nothing, and still says so)."""
     named = _stat_name(path)
-    if named is not None and _same_stat(before, named[1]):
-        store.put_bytes("stat", named[0], digest.encode("ascii"))
+    if named is None or not _same_stat(before, named[1]):
+        return False
+    store.put_bytes("stat", named[0], digest.encode("ascii"))
+    return True
 
 
 def file_digest(store: CacheStore, path: str | os.PathLike) -> str:

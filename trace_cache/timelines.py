@@ -30,7 +30,6 @@ from stepscope.trace_cache.keys import (
     known_digest,
     limits_tag,
     remember_digest,
-    stat_identity,
     timeline_entry_name,
 )
 from stepscope.trace_cache.store import CacheStore
@@ -260,13 +259,8 @@ def _read_in_pieces_hashing(path: Path, limits: ReadLimits, store: CacheStore) -
     if timeline is None:
         return None
     digest = hashed[0] if hashed else hash_file(path)  # no child was forked: the hash was not taken meanwhile
-    try:
-        after = os.stat(os.path.realpath(path))
-    except OSError:
-        return None
-    if stat_identity(after) != stat_identity(before):
-        return None  # the hash and the pieces may be of different contents
-    remember_digest(store, path, digest, before)
+    if not remember_digest(store, path, digest, before):
+        return None  # the file changed: the hash and the pieces may be of different contents
     save_timeline(store, digest, timeline, limits)
     return digest, timeline
 
