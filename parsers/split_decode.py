@@ -221,10 +221,6 @@ def decode_in_two(box: list[bytes | bytearray], max_events: int = 1 << 62) -> tu
     SplitNotPossibleError (the box still full) when the file is small or its layout cannot be proved.
     """
     data = box[0]
-    if len(data) < MIN_SPLIT_BYTES:
-        raise SplitNotPossibleError("not worth splitting")
-    if not bytes(data[:64]).lstrip().startswith(b"{"):
-        raise SplitNotPossibleError("not a JSON object")
     head, ordered = _decode_pieces(data, bytes(data[:HEAD_BYTES]), max_events)
     del data
     result = _joined(head, ordered, max_events)
@@ -242,12 +238,7 @@ def decode_file_in_two(path: str | os.PathLike, max_events: int = 1 << 62) -> tu
         raise SplitNotPossibleError("cannot open the file") from None
     try:
         source = FileSource(fd, os.fstat(fd).st_size)
-        if len(source) < MIN_SPLIT_BYTES:
-            raise SplitNotPossibleError("not worth splitting")
-        head_bytes = source.head(HEAD_BYTES)
-        if not head_bytes[:64].lstrip().startswith(b"{"):
-            raise SplitNotPossibleError("not a JSON object")
-        head, ordered = _decode_pieces(source, head_bytes, max_events)
+        head, ordered = _decode_pieces(source, source.head(HEAD_BYTES), max_events)
         source.check_unchanged_size()
     except (OSError, FileChangedError) as exc:
         raise SplitNotPossibleError(f"the file could not be read in pieces: {exc}") from None
@@ -257,7 +248,12 @@ def decode_file_in_two(path: str | os.PathLike, max_events: int = 1 << 62) -> tu
 
 
 def _decode_pieces(data, head_bytes: bytes, max_events: int) -> tuple[_TraceDoc, list[_Piece]]:
-    """The document's keys before the events and the decoded pieces in file order (see the module)."""
+    """The document's keys before the events and the decoded pieces in file order (see the module).
+    `data`: the bytes or the FileSource; `head_bytes`: its first HEAD_BYTES."""
+    if len(data) < MIN_SPLIT_BYTES:
+        raise SplitNotPossibleError("not worth splitting")
+    if not head_bytes[:64].lstrip().startswith(b"{"):
+        raise SplitNotPossibleError("not a JSON object")
     first, head = _array_start(head_bytes)
     pieces = _plan(data, first)
     with _no_garbage_collection():
