@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from .errors import CollectorError
+from .profiling import init_profiler_for_cuda_graphs
 from .step_tracker import StepTracker, _tokens_in, forward_markers
 
 MODES = ("eager", "cuda-graph", "compile")
@@ -223,6 +224,11 @@ class StaticCacheLoop:
             for _ in range(2):
                 self._decode_step(self.compiled_forward)
             return
+        self._capture_graph()
+
+    def _capture_graph(self) -> None:
+        """Two warm-up decode steps on a side stream (as torch.cuda.graph's docs ask), then the capture."""
+        init_profiler_for_cuda_graphs(self.device)  # before the capture, or the profile misses its kernels
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):

@@ -76,3 +76,20 @@ def free_memory_bytes(device: torch.device) -> int | None:
     except OSError:
         pass
     return None
+
+
+def release_device_memory(device: torch.device) -> str | None:
+    """Hand cached GPU memory back after a run; None when done, else one line saying why it could not be.
+
+    After a CUDA error (an illegal address, a launch failure) the context is broken and
+    ``torch.cuda.empty_cache()`` itself raises; the caller has a run to report, and a capture set has
+    more runs to try, so the cleanup never raises.
+    """
+    if device.type != "cuda":
+        return None
+    try:
+        torch.cuda.empty_cache()
+    except Exception as exc:  # whatever a broken CUDA context raises
+        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+        return f"{type(exc).__name__}: {first_line}"
+    return None

@@ -47,13 +47,13 @@ class ProfileWindow:
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
-            torch.cuda.synchronize(
-                self.device
-            )  # kernels of the last recorded step must finish inside the window
+            torch.cuda.synchronize(self.device)  # kernels of the last recorded step must finish inside the window
 
     def start(self) -> None:
         self.profiler.start()
         self.running = True
+        if self.device.type == "cuda":
+            tiny_kernel(self.device)
 
     def request_started(self, request: int) -> None:
         if self.running and self.paused:
@@ -93,3 +93,44 @@ class ProfileWindow:
             for leftover in (plain, partial):
                 if os.path.exists(leftover):
                     os.remove(leftover)
+
+
+def tiny_kernel(device: torch.device) -> None:
+    """One small kernel, synchronised, under its own label: the first GPU activity of a fresh profiler session.
+
+    CUPTI starts lazily; the first GPU activity of a session pays its start-up and can come back late or
+    timed before the host op that launched it (torch's own test_profiler.test_kineto profiles a payload once
+    "to avoid initial start overhead" before the run it checks). Spending that first activity on a
+    one-element fill keeps the run's own first kernel (the prefill's) whole. The label says what it is; it
+    is no stepscope marker.
+    """
+    with torch.profiler.record_function("collector: profiler warm-up kernel"):
+        _touch(device)
+    torch.cuda.synchronize(device)
+
+
+def init_profiler_for_cuda_graphs(device: torch.device) -> None:
+    """Start CUPTI before a CUDA graph is captured, so that profiling the graph's replays later is safe.
+
+    A graph captured before CUPTI was ever initialised can hang or fault with an illegal memory access
+    when a profile later replays it (pytorch/pytorch#75504). torch's own workaround,
+    ``torch.profiler._utils._init_for_cuda_graphs()`` (its test_profiler's
+    test_cudagraph_profiling_workaround calls it before make_graphed_callables), is an empty CPU-only
+    profile; a short profile with the CUDA activity and one synchronised kernel initialises the same tracer
+    and the GPU side the capture's own profile uses, without private torch API (whose name may move).
+    CUPTI teardown is turned off first, as torch's profiler does itself for inductor's CUDA graphs ("CUDA
+    Graph does not work well with CUPTI teardown": a re-init after teardown can crash with graphs alive);
+    a value the user set is kept.
+    """
+    if device.type != "cuda":
+        return
+    os.environ.setdefault("TEARDOWN_CUPTI", "0")
+    torch.cuda.synchronize(device)
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        _touch(device)
+        torch.cuda.synchronize(device)
+
+
+def _touch(device: torch.device) -> None:
+    """The smallest real GPU work: a one-element fill and add (two tiny kernels)."""
+    torch.ones(1, device=device).add_(1)

@@ -49,6 +49,7 @@ class RunSpec:
     with_stack: bool = False
     with_modules: bool = False
     profile_memory: bool = False
+    markers: bool = True  # False: no stepscope.* marker per forward (ground truth for finding steps without them)
     max_profiled_decode_steps: int = DEFAULT_MAX_PROFILED_DECODE_STEPS
     trust_remote_code: bool = False
     sample: bool = False
@@ -98,16 +99,22 @@ def _make_loop(loaded: Any, spec: RunSpec, device: Any, prompt_len: int) -> Any:
 
 
 def run_profiled_generation(
-    spec: RunSpec, out_dir: str | os.PathLike = "runs", progress: ProgressCallback | None = None
+    spec: RunSpec,
+    out_dir: str | os.PathLike = "runs",
+    progress: ProgressCallback | None = None,
+    model: Any | None = None,
 ) -> Path:
     """Profile one generation (``spec.requests`` requests) and return the new run folder.
 
-    Raises CollectorError with a one-line message on any failure; nothing is left half-written.
+    ``model``: a ``model_loading.LoadedModel`` the caller built once for several runs (an 8B model takes
+    seconds to build and 16 GB to hold; a capture set reuses it across modes and batches). It must be what
+    the spec would build, on its device in its dtype. Raises CollectorError with a one-line message on any
+    failure; nothing is left half-written.
     """
     notify = progress or (lambda stage, done, total: None)
     _validate(spec)
     torch, device = torch_and_device(spec.device, "collectors")
-    from .devices import parse_dtype
+    from .devices import parse_dtype, release_device_memory
     from .locking import device_lock
 
     if spec.mode == "cuda-graph" and device.type != "cuda":
@@ -119,7 +126,7 @@ def run_profiled_generation(
         partial.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the run folder should not be
         failure = ""
         try:
-            return _profile_into(spec, device, dtype, runs_dir, partial, notify)
+            return _profile_into(spec, device, dtype, runs_dir, partial, notify, model)
         except CollectorError as exc:
             failure = exc.message
             _debug_traceback()
@@ -138,8 +145,9 @@ def run_profiled_generation(
         # Raised outside the except blocks on purpose: a chained exception would keep the failed run's
         # frames, and with them the model and its GPU memory, alive for as long as the caller keeps it.
         gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        cleanup_problem = release_device_memory(device)
+        if cleanup_problem:
+            failure = f"{failure} (and freeing the cached memory failed: {cleanup_problem})"
         raise CollectorError(failure)
 
 
@@ -149,28 +157,53 @@ def _debug_traceback() -> None:
         traceback.print_exc()
 
 
+def _check_supplied_model(loaded: Any, spec: RunSpec, device: Any, dtype: Any) -> None:
+    """A model built by the caller must be the one the spec names, where and how the run needs it."""
+    wanted = f"preset:{spec.preset}" if spec.model is None else None
+    if wanted is not None and loaded.source != wanted:
+        raise CollectorError(f"the model given is {loaded.source}, but the run asks for {wanted}")
+    if wanted is None and not loaded.source.endswith(":" + spec.model):
+        raise CollectorError(f"the model given is {loaded.source}, but the run asks for {spec.model}")
+    param = next(loaded.model.parameters())
+    if param.device.type != device.type or param.dtype != dtype:
+        raise CollectorError(
+            f"the model given is on {param.device.type} in {str(param.dtype).removeprefix('torch.')}, "
+            f"the run needs {device.type} in {str(dtype).removeprefix('torch.')}"
+        )
+
+
+def _load_model(spec: RunSpec, device: Any, dtype: Any, supplied: Any | None) -> Any:
+    from .model_loading import build_preset, load_pretrained
+
+    if supplied is not None:
+        _check_supplied_model(supplied, spec, device, dtype)
+        return supplied
+    positions_bound = len(spec.prompt.encode("utf-8")) if spec.prompt is not None else spec.prompt_tokens
+    positions_bound += spec.new_tokens
+    if spec.model is not None:
+        return load_pretrained(spec.model, device, dtype, spec.batch, positions_bound, spec.trust_remote_code)
+    return build_preset(spec.preset, device, dtype, spec.batch, positions_bound)
+
+
 def _profile_into(
-    spec: RunSpec, device: Any, dtype: Any, runs_dir: Path, partial: Path, notify: ProgressCallback
+    spec: RunSpec,
+    device: Any,
+    dtype: Any,
+    runs_dir: Path,
+    partial: Path,
+    notify: ProgressCallback,
+    supplied_model: Any | None = None,
 ) -> Path:
-    import torch
     from stepscope.contracts.run_record import write_run_record
 
-    from .devices import device_name
-    from .model_loading import build_preset, load_pretrained
+    from .devices import device_name, release_device_memory
     from .profiling import ProfilerOptions, ProfileWindow
     from .prompts import prompt_ids
     from .run_record import build_record, timings
     from .step_tracker import StepTracker
 
     notify("load model", 0, 1)
-    positions_bound = len(spec.prompt.encode("utf-8")) if spec.prompt is not None else spec.prompt_tokens
-    positions_bound += spec.new_tokens
-    if spec.model is not None:
-        loaded = load_pretrained(
-            spec.model, device, dtype, spec.batch, positions_bound, spec.trust_remote_code
-        )
-    else:
-        loaded = build_preset(spec.preset, device, dtype, spec.batch, positions_bound)
+    loaded = _load_model(spec, device, dtype, supplied_model)
     vocab = (
         loaded.config.get_text_config().vocab_size
         if hasattr(loaded.config, "get_text_config")
@@ -185,15 +218,17 @@ def _profile_into(
     notify("warm up", 0, total_warmup)
     loop.prepare(input_ids)  # graph capture or compilation: one-off work kept out of the profile
     notify("warm up", 1, total_warmup)
+    unprofiled_times: list[float] | None = None  # the last warm-up's token times: the run without the profiler
     for i in range(spec.warmup):
-        warm_tracker = StepTracker(spec.batch, device)
+        warm_tracker = StepTracker(spec.batch, device, markers=spec.markers)
         warm_tracker.start_request(0)
         loop.generate(input_ids, warm_tracker)
+        unprofiled_times = warm_tracker.token_times_ms[0]
         notify("warm up", i + 2, total_warmup)
 
     options = ProfilerOptions(spec.record_shapes, spec.with_stack, spec.profile_memory, spec.with_modules)
     window = ProfileWindow(device, options, spec.requests, spec.max_profiled_decode_steps)
-    tracker = StepTracker(spec.batch, device, after_forward=window.after_forward)
+    tracker = StepTracker(spec.batch, device, after_forward=window.after_forward, markers=spec.markers)
     notify("profile", 0, spec.requests)
     window.start()
     try:
@@ -206,9 +241,7 @@ def _profile_into(
         window.stop()
     for request, times in enumerate(tracker.token_times_ms):
         if len(times) != spec.new_tokens:
-            raise CollectorError(
-                f"request {request} produced {len(times)} tokens instead of {spec.new_tokens}"
-            )
+            raise CollectorError(f"request {request} produced {len(times)} tokens instead of {spec.new_tokens}")
 
     notify("export", 0, 1)
     window.export_gzip(str(partial / "trace.json.gz"))
@@ -226,14 +259,17 @@ def _profile_into(
         model_info=model_info,
         dtype=dtype,
         prompt_len=prompt_len,
-        timing=timings(tracker.token_times_ms, profiled_decodes, window.capped),
-        expected_markers={"prefill": spec.requests, "decode": spec.requests * profiled_decodes},
+        timing=timings(tracker.token_times_ms, profiled_decodes, window.capped, unprofiled_times),
+        expected_markers={
+            "prefill": spec.requests if spec.markers else 0,
+            "decode": spec.requests * profiled_decodes if spec.markers else 0,
+        },
     )
     write_run_record(partial, record)
     final = runs_dir / _run_id(spec, device.type)
     os.replace(partial, final)
     del loop, loaded
-    torch.cuda.empty_cache() if device.type == "cuda" else None
+    release_device_memory(device)  # a failed cleanup after a finished run costs the next run memory, not this run
     notify("export", 1, 1)
     return final
 
@@ -247,16 +283,12 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineErrorParser(prog="python -m collectors.run", description="Run a profiled generation.")
     source = p.add_mutually_exclusive_group()
-    source.add_argument(
-        "--preset", default=None, help="architecture preset with random weights (default tiny-llama)"
-    )
+    source.add_argument("--preset", default=None, help="architecture preset with random weights (default tiny-llama)")
     source.add_argument("--model", default=None, help="local model folder, or a hub id (needs network)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", default=None, help="prompt text")
-    prompt.add_argument(
-        "--prompt-tokens", type=int, default=16, help="prompt length in tokens (deterministic ids)"
-    )
+    prompt.add_argument("--prompt-tokens", type=int, default=16, help="prompt length in tokens (deterministic ids)")
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--mode", default="eager", choices=["eager", "cuda-graph", "compile"])
@@ -266,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--with-stack", action="store_true")
     p.add_argument("--with-modules", action="store_true", help="record nn.Module spans (one per module call)")
     p.add_argument("--profile-memory", action="store_true")
+    p.add_argument("--no-markers", action="store_true", help="no stepscope.* marker per forward")
     p.add_argument("--max-profiled-decode-steps", type=int, default=DEFAULT_MAX_PROFILED_DECODE_STEPS)
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--sample", action="store_true", help="sample (eager mode) instead of greedy decoding")
@@ -291,6 +324,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         with_stack=args.with_stack,
         with_modules=args.with_modules,
         profile_memory=args.profile_memory,
+        markers=not args.no_markers,
         max_profiled_decode_steps=args.max_profiled_decode_steps,
         trust_remote_code=args.trust_remote_code,
         sample=args.sample,

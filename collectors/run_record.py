@@ -42,8 +42,17 @@ def json_safe(value: Any) -> Any:
     return str(value)
 
 
-def timings(token_times_ms: list[list[float]], profiled_decode_steps: int, capped: bool) -> dict[str, Any]:
-    """Flat lists over all requests in order, plus the same split per request."""
+def timings(
+    token_times_ms: list[list[float]],
+    profiled_decode_steps: int,
+    capped: bool,
+    unprofiled_token_times_ms: list[float] | None = None,
+) -> dict[str, Any]:
+    """Flat lists over all requests in order, plus the same split per request.
+
+    ``unprofiled_token_times_ms``: the last warm-up's token times (request 0, no profiler running), kept
+    beside the profiled ones because profiling inflates an eager decode step (every op is recorded).
+    """
     per_request = [
         {"request": r, "ttft_ms": times[0] if times else None, "token_times_ms": times, "itl_ms": times[1:]}
         for r, times in enumerate(token_times_ms)
@@ -56,6 +65,8 @@ def timings(token_times_ms: list[list[float]], profiled_decode_steps: int, cappe
         "profiled_decode_steps": profiled_decode_steps,
         "profile_capped": capped,
         "per_request": per_request,
+        "unprofiled_ttft_ms": unprofiled_token_times_ms[0] if unprofiled_token_times_ms else None,
+        "unprofiled_itl_ms": list(unprofiled_token_times_ms[1:]) if unprofiled_token_times_ms else None,
     }
 
 

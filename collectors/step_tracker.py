@@ -19,11 +19,18 @@ from stepscope.contracts.markers import format_marker
 
 class StepTracker:
     def __init__(
-        self, batch: int, device: torch.device, after_forward: Callable[[int, int], None] | None = None
+        self,
+        batch: int,
+        device: torch.device,
+        after_forward: Callable[[int, int], None] | None = None,
+        markers: bool = True,
     ):
         self.batch = batch
         self.device = device
         self.after_forward = after_forward  # (request, index) -> None, e.g. the profile window
+        # False: forwards are still counted and clocked, but leave no marker in the trace (a capture that
+        # checks step finding without ground-truth annotations)
+        self.markers = markers
         self.request = -1
         self.index = 0
         self.token_times_ms: list[list[float]] = []  # per request, one entry per generated token
@@ -49,10 +56,10 @@ class StepTracker:
         self._last_s = now
 
     def forward_started(self, tokens: int) -> None:
+        if not self.markers:
+            return
         kind = "prefill" if self.index == 0 else "decode"
-        marker = torch.profiler.record_function(
-            format_marker(kind, self.request, self.index, tokens, self.batch)
-        )
+        marker = torch.profiler.record_function(format_marker(kind, self.request, self.index, tokens, self.batch))
         marker.__enter__()
         self._open = marker
 

@@ -54,9 +54,20 @@ class RunRecord:
 
     @property
     def model_source(self) -> str | None:
-        """"preset:NAME" | "local:PATH" | "hub:ID" (or the architecture when the source is missing)."""
+        """ "preset:NAME" | "local:PATH" | "hub:ID" (or the architecture when the source is missing)."""
         source = self.model.get("source") or self.model.get("architecture")
         return str(source) if source else None
+
+    @property
+    def unprofiled_itl_ms(self) -> list[float] | None:
+        """The warm-up's inter-token latencies, measured with no profiler running (``timings.unprofiled_itl_ms``,
+        added to stepscope.run/1 with issue 28; None in older records or runs without a warm-up). Profiling
+        inflates an eager decode step, so this is the ITL a user of the same loop would see."""
+        values = self.timings.get("unprofiled_itl_ms")
+        if not isinstance(values, list):
+            return None
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        return numbers if len(numbers) == len(values) else None
 
     @property
     def batch(self) -> int | None:
