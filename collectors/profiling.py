@@ -96,12 +96,12 @@ class ProfileWindow:
 
 
 def tiny_kernel(device: torch.device) -> None:
-    """One small kernel, synchronised, under its own label: the first GPU activity of a fresh profiler session.
+    """Tiny GPU work (a one-element fill and add), synchronised, under its own label: a session's first activity.
 
     CUPTI starts lazily; the first GPU activity of a session pays its start-up and can come back late or
     timed before the host op that launched it (torch's own test_profiler.test_kineto profiles a payload once
     "to avoid initial start overhead" before the run it checks). Spending that first activity on a
-    one-element fill keeps the run's own first kernel (the prefill's) whole. The label says what it is; it
+    one-element fill and add keeps the run's own first kernel (the prefill's) whole. The label says what it is; it
     is no stepscope marker.
     """
     with torch.profiler.record_function("collector: profiler warm-up kernel"):
