@@ -124,6 +124,10 @@ def test_one_tiny_kernel_runs_right_after_the_profiler_starts_on_a_gpu(monkeypat
 
 def test_the_profiler_is_initialised_before_the_cuda_graph_is_captured(monkeypatch):
     """StaticCacheLoop's capture on fake CUDA calls: the profiler session comes before the graph is captured."""
+    # the model first: transformers' modules, imported on first use, must see the real torch.cuda
+    loaded = build_preset("tiny-llama", torch.device("cpu"), torch.float32, 1, 16)
+    settings = decode_loops.DecodeSettings(new_tokens=4, batch=1, prompt_len=4)
+    loop = decode_loops.StaticCacheLoop(loaded.model, settings, torch.device("cpu"), "cuda-graph")
     calls: list[str] = []
     monkeypatch.setattr(decode_loops, "init_profiler_for_cuda_graphs", lambda device: calls.append("init profiler"))
 
@@ -134,6 +138,9 @@ def test_the_profiler_is_initialised_before_the_cuda_graph_is_captured(monkeypat
         def wait_stream(self, other) -> None:
             pass
 
+    class FakeGraph:
+        pass
+
     @contextlib.contextmanager
     def fake_graph(graph):
         calls.append("capture begins")
@@ -143,15 +150,12 @@ def test_the_profiler_is_initialised_before_the_cuda_graph_is_captured(monkeypat
     monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: FakeStream())
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: "graph")
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
     monkeypatch.setattr(torch.cuda, "graph", fake_graph)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    loaded = build_preset("tiny-llama", torch.device("cpu"), torch.float32, 1, 16)
-    settings = decode_loops.DecodeSettings(new_tokens=4, batch=1, prompt_len=4)
-    loop = decode_loops.StaticCacheLoop(loaded.model, settings, torch.device("cpu"), "cuda-graph")
     loop.prepare(torch.tensor([[5, 6, 7, 8]]))
     assert calls == ["init profiler", "capture begins", "capture ends"]
-    assert loop.graph == "graph"
+    assert isinstance(loop.graph, FakeGraph)
 
 
 def test_profiler_initialisation_turns_cupti_teardown_off_and_runs_a_profiled_kernel(monkeypatch):
