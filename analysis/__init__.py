@@ -11,9 +11,9 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stepscope.analysis.model import Analysis, Finding, Segmentation
-    from stepscope.analysis.options import AnalysisOptions
-    from stepscope.analysis.pipeline import analyze, one_process
+    from .model import Analysis, Finding, Segmentation
+    from .options import AnalysisOptions
+    from .pipeline import analyze, one_process
 
 __all__ = ["Analysis", "AnalysisOptions", "Finding", "Segmentation", "analyze", "one_process"]
 

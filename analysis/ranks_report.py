@@ -10,11 +10,12 @@ import os
 from collections.abc import Callable
 
 import numpy as np
-from stepscope.analysis.options import AnalysisOptions
-from stepscope.analysis.ranks import RankRun, analyze_ranks
-from stepscope.analysis.report import _clean, contract
-from stepscope.parsers.limits import ReadLimits
-from stepscope.parsers.ranks import RankedRun, load_ranks
+
+from ..parsers.limits import ReadLimits
+from ..parsers.ranks import RankedRun, load_ranks
+from .options import AnalysisOptions
+from .ranks import RankRun, analyze_ranks
+from .report import _clean, contract
 
 
 def _percentiles(values: np.ndarray, scale: float) -> dict | None:
@@ -64,8 +65,9 @@ def run_summary(result: RankRun) -> dict:
 def multi_rank_contract(ranked: RankedRun, result: RankRun) -> dict:
     per_rank = []
     for f, timeline, analysis in zip(ranked.files, ranked.timelines, result.analyses, strict=False):
-        per_rank.append({**contract(timeline, analysis), "rank": f.rank, "rank_source": f.rank_source,
-                         "file": f.path.name})
+        per_rank.append(
+            {**contract(timeline, analysis), "rank": f.rank, "rank_source": f.rank_source, "file": f.path.name}
+        )
     return {"ranks": per_rank, "run": run_summary(result)}
 
 

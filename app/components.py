@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 
 import streamlit as st
-from stepscope.analysis.metrics import HEADLINE
-from stepscope.analysis.summary import Summary
-from stepscope.app import tables
-from stepscope.app.cache import LoadedTrace
-from stepscope.app.safe_text import for_markdown
+
+from ..analysis.metrics import HEADLINE
+from ..analysis.summary import Summary
+from . import tables
+from .cache import LoadedTrace
+from .safe_text import for_markdown
 
 SUMMARY_CARDS = HEADLINE  # the registry's headline metrics, in the order the cards appear
 SEVERITY_ICON = {"critical": ":material/error:", "warn": ":material/warning:", "info": ":material/info:"}
@@ -81,9 +82,24 @@ def downloads(loaded: LoadedTrace, key: str) -> None:
     base = file_base(loaded.name)
     summary = {k: v for k, v in loaded.report.items() if k != "steps"}
     left, middle, right = st.columns(3)
-    left.download_button("Steps (CSV)", tables.steps_table(loaded.analysis).to_csv(index=False),
-                         f"{base}_steps.csv", "text/csv", key=f"{key}_steps_csv")
-    middle.download_button("Gaps (CSV)", tables.gaps_table(loaded.analysis).to_csv(index=False), f"{base}_gaps.csv",
-                           "text/csv", key=f"{key}_gaps_csv")
-    right.download_button("Summary (JSON)", json.dumps(summary, indent=1), f"{base}_summary.json",
-                          "application/json", key=f"{key}_summary_json")
+    left.download_button(
+        "Steps (CSV)",
+        tables.steps_table(loaded.analysis).to_csv(index=False),
+        f"{base}_steps.csv",
+        "text/csv",
+        key=f"{key}_steps_csv",
+    )
+    middle.download_button(
+        "Gaps (CSV)",
+        tables.gaps_table(loaded.analysis).to_csv(index=False),
+        f"{base}_gaps.csv",
+        "text/csv",
+        key=f"{key}_gaps_csv",
+    )
+    right.download_button(
+        "Summary (JSON)",
+        json.dumps(summary, indent=1),
+        f"{base}_summary.json",
+        "application/json",
+        key=f"{key}_summary_json",
+    )

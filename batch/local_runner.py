@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from stepscope.batch.inputs import BatchInput, memory_need_bytes
-from stepscope.batch.work import analyze_one, error_result
+from .inputs import BatchInput, memory_need_bytes
+from .work import analyze_one, error_result
 
 MAX_ATTEMPTS = 3
 IN_FLIGHT_PER_WORKER = 2
@@ -67,7 +67,12 @@ def run_local(inputs: list[BatchInput], workers: int, crash_once_dir: str | None
             if broken:
                 for item in in_flight.values():
                     if attempts[item.key] >= MAX_ATTEMPTS:
-                        yield error_result(item.key, item.path, item.size_bytes, item.copies,
-                                           f"worker process died {MAX_ATTEMPTS} times analysing this trace")
+                        yield error_result(
+                            item.key,
+                            item.path,
+                            item.size_bytes,
+                            item.copies,
+                            f"worker process died {MAX_ATTEMPTS} times analysing this trace",
+                        )
                     else:
                         queue.append(item)

@@ -25,10 +25,10 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".sqlite")
 # traces' roofline numbers change from run to run; the analysis under test does not depend on them.
 CLI = """
 import sys
-from stepscope.analysis.roofline import cpu_calibration as c
+from analysis.roofline import cpu_calibration as c
 c.measure_memory_bandwidth = lambda repeats=5: 16e9
 c.measure_matmul_throughput = lambda repeats=3: 100e9
-from stepscope.app.cli.main import main
+from app.cli.main import main
 sys.argv = ["app.cli", *sys.argv[1:]]
 sys.exit(main())
 """
@@ -50,7 +50,10 @@ def run_one(path: Path) -> bytes:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
         [sys.executable, "-c", CLI, "analyze", str(path), "--json", "--no-cache"],
-        cwd=ROOT, env=env, capture_output=True, timeout=600,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=600,
     )
     return b"rc=%d\n--stdout--\n%s\n--stderr--\n%s" % (proc.returncode, proc.stdout, proc.stderr)
 

@@ -145,9 +145,8 @@ def decode_cap_for(capture: Capture, plan: Plan, scale: float) -> tuple[int, int
 
 def run_capture(capture: Capture, plan: Plan, model: Any, work: Path, out: Path, scale: float) -> CaptureResult:
     """Profile one capture with the collectors, annotate its run.json, archive it into ``out`` and check it."""
-    from stepscope.contracts.run_record import read_run_record, write_run_record
-
     from collectors.run import RunSpec, run_profiled_generation
+    from contracts.run_record import read_run_record, write_run_record
 
     started = time.perf_counter()
     runs = plan.capture_as_run(capture)

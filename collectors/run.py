@@ -194,8 +194,7 @@ def _profile_into(
     notify: ProgressCallback,
     supplied_model: Any | None = None,
 ) -> Path:
-    from stepscope.contracts.run_record import write_run_record
-
+    from ..contracts.run_record import write_run_record
     from .devices import device_name, release_device_memory
     from .profiling import ProfilerOptions, ProfileWindow
     from .prompts import prompt_ids

@@ -143,8 +143,8 @@ def _rank_main(rank: int, spec: TPSpec, port: int, out: str) -> None:
 def run_tensor_parallel(spec: TPSpec, out_dir: str | os.PathLike = "runs") -> Path:
     """Run ``spec.ranks`` processes, write one trace per rank plus run.json into a new run folder atomically."""
     import torch.multiprocessing as mp
-    from stepscope.contracts.run_record import write_run_record
 
+    from ..contracts.run_record import write_run_record
     from .presets import preset_config
     from .run_record import build_record, json_safe, timings
 
@@ -215,8 +215,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-shapes", action="store_true")
     p.add_argument("--out", default="runs")
     args = p.parse_args(argv)
-    spec = TPSpec(args.preset, args.ranks, args.prompt_tokens, args.new_tokens, 1, args.warmup,
-                  args.threads_per_rank, args.record_shapes)
+    spec = TPSpec(
+        args.preset,
+        args.ranks,
+        args.prompt_tokens,
+        args.new_tokens,
+        1,
+        args.warmup,
+        args.threads_per_rank,
+        args.record_shapes,
+    )
     try:
         print(run_tensor_parallel(spec, args.out))
     except CollectorError as exc:

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from stepscope.analysis import AnalysisOptions, analyze, pipeline
-from stepscope.analysis.event_rows import kind_mask
-from stepscope.analysis.step_finding import find_steps
-from stepscope.parsers import load_trace
-from stepscope.parsers.timeline import Timeline
 
+from analysis import AnalysisOptions, analyze, pipeline
+from analysis.event_rows import kind_mask
+from analysis.step_finding import find_steps
+from parsers import load_trace
+from parsers.timeline import Timeline
 from tests.synthetic_traces import cpu_op, doc, write
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -96,8 +96,9 @@ def test_no_worker_without_anatomy_or_on_a_gpu_trace(monkeypatch):
     analyze(timeline, AnalysisOptions(anatomy=False))
     ev = timeline.events
     kinds = [*ev["kind"].cat.categories, "kernel"]  # a device kind among the categories: a GPU trace
-    gpu_like = Timeline(events=ev.assign(kind=pd.Categorical(ev["kind"].astype(str), categories=kinds)),
-                        meta=timeline.meta)
+    gpu_like = Timeline(
+        events=ev.assign(kind=pd.Categorical(ev["kind"].astype(str), categories=kinds)), meta=timeline.meta
+    )
     assert not pipeline._host_only(gpu_like.events) and pipeline._host_only(ev)
     analyze(gpu_like, AnalysisOptions())
     assert threads == []
@@ -111,8 +112,15 @@ def _two_process_cpu_trace(tmp_path: Path) -> Timeline:
     for pid, forwards in ((100, 6), (200, 4)):
         for k in range(forwards):
             t = 1000 + 100 * k + (3 if pid == 200 else 0)
-            ops = [("forward", 0, 80), ("aten::linear", 1, 20), ("aten::mm", 2, 15), ("aten::view", 5, 2),
-                   ("aten::add", 30, 10), ("aten::mul", 45, 10), ("aten::argmax", 85, 5)]
+            ops = [
+                ("forward", 0, 80),
+                ("aten::linear", 1, 20),
+                ("aten::mm", 2, 15),
+                ("aten::view", 5, 2),
+                ("aten::add", 30, 10),
+                ("aten::mul", 45, 10),
+                ("aten::argmax", 85, 5),
+            ]
             for name, offset, dur in ops:
                 events.append({**cpu_op(name, t + offset, dur, tid=pid + 1), "pid": pid})
     return load_trace(write(tmp_path / "synthetic_two_processes.json", doc(events)))

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from stepscope.app.navigation import ANALYZE_KEY, COMPARE_KEYS
-from stepscope.app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
 from streamlit.testing.v1 import AppTest
 
+from app.navigation import ANALYZE_KEY, COMPARE_KEYS
+from app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
 from tests.app_samples import XSS_KERNEL, sample_folder, synthetic_trace, write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,8 +50,17 @@ def test_analyze_opens_on_the_eager_sample(samples):
     assert not at.exception
     assert at.session_state[ANALYZE_KEY] == "sample:cpu_tiny-llama_eager"
     metrics = _metrics(at)
-    for label in ("TTFT", "ITL p50", "ITL p90", "Decode tokens/s", "Decode steps", "Kernels / decode step",
-                  "Launches / decode step", "GPU busy", "GPU idle / decode step"):
+    for label in (
+        "TTFT",
+        "ITL p50",
+        "ITL p90",
+        "Decode tokens/s",
+        "Decode steps",
+        "Kernels / decode step",
+        "Launches / decode step",
+        "GPU busy",
+        "GPU idle / decode step",
+    ):
         assert label in metrics
     assert metrics["Decode steps"] == "7"
     assert metrics["TTFT"].endswith("ms")
@@ -220,8 +229,22 @@ def test_analyze_shows_categories_layers_and_readable_tables(samples):
     assert any(h.value.startswith("Inside a step") for h in at.subheader)
     assert _metrics(at)["Layers"] == "4"  # tiny-llama: num_hidden_layers = 4 in collectors/presets.py
     cats = next(d.value for d in at.dataframe if "share_pct" in d.value.columns and "category" in d.value.columns)
-    assert set(cats["category"]) <= {"gemm", "attention", "norm", "elementwise", "rotary", "embedding", "kv_cache",
-                                     "sampling", "communication", "moe", "memcpy", "memset", "framework", "other"}
+    assert set(cats["category"]) <= {
+        "gemm",
+        "attention",
+        "norm",
+        "elementwise",
+        "rotary",
+        "embedding",
+        "kv_cache",
+        "sampling",
+        "communication",
+        "moe",
+        "memcpy",
+        "memset",
+        "framework",
+        "other",
+    }
     assert abs(cats["share_pct"].sum() - 100) < 1e-6 and cats["category"].iloc[0] == "gemm"
     for frame in (d.value for d in at.dataframe):  # no raw nanosecond timestamps anywhere
         assert not any(str(c).endswith("_ns") for c in frame.columns), list(frame.columns)
@@ -271,8 +294,8 @@ def test_perfetto_export_is_made_on_request(samples):
 
 
 def test_a_perfetto_upload_opens_in_analyze(samples):
-    from stepscope.app.cache import load_path
-    from stepscope.exporters import perfetto_trace_bytes
+    from app.cache import load_path
+    from exporters import perfetto_trace_bytes
 
     loaded = load_path(samples / "cpu_tiny-llama_eager" / "trace.json.gz")
     data = perfetto_trace_bytes(loaded.timeline, loaded.analysis)
@@ -303,10 +326,10 @@ def test_run_page_has_the_prefill_sweep_form(samples):
 def test_a_prefill_sweep_runs_and_is_plotted(samples, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from stepscope.app.figures.sweep_chart import sweep_figure
-    from stepscope.app.sweeps import past_sweeps, run_sweep
-    from stepscope.app.trace_sources import runs_dir
-    from stepscope.collectors.sweep import SweepSpec
+    from app.figures.sweep_chart import sweep_figure
+    from app.sweeps import past_sweeps, run_sweep
+    from app.trace_sources import runs_dir
+    from collectors.sweep import SweepSpec
 
     stages = []
     spec = SweepSpec(preset="tiny-llama", device="cpu", min_tokens=16, max_tokens=64, points=3, repeats=1)

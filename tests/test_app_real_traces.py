@@ -11,9 +11,9 @@ import gzip
 from pathlib import Path
 
 import pytest
-from stepscope.app.navigation import ANALYZE_KEY
 from streamlit.testing.v1 import AppTest
 
+from app.navigation import ANALYZE_KEY
 from tests.conftest import REAL_TRACES
 
 PAGE = Path(__file__).resolve().parents[1] / "app" / "views" / "analyze.py"

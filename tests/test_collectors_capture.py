@@ -12,13 +12,13 @@ import sys
 
 import pytest
 import torch
-from stepscope.contracts.markers import MARKER_PREFIX
-from stepscope.contracts.run_record import RunRecord, read_run_record
 
 from collectors import decode_loops, devices, profiling
 from collectors.errors import CollectorError
 from collectors.model_loading import build_preset
 from collectors.run import RunSpec, run_profiled_generation
+from contracts.markers import MARKER_PREFIX
+from contracts.run_record import RunRecord, read_run_record
 from tests.conftest import ROOT
 
 

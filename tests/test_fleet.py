@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pandas as pd
-from stepscope.batch.fleet import batch_folders, load_fleet, openable_trace, slowest
+
+from batch.fleet import batch_folders, load_fleet, openable_trace, slowest
 
 
 def _write(folder, rows):
@@ -14,9 +15,19 @@ def _write(folder, rows):
 
 
 def _row(key, itl, device="A", status="ok", ttft=1.0):
-    return {"key": key, "path": f"/x/{key}.json", "status": status, "error": None if status == "ok" else "bad",
-            "device": device, "model": "m", "mode": "eager", "itl_p50_ms": itl, "ttft_ms": ttft,
-            "gpu_busy_pct": 50.0, "kernels_per_decode_step": 10.0}
+    return {
+        "key": key,
+        "path": f"/x/{key}.json",
+        "status": status,
+        "error": None if status == "ok" else "bad",
+        "device": device,
+        "model": "m",
+        "mode": "eager",
+        "itl_p50_ms": itl,
+        "ttft_ms": ttft,
+        "gpu_busy_pct": 50.0,
+        "kernels_per_decode_step": 10.0,
+    }
 
 
 def test_outliers_are_judged_within_their_group(tmp_path):
@@ -57,7 +68,7 @@ def test_a_rank_row_opens_only_while_its_run_is_unchanged(tmp_path):
     import shutil
     from pathlib import Path
 
-    from stepscope.batch.inputs import run_key
+    from batch.inputs import run_key
 
     run = tmp_path / "tp2"
     shutil.copytree(Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_tiny-llama_tp2_eager", run)

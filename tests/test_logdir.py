@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from stepscope.app import logdir
-from stepscope.app.logdir import OutsideLogdirError, configured_logdir, list_folders, list_traces, resolve_within
-from stepscope.app.logdir_panel import OPENED_KEY, open_trace, opened_sources
-from stepscope.app.navigation import ANALYZE_KEY
-from stepscope.parsers import load_trace
 from streamlit.testing.v1 import AppTest
 
+from app import logdir
+from app.logdir import OutsideLogdirError, configured_logdir, list_folders, list_traces, resolve_within
+from app.logdir_panel import OPENED_KEY, open_trace, opened_sources
+from app.navigation import ANALYZE_KEY
+from parsers import load_trace
 from tests.synthetic_traces import doc, synthetic_generation
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +53,11 @@ def root(tmp_path) -> Path:
 def test_lists_traces_newest_first_with_size_format_and_rank(root):
     traces = list_traces(root)
     assert [t.rel_path for t in traces] == [
-        "exp1/new.json.gz", "exp1/deeper/ranked.pt.trace.json", "exp2/worker_rank7.json", "old.json", "nsys.sqlite",
+        "exp1/new.json.gz",
+        "exp1/deeper/ranked.pt.trace.json",
+        "exp2/worker_rank7.json",
+        "old.json",
+        "nsys.sqlite",
     ]
     by = {t.rel_path: t for t in traces}
     assert by["exp1/new.json.gz"].size_bytes == (root / "exp1" / "new.json.gz").stat().st_size
@@ -150,13 +154,13 @@ def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monk
     """`stepscope app --logdir DIR` starts `streamlit run app/streamlit_app.py ... -- --logdir DIR`."""
     import argparse
 
-    from stepscope.app.cli.webapp import streamlit_command
-    from stepscope.app.logdir import LOGDIR_ENV
+    from app.cli.webapp import streamlit_command
+    from app.logdir import LOGDIR_ENV
 
     monkeypatch.delenv(LOGDIR_ENV, raising=False)
     (tmp_path / "logs").mkdir()
     command = streamlit_command(argparse.Namespace(logdir=str(tmp_path / "logs"), port=8600, headless=True))
-    script_args = command[command.index("--") + 1:]  # what the script sees as sys.argv[1:]
+    script_args = command[command.index("--") + 1 :]  # what the script sees as sys.argv[1:]
     assert script_args == ["--logdir", str((tmp_path / "logs").resolve())]
     assert command.index("--server.port") < command.index("--")  # Streamlit's own options stay before the script's
     assert configured_logdir(script_args) == (tmp_path / "logs").resolve()
@@ -165,14 +169,18 @@ def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monk
 def test_landing_page_shows_the_timeline_frame_until_a_trace_is_opened(tmp_path, monkeypatch):
     """AppTest: with nothing open, Analyze draws the empty timeline frame (a real Plotly chart, so the browser
     loads Plotly's code before the click); opening a trace replaces it with the trace's overview."""
-    from stepscope.app.figures.timeline import EMPTY_TITLE, OVERVIEW_TITLE
+    from app.figures.timeline import EMPTY_TITLE, OVERVIEW_TITLE
 
     logs, empty = tmp_path / "logs", tmp_path / "empty"
     (logs / "run").mkdir(parents=True)
     empty.mkdir()
     (logs / "run" / "trace.json").write_text(json.dumps(doc(synthetic_generation(decode_steps=4))))
-    for name, value in (("STEPSCOPE_LOGDIR", logs), ("STEPSCOPE_CACHE_DIR", tmp_path / "cache"),
-                        ("STEPSCOPE_SAMPLES_DIR", empty), ("STEPSCOPE_RUNS_DIR", empty)):
+    for name, value in (
+        ("STEPSCOPE_LOGDIR", logs),
+        ("STEPSCOPE_CACHE_DIR", tmp_path / "cache"),
+        ("STEPSCOPE_SAMPLES_DIR", empty),
+        ("STEPSCOPE_RUNS_DIR", empty),
+    ):
         monkeypatch.setenv(name, str(value))
     st.cache_data.clear()
 

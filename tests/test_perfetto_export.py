@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stepscope.analysis import analyze
-from stepscope.app.cli import main
-from stepscope.exporters import open_in_perfetto_html, perfetto_trace_bytes, write_perfetto
-from stepscope.parsers import load_trace, parse_trace_bytes
-from stepscope.parsers.chrome_trace import read_chrome_trace
-from stepscope.parsers.timeline import COLUMNS
 
+from analysis import analyze
+from app.cli import main
+from exporters import open_in_perfetto_html, perfetto_trace_bytes, write_perfetto
+from parsers import load_trace, parse_trace_bytes
+from parsers.chrome_trace import read_chrome_trace
+from parsers.timeline import COLUMNS
 from tests import synthetic_traces as st
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +32,13 @@ def test_readme_export_command(tmp_path) -> None:
     """README's command line, run as a user would: fails if export is not wired into the CLI."""
     trace = st.write(tmp_path / "t.json", st.synthetic_generation())
     out = tmp_path / "t.pftrace"
-    proc = subprocess.run([sys.executable, "-m", "app.cli", "export", str(trace), "--perfetto", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", "export", str(trace), "--perfetto", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(analyze(parse_trace_bytes(out.read_bytes())).steps) == 7  # 1 prefill + 6 decode, as generated
 

@@ -12,12 +12,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from stepscope.app import exposure
-from stepscope.app.navigation import ANALYZE_KEY
-from stepscope.app.uploads import UPLOADS_KEY, register_upload
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
+from app import exposure
+from app.navigation import ANALYZE_KEY
+from app.uploads import UPLOADS_KEY, register_upload
 from tests.app_samples import sample_folder, synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,8 +49,15 @@ def test_the_app_listens_on_localhost_by_default():
 # --- class 13: any reader failure is one line and the open trace stays open
 
 
-@pytest.mark.parametrize("error", [ValueError("could not convert string to float: 'x'"), OverflowError("big"),
-                                   TypeError("'<' not supported"), KeyError("deviceId")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("could not convert string to float: 'x'"),
+        OverflowError("big"),
+        TypeError("'<' not supported"),
+        KeyError("deviceId"),
+    ],
+)
 def test_upload_handler_turns_any_reader_failure_into_one_line(samples, monkeypatch, error):
     def broken(*args, **kwargs):
         raise error

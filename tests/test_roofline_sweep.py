@@ -12,10 +12,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from stepscope.analysis.roofline import complete_sweep, load_sweep, sweep_frame
-from stepscope.collectors.errors import CollectorError
-from stepscope.collectors.sweep import SweepSpec, measured_crossing, prompt_lengths, run_prefill_sweep
-
+from analysis.roofline import complete_sweep, load_sweep, sweep_frame
+from collectors.errors import CollectorError
+from collectors.sweep import SweepSpec, measured_crossing, prompt_lengths, run_prefill_sweep
 from tests.conftest import ROOT
 
 
@@ -67,10 +66,10 @@ def test_sweep_rejects_bad_ranges_with_one_line():
 
 
 def test_analyze_reads_the_run_json_beside_a_real_cpu_run(tmp_path):
-    from stepscope.analysis import analyze
-    from stepscope.analysis.roofline import roofline_for_trace, timeline_device, with_roofline
-    from stepscope.collectors.run import RunSpec, run_profiled_generation
-    from stepscope.parsers import load_trace
+    from analysis import analyze
+    from analysis.roofline import roofline_for_trace, timeline_device, with_roofline
+    from collectors.run import RunSpec, run_profiled_generation
+    from parsers import load_trace
 
     run_dir = run_profiled_generation(
         RunSpec(preset="tiny-llama", device="cpu", prompt_tokens=16, new_tokens=6, warmup=0), out_dir=tmp_path
@@ -91,17 +90,45 @@ def test_analyze_reads_the_run_json_beside_a_real_cpu_run(tmp_path):
 def test_complete_sweep_fills_the_roofline_into_a_measured_record():
     """A hand-made measured record (what collectors.sweep writes without `complete`) on a made-up GPU:
     1000 GB/s and 100 TFLOP/s given, so expected = max(bytes / 1e12 B/s, flops / 1e14 FLOP/s)."""
-    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1000,
+    }
     measured = {
-        "schema": "stepscope.sweep/1", "model": {"source": "preset:x", "parameters": None, "config": config},
-        "device": "Made-up GPU", "device_type": "cuda", "device_memory_bytes": None, "dtype": "float32",
-        "batch": 1, "repeats": 1, "hardware": None,
-        "points": [{"prompt_tokens": n, "measured_ms": 1.0, "runs_ms": [1.0], "expected_ms": None, "memory_ms": None,
-                    "compute_ms": None, "bound": None, "bytes": None, "flops": None} for n in (8, 64)],
+        "schema": "stepscope.sweep/1",
+        "model": {"source": "preset:x", "parameters": None, "config": config},
+        "device": "Made-up GPU",
+        "device_type": "cuda",
+        "device_memory_bytes": None,
+        "dtype": "float32",
+        "batch": 1,
+        "repeats": 1,
+        "hardware": None,
+        "points": [
+            {
+                "prompt_tokens": n,
+                "measured_ms": 1.0,
+                "runs_ms": [1.0],
+                "expected_ms": None,
+                "memory_ms": None,
+                "compute_ms": None,
+                "bound": None,
+                "bytes": None,
+                "flops": None,
+            }
+            for n in (8, 64)
+        ],
         "decode_step": {"context": 9, "measured_ms": 0.5, "runs_ms": [0.5], "expected_ms": None},
-        "marks": {"compute_bound_prompt_tokens": None, "prefill_equals_decode_tokens": None,
-                  "prefill_equals_decode_expected_tokens": None},
+        "marks": {
+            "compute_bound_prompt_tokens": None,
+            "prefill_equals_decode_tokens": None,
+            "prefill_equals_decode_expected_tokens": None,
+        },
     }
     assert complete_sweep(measured)["hardware"] is None  # not in the GPU table and no figures given
     done = complete_sweep(measured, hbm_gbps=1000, tflops=100)

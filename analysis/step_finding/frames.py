@@ -13,9 +13,10 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.event_rows import kind_mask, name_mask, take_rows
-from stepscope.analysis.model import Segmentation
-from stepscope.parsers.timeline import Timeline
+
+from ...parsers.timeline import Timeline
+from ..event_rows import kind_mask, name_mask, take_rows
+from ..model import Segmentation
 
 BOUNDARY_COLUMNS = ("start_ns", "host_end_ns", "kind", "request", "index", "tokens", "batch", "label")
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
@@ -53,9 +54,9 @@ def boundary_frame(
     return pd.DataFrame(
         {
             "start_ns": start,
-            "host_end_ns": np.asarray(host_end_ns, dtype=np.int64) if not np.isscalar(host_end_ns) else np.full(
-                n, host_end_ns, dtype=np.int64
-            ),
+            "host_end_ns": np.asarray(host_end_ns, dtype=np.int64)
+            if not np.isscalar(host_end_ns)
+            else np.full(n, host_end_ns, dtype=np.int64),
             "kind": column(kind, object),
             "request": column(request, np.int64),
             "index": np.arange(n, dtype=np.int64) if index is None else column(index, np.int64),
@@ -127,7 +128,7 @@ class Views:
 
     @cached_property
     def embeddings(self) -> pd.DataFrame:
-        from stepscope.analysis.step_finding.embedding import token_embeddings
+        from .embedding import token_embeddings
 
         return token_embeddings(self.ops_named(("aten::embedding",)))
 

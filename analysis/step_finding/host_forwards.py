@@ -26,9 +26,10 @@ import re
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask
-from stepscope.analysis.names import name_matches
-from stepscope.analysis.step_finding.frames import Found, Views, boundary_frame, requests_opened_by
+
+from ..event_rows import isin_ints, kind_mask, name_mask
+from ..names import name_matches
+from .frames import Found, Views, boundary_frame, requests_opened_by
 
 SPAN_KINDS = ("python", "cpu_op", "annotation")
 ATEN_OP = re.compile(r"^aten::")
@@ -169,8 +170,9 @@ def _inside_earlier(code: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     return start + offset < previous
 
 
-def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd.DataFrame, on_device: bool,
-           processes: int) -> Found:
+def _label(
+    views: Views, pid, name: str, n_work: int, coverage: float, spans: pd.DataFrame, on_device: bool, processes: int
+) -> Found:
     ev = views.events
     start, end, work = spans["ts"].to_numpy(), spans["end"].to_numpy(), spans["work"].to_numpy()
     holds = work > 0
@@ -219,8 +221,9 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
     if tokens is None:
         tokens = batch = None
     request, index = requests_opened_by(kind == "prefill")
-    steps = boundary_frame(start, end, kind=kind, request=request, index=index, tokens=tokens, batch=batch,
-                           label=name[:200])
+    steps = boundary_frame(
+        start, end, kind=kind, request=request, index=index, tokens=tokens, batch=batch, label=name[:200]
+    )
     if processes > 1:
         steps.attrs["process"] = int(pid)  # analyze() measures this process and the devices it launched on
     return views.result(steps, "host-forwards", confidence, *notes, evidence=evidence)
@@ -244,7 +247,7 @@ def _shapes_inside(emb: pd.DataFrame, start: np.ndarray, end: np.ndarray):
     """(tokens, batch) per forward from the first token-embedding lookup inside it, or (None, None) when the
     lookups carry no shapes. A forward with no lookup (compiled, graph-replayed) decodes one token per
     sequence of the forward before it."""
-    from stepscope.analysis.step_finding.embedding import token_shape
+    from .embedding import token_shape
 
     if emb.empty:
         return None, None

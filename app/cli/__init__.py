@@ -5,6 +5,6 @@ The entry point lives in app.cli.main; this file only re-exports it, so that `py
 imports this package before running __main__) loads no code twice.
 """
 
-from stepscope.app.cli.main import EXIT_BAD_INPUT, UserError, build_parser, main
+from .main import EXIT_BAD_INPUT, UserError, build_parser, main
 
 __all__ = ["EXIT_BAD_INPUT", "UserError", "build_parser", "main"]

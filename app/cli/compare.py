@@ -13,14 +13,14 @@ import json
 import sys
 from pathlib import Path
 
-from stepscope.app.cli.errors import UserError
-from stepscope.app.cli.options import add_analysis_options, read_and_analyze
+from .errors import UserError
+from .options import add_analysis_options, read_and_analyze
 
 EXIT_GATE_FAILED = 1
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from stepscope.analysis.gate import GATE_SYNTAX, gate_help
+    from ...analysis.gate import GATE_SYNTAX, gate_help
 
     compare = subparsers.add_parser(
         "compare",
@@ -32,8 +32,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     compare.add_argument("b", metavar="B", help="the changed trace")
     compare.add_argument("--format", choices=("text", "json", "markdown"), default=None, help="output form (text)")
     compare.add_argument("--json", action="store_true", help="short for --format json")
-    compare.add_argument("--gate", action="append", default=[], metavar="EXPR",
-                         help="e.g. itl_p50_ms<=1.05x, kernels_per_decode_step<=+10, gpu_busy_pct>=-2 (repeatable)")
+    compare.add_argument(
+        "--gate",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="e.g. itl_p50_ms<=1.05x, kernels_per_decode_step<=+10, gpu_busy_pct>=-2 (repeatable)",
+    )
     add_analysis_options(compare)
     compare.set_defaults(handler=run_compare)
     return compare
@@ -54,10 +59,10 @@ def load(path: str, args: argparse.Namespace) -> tuple:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from stepscope.analysis.compare import compare
-    from stepscope.analysis.gate import evaluate_gates, parse_gates
-    from stepscope.analysis.report import contract
-    from stepscope.exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
+    from ...analysis.compare import compare
+    from ...analysis.gate import evaluate_gates, parse_gates
+    from ...analysis.report import contract
+    from ...exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
 
     if args.json and args.format not in (None, "json"):
         raise UserError(f"--json and --format {args.format} disagree")

@@ -13,17 +13,24 @@ import os
 import sys
 from pathlib import Path
 
-from stepscope.app.cli.errors import EXIT_INTERRUPTED
+from .errors import EXIT_INTERRUPTED
 
 APP_SCRIPT = Path(__file__).resolve().parents[1] / "streamlit_app.py"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    app = subparsers.add_parser("app", help="start the web app (Analyze, Run, Compare) in the browser",
-                                description="Start Stepscope's Streamlit app. Ctrl-C stops it.")
-    app.add_argument("--logdir", default="runs", metavar="DIR",
-                     help="where the Run page keeps its runs, where past runs are listed, and the folder whose "
-                     "traces Analyze lists and opens from disk (default: ./runs)")
+    app = subparsers.add_parser(
+        "app",
+        help="start the web app (Analyze, Run, Compare) in the browser",
+        description="Start Stepscope's Streamlit app. Ctrl-C stops it.",
+    )
+    app.add_argument(
+        "--logdir",
+        default="runs",
+        metavar="DIR",
+        help="where the Run page keeps its runs, where past runs are listed, and the folder whose "
+        "traces Analyze lists and opens from disk (default: ./runs)",
+    )
     app.add_argument("--port", type=int, default=None, help="port to serve on (Streamlit's default: 8501)")
     app.add_argument("--headless", action="store_true", help="do not open a browser")
     app.set_defaults(handler=run_app)
@@ -44,7 +51,7 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
 
 
 def run_app(args: argparse.Namespace) -> int:
-    from stepscope.app.logdir import LOGDIR_ENV
+    from ..logdir import LOGDIR_ENV
 
     logdir = str(logdir_path(args))
     env = dict(os.environ, STEPSCOPE_RUNS_DIR=logdir, **{LOGDIR_ENV: logdir})
