@@ -17,7 +17,10 @@ for name in present:
 
 setup(
     packages=packages,
-    package_dir={"stepscope": "stepscope", "stepscope.sample_traces": "sample_traces",
-                 **{f"stepscope.{name}": name for name in present}},
+    package_dir={
+        "stepscope": "stepscope",
+        "stepscope.sample_traces": "sample_traces",
+        **{f"stepscope.{name}": name for name in present},
+    },
     package_data={"stepscope.sample_traces": ["README.md", "*/trace.json.gz", "*/run.json"]},
 )

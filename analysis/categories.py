@@ -65,35 +65,62 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     ("memcpy", r"(?i)^memcpy\b"),
     ("memset", r"(?i)^memset\b"),
     # collectives, NCCL/RCCL and the custom all-reduce kernels of vLLM/SGLang/TensorRT-LLM
-    ("communication", r"(?i)nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce"
-     r"|custom_?ar\b|multimem|mscclpp|quick_?reduce|c10d::|record_param_comms|^gloo"),
+    (
+        "communication",
+        r"(?i)nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce"
+        r"|custom_?ar\b|multimem|mscclpp|quick_?reduce|c10d::|record_param_comms|^gloo",
+    ),
     # attention kernels whose names also say "KVCache"; must come before kv_cache
     ("attention", r"BatchDecodeWithPagedKVCache|BatchPrefillWithPagedKVCache|PagedKVCacheKernel"),
-    ("kv_cache", r"(?i)reshape_and_cache|store_kv_?cache|kv_?cache|concat_and_cache|copy_blocks|swap_blocks"
-     r"|set_kv_buffer|^aten::index_copy_?$"),
+    (
+        "kv_cache",
+        r"(?i)reshape_and_cache|store_kv_?cache|kv_?cache|concat_and_cache|copy_blocks|swap_blocks"
+        r"|set_kv_buffer|^aten::index_copy_?$",
+    ),
     # fused experts and their routing (before gemm: an expert GEMM is moe time)
-    ("moe", r"(?i)moe|fused_experts|expert|_matmul_ogs|finalize_matmul|bitmatrix|combined_routing|_topk_forward"
-     r"|routing|trtllm bmm|align_block_size|topk_softmax|topkGating|grouped_topk"),
-    ("attention", r"(?i)flash|fmha|attention|attn|sdpa|scaled_dot_product|xformers|mha_|_mla_|mla_decode"
-     r"|decode_att|extend_att|^reduce_segments$|paged_attention|unified_attention"),
+    (
+        "moe",
+        r"(?i)moe|fused_experts|expert|_matmul_ogs|finalize_matmul|bitmatrix|combined_routing|_topk_forward"
+        r"|routing|trtllm bmm|align_block_size|topk_softmax|topkGating|grouped_topk",
+    ),
+    (
+        "attention",
+        r"(?i)flash|fmha|attention|attn|sdpa|scaled_dot_product|xformers|mha_|_mla_|mla_decode"
+        r"|decode_att|extend_att|^reduce_segments$|paged_attention|unified_attention",
+    ),
     ("rotary", r"(?i)rotary|\brope\b|_rope|rope_|mrope|cos_sin|^aten::(cos|sin)$|aten elementwise: (cos|sin)$"),
-    ("norm", r"(?i)rms_?norm|layer_?norm|group_?norm|batch_?norm|Rmsnorm2d|Layernorm2d|norm_kernel|_norm_fwd"
-     r"|^aten::(rsqrt|mean|pow|var|var_mean)$|aten (elementwise|reduce): (rsqrt|mean|pow)$"
-     r"|triton fused: .*\brsqrt\b"),
+    (
+        "norm",
+        r"(?i)rms_?norm|layer_?norm|group_?norm|batch_?norm|Rmsnorm2d|Layernorm2d|norm_kernel|_norm_fwd"
+        r"|^aten::(rsqrt|mean|pow|var|var_mean)$|aten (elementwise|reduce): (rsqrt|mean|pow)$"
+        r"|triton fused: .*\brsqrt\b",
+    ),
     ("embedding", r"(?i)embedding|embed|indexSelect|^aten::index_select$|vocab_parallel"),
-    ("sampling", r"(?i)softmax|top_?k|top_?p|argmax|argmin|sampl|multinomial|penalt|logit|gumbel|exponential_"
-     r"|radix_?sort|\bsort\b|^aten::sort|cumsum|scan|^aten::isin$|^rocprim::|^cub::|temperature"),
-    ("gemm", r"(?i)gemm|gemv|matmul|cublas|cutlass|nvjet|xmma|wgmma|tensile|hipblaslt|splitk|marlin|machete"
-     r"|_scaled_mm|^aten::(mm|bmm|addmm|baddbmm|linear|matmul|_addmm_activation|dot|mv)$"
-     r"|^nn\.Module: (Linear|Conv1D|ColumnParallelLinear|RowParallelLinear|QKVParallelLinear|ReplicatedLinear)"),
-    ("elementwise", r"(?i)^aten (elementwise|reduce|copy|indexing)|^triton fused|act_and_mul|silu|gelu|swiglu"
-     r"|relu|activation|_quant|quantize|dequant|fill|copy|^aten::(" + _ATEN_ELEMENTWISE + r")$"),
+    (
+        "sampling",
+        r"(?i)softmax|top_?k|top_?p|argmax|argmin|sampl|multinomial|penalt|logit|gumbel|exponential_"
+        r"|radix_?sort|\bsort\b|^aten::sort|cumsum|scan|^aten::isin$|^rocprim::|^cub::|temperature",
+    ),
+    (
+        "gemm",
+        r"(?i)gemm|gemv|matmul|cublas|cutlass|nvjet|xmma|wgmma|tensile|hipblaslt|splitk|marlin|machete"
+        r"|_scaled_mm|^aten::(mm|bmm|addmm|baddbmm|linear|matmul|_addmm_activation|dot|mv)$"
+        r"|^nn\.Module: (Linear|Conv1D|ColumnParallelLinear|RowParallelLinear|QKVParallelLinear|ReplicatedLinear)",
+    ),
+    (
+        "elementwise",
+        r"(?i)^aten (elementwise|reduce|copy|indexing)|^triton fused|act_and_mul|silu|gelu|swiglu"
+        r"|relu|activation|_quant|quantize|dequant|fill|copy|^aten::(" + _ATEN_ELEMENTWISE + r")$",
+    ),
     # inductor's fused C++ kernels run inside the compiled region without op events of their own, so the
     # region's self time is mostly that fused elementwise/norm/rotary work (plus its wrapper code)
     ("elementwise", r"^Torch-Compiled Region"),
-    ("framework", r"^aten::(" + _ATEN_VIEWS + "|" + _ATEN_ALLOC + r")$|^detach_?$|TorchDynamo"
-     r"|Pregraph bytecode|AOTDispatcher|CompiledFxGraph|CompiledFunction|torch_dynamo_resume|autograd::"
-     r"|^cuda(Graph|Stream|Event|Malloc|Free|Memcpy|Memset|Launch)|^hip(Graph|Launch|Malloc|Free)"),
+    (
+        "framework",
+        r"^aten::(" + _ATEN_VIEWS + "|" + _ATEN_ALLOC + r")$|^detach_?$|TorchDynamo"
+        r"|Pregraph bytecode|AOTDispatcher|CompiledFxGraph|CompiledFunction|torch_dynamo_resume|autograd::"
+        r"|^cuda(Graph|Stream|Event|Malloc|Free|Memcpy|Memset|Launch)|^hip(Graph|Launch|Malloc|Free)",
+    ),
 )
 
 

@@ -68,8 +68,14 @@ def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, opti
             f"Decode is host-bound: the GPU is idle {idle_share:.0%} of each decode step",
             f"Median decode step {step_us:.0f} us with {idle_us:.0f} us of GPU idle time: {launch_us:.0f} us waiting "
             f"for the next launch, {sync_us:.0f} us on syncs, {other_us:.0f} us other (medians). {advice}",
-            {"idle_share": idle_share, "step_us": step_us, "idle_us": idle_us, "graph_saving_us": launch_us,
-             "sync_idle_us": sync_us, "other_idle_us": other_us},
+            {
+                "idle_share": idle_share,
+                "step_us": step_us,
+                "idle_us": idle_us,
+                "graph_saving_us": launch_us,
+                "sync_idle_us": sync_us,
+                "other_idle_us": other_us,
+            },
         )
     ]
 

@@ -13,8 +13,9 @@ def gaps_by_cause(gaps: pd.DataFrame) -> pd.DataFrame:
     Sorted by total idle time, largest first, so the cause worth fixing comes first.
     """
     if gaps.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("cause", "placement") else float)
-                             for c in GAP_TABLE_COLUMNS})
+        return pd.DataFrame(
+            {c: pd.Series(dtype=object if c in ("cause", "placement") else float) for c in GAP_TABLE_COLUMNS}
+        )
     grouped = gaps.groupby(["cause", "placement"], observed=True, sort=False)["dur_ns"].agg(["count", "sum", "max"])
     grouped = grouped.reset_index().rename(columns={"count": "gaps"})
     total = float(gaps["dur_ns"].sum())

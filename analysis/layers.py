@@ -171,7 +171,9 @@ def detect_layers(
     lo = max(block_first[0] - typical, 0)
     head_seq = name_codes[lo : block_first[0]]
     if len(head_seq) >= 0.75 * typical and _is_near_copy(
-        head_seq, name_codes[block_first[0] : block_last[0] + 1], all_cats[kept_idx[lo] : kept_idx[block_first[0]]],
+        head_seq,
+        name_codes[block_first[0] : block_last[0] + 1],
+        all_cats[kept_idx[lo] : kept_idx[block_first[0]]],
         category_codes[block_first[0] : block_last[0] + 1],
     ):
         block_first = np.insert(block_first, 0, block_first[0] - len(head_seq))
@@ -210,8 +212,7 @@ def detect_layers(
         f"a block of {rep.period} {what} repeats {rep.repeats} times by {how}, covering "
         f"{last_all + 1 - first_all} of the step's {n_all} {what} ({(last_all + 1 - first_all) / n_all:.0%}); "
         f"head {first_all} {what}, "
-        f"tail {n_all - last_all - 1}"
-        + (f"; {set_aside} {what} seen once in the step set aside" if set_aside else "")
+        f"tail {n_all - last_all - 1}" + (f"; {set_aside} {what} seen once in the step set aside" if set_aside else "")
     )
     return LayerResult(
         layers=rep.repeats,

@@ -34,7 +34,16 @@ COMM_BOUND_PCT = 50.0  # a step spending at least this share of its time in expo
 IMBALANCE_PCT = 10.0  # median over steps of (max - min) non-waiting time / median step time
 
 RANK_STEP_COLUMNS = (
-    "step", "rank", "kind", "start_ns", "end_ns", "dur_ns", "idle_ns", "comm_ns", "exposed_comm_ns", "wait_ns",
+    "step",
+    "rank",
+    "kind",
+    "start_ns",
+    "end_ns",
+    "dur_ns",
+    "idle_ns",
+    "comm_ns",
+    "exposed_comm_ns",
+    "wait_ns",
     "work_ns",
 )
 
@@ -130,8 +139,14 @@ def _collective_waits(
         step = np.searchsorted(lo, c["start_ns"].to_numpy(), side="right") - 1
         ok = step >= 0
         ok[ok] = c["start_ns"].to_numpy()[ok] < hi[step[ok]]
-        f = pd.DataFrame({"rank": r, "step": step[ok], "start": c["start_ns"].to_numpy()[ok],
-                          "dur": (c["end_ns"] - c["start_ns"]).to_numpy()[ok]})
+        f = pd.DataFrame(
+            {
+                "rank": r,
+                "step": step[ok],
+                "start": c["start_ns"].to_numpy()[ok],
+                "dur": (c["end_ns"] - c["start_ns"]).to_numpy()[ok],
+            }
+        )
         f["k"] = f.groupby("step").cumcount()
         parts.append(f)
     allc = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["rank", "step", "start", "dur", "k"])
@@ -139,8 +154,11 @@ def _collective_waits(
     warnings: list[str] = []
     if allc.empty:
         return waits, warnings
-    per = allc.groupby(["step", "rank"]).size().unstack(fill_value=0).reindex(
-        index=range(n_steps), columns=range(len(colls)), fill_value=0
+    per = (
+        allc.groupby(["step", "rank"])
+        .size()
+        .unstack(fill_value=0)
+        .reindex(index=range(n_steps), columns=range(len(colls)), fill_value=0)
     )
     consistent = per.nunique(axis=1) == 1
     if not consistent.all():
@@ -203,8 +221,18 @@ def analyze_ranks(run: RankedRun, options: AnalysisOptions | None = None) -> Ran
     rank_steps = pd.concat(per_rank, ignore_index=True) if per_rank else pd.DataFrame(columns=RANK_STEP_COLUMNS)
     steps = _per_step(rank_steps, run.same_clock)
     findings = _findings(rank_steps, steps, ranks)
-    return RankRun(ranks, tuple(analyses), rank_steps, steps, totals, tuple(findings), tuple(warnings), alignment,
-                   run.same_clock, run.clock_note)
+    return RankRun(
+        ranks,
+        tuple(analyses),
+        rank_steps,
+        steps,
+        totals,
+        tuple(findings),
+        tuple(warnings),
+        alignment,
+        run.same_clock,
+        run.clock_note,
+    )
 
 
 def _totals(rank: int, timeline: Timeline, colls: pd.DataFrame) -> dict:
@@ -215,14 +243,20 @@ def _totals(rank: int, timeline: Timeline, colls: pd.DataFrame) -> dict:
     comm = busy_union(colls["start_ns"].to_numpy(), colls["end_ns"].to_numpy())
     comm_ns = int(covered_time(*comm, lo, hi)[0])
     exposed = comm_ns - int(_overlap_ns(comm, _compute_blocks(timeline), lo, hi)[0])
-    return {"rank": rank, "span_ns": int(hi[0] - lo[0]), "comm_ns": comm_ns, "exposed_comm_ns": exposed,
-            "collectives": len(colls)}
+    return {
+        "rank": rank,
+        "span_ns": int(hi[0] - lo[0]),
+        "comm_ns": comm_ns,
+        "exposed_comm_ns": exposed,
+        "collectives": len(colls),
+    }
 
 
 def _per_step(rs: pd.DataFrame, same_clock: bool) -> pd.DataFrame:
     if rs.empty:
-        return pd.DataFrame(columns=["step", "kind", "slowest_rank", "step_ns", "skew_ns", "comm_ns",
-                                     "exposed_comm_ns", "wait_ns"])
+        return pd.DataFrame(
+            columns=["step", "kind", "slowest_rank", "step_ns", "skew_ns", "comm_ns", "exposed_comm_ns", "wait_ns"]
+        )
     g = rs.groupby("step", sort=True)
     slowest = rs.loc[g["work_ns"].idxmax(), ["step", "rank"]].set_index("step")["rank"]
     skew = (g["end_ns"].max() - g["end_ns"].min()) if same_clock else (g["dur_ns"].max() - g["dur_ns"].min())
@@ -262,8 +296,13 @@ def _findings(rs: pd.DataFrame, steps: pd.DataFrame, ranks: tuple[int, ...]) -> 
                     f"{excess_pct:.1f}% more than the other ranks' median; the others wait a median "
                     f"{waited_by_others:.1f} us per step at collectives, rank {top} {own_wait:.1f} us."
                 ),
-                evidence={"rank": top, "slowest_share": top_share, "excess_pct": excess_pct,
-                          "others_wait_us": waited_by_others, "own_wait_us": own_wait},
+                evidence={
+                    "rank": top,
+                    "slowest_share": top_share,
+                    "excess_pct": excess_pct,
+                    "others_wait_us": waited_by_others,
+                    "own_wait_us": own_wait,
+                },
             )
         )
     bound = steps["exposed_comm_ns"] >= COMM_BOUND_PCT / 100.0 * steps["step_ns"]

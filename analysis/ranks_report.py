@@ -64,8 +64,9 @@ def run_summary(result: RankRun) -> dict:
 def multi_rank_contract(ranked: RankedRun, result: RankRun) -> dict:
     per_rank = []
     for f, timeline, analysis in zip(ranked.files, ranked.timelines, result.analyses, strict=False):
-        per_rank.append({**contract(timeline, analysis), "rank": f.rank, "rank_source": f.rank_source,
-                         "file": f.path.name})
+        per_rank.append(
+            {**contract(timeline, analysis), "rank": f.rank, "rank_source": f.rank_source, "file": f.path.name}
+        )
     return {"ranks": per_rank, "run": run_summary(result)}
 
 

@@ -26,8 +26,13 @@ def settings_expander() -> None:
     with st.expander("Analysis settings", expanded=bool(st.session_state.get(REGEX_KEY))):
         left, right = st.columns([1, 2])
         left.number_input(
-            "Shortest GPU idle gap reported (us)", min_value=0.0, max_value=1e6, value=DEFAULT_GAP_US, step=1.0,
-            key=GAP_US_KEY, help="Idle intervals shorter than this are not listed as gaps (busy time is unchanged).",
+            "Shortest GPU idle gap reported (us)",
+            min_value=0.0,
+            max_value=1e6,
+            value=DEFAULT_GAP_US,
+            step=1.0,
+            key=GAP_US_KEY,
+            help="Idle intervals shorter than this are not listed as gaps (busy time is unchanged).",
         )
         right.text_input(
             "Your own step annotation regex (optional)",

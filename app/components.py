@@ -81,9 +81,24 @@ def downloads(loaded: LoadedTrace, key: str) -> None:
     base = file_base(loaded.name)
     summary = {k: v for k, v in loaded.report.items() if k != "steps"}
     left, middle, right = st.columns(3)
-    left.download_button("Steps (CSV)", tables.steps_table(loaded.analysis).to_csv(index=False),
-                         f"{base}_steps.csv", "text/csv", key=f"{key}_steps_csv")
-    middle.download_button("Gaps (CSV)", tables.gaps_table(loaded.analysis).to_csv(index=False), f"{base}_gaps.csv",
-                           "text/csv", key=f"{key}_gaps_csv")
-    right.download_button("Summary (JSON)", json.dumps(summary, indent=1), f"{base}_summary.json",
-                          "application/json", key=f"{key}_summary_json")
+    left.download_button(
+        "Steps (CSV)",
+        tables.steps_table(loaded.analysis).to_csv(index=False),
+        f"{base}_steps.csv",
+        "text/csv",
+        key=f"{key}_steps_csv",
+    )
+    middle.download_button(
+        "Gaps (CSV)",
+        tables.gaps_table(loaded.analysis).to_csv(index=False),
+        f"{base}_gaps.csv",
+        "text/csv",
+        key=f"{key}_gaps_csv",
+    )
+    right.download_button(
+        "Summary (JSON)",
+        json.dumps(summary, indent=1),
+        f"{base}_summary.json",
+        "application/json",
+        key=f"{key}_summary_json",
+    )

@@ -18,8 +18,11 @@ LOCAL_ADDRESSES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 ALLOW_REMOTE_ENV = "STEPSCOPE_ALLOW_REMOTE_RUNS"
 MODELS_DIR_ENV = "STEPSCOPE_MODELS_DIR"
 # Bounds on one run started from the app (the form's maxima and a server-side check); env vars raise them.
-RUN_BOUNDS = {"new_tokens": ("STEPSCOPE_MAX_NEW_TOKENS", 1024), "batch": ("STEPSCOPE_MAX_BATCH", 64),
-              "prompt_tokens": ("STEPSCOPE_MAX_PROMPT_TOKENS", 8192)}
+RUN_BOUNDS = {
+    "new_tokens": ("STEPSCOPE_MAX_NEW_TOKENS", 1024),
+    "batch": ("STEPSCOPE_MAX_BATCH", 64),
+    "prompt_tokens": ("STEPSCOPE_MAX_PROMPT_TOKENS", 8192),
+}
 _warned = False
 
 
@@ -92,6 +95,8 @@ def run_spec_problem(new_tokens: int, batch: int, prompt_tokens: int, model: str
     if model is not None:
         roots = model_roots()
         if not inside_roots(model, roots):
-            return (f"the model folder must be inside {', '.join(map(str, roots))} "
-                    f"({MODELS_DIR_ENV} sets the allowed folders)")
+            return (
+                f"the model folder must be inside {', '.join(map(str, roots))} "
+                f"({MODELS_DIR_ENV} sets the allowed folders)"
+            )
     return None

@@ -70,8 +70,13 @@ def _listing(root_text: str) -> None:
     if st.session_state.get(FOLDER_KEY) not in folders:
         st.session_state[FOLDER_KEY] = ""
     left, right = st.columns([1, 3])
-    folder = left.selectbox("Folder", folders, key=FOLDER_KEY, format_func=lambda r: r or "(top)",
-                            help="Traces in this folder and the folders below it are listed, newest first.")
+    folder = left.selectbox(
+        "Folder",
+        folders,
+        key=FOLDER_KEY,
+        format_func=lambda r: r or "(top)",
+        help="Traces in this folder and the folders below it are listed, newest first.",
+    )
     traces = list_traces(root, folder)
     if not traces:
         right.info("No traces here yet (Kineto/Chrome JSON, Perfetto or Nsight SQLite); the list refreshes itself.")

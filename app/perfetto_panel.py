@@ -44,7 +44,8 @@ def perfetto_downloads(loaded: LoadedTrace) -> None:
     events = len(loaded.timeline.events)
     if loaded.sha256 not in st.session_state.setdefault(READY_KEY, set()):
         st.button(
-            f"Prepare for Perfetto ({events:,} events, {_estimate(events)})", key=f"perfetto_prepare_{loaded.sha256}",
+            f"Prepare for Perfetto ({events:,} events, {_estimate(events)})",
+            key=f"perfetto_prepare_{loaded.sha256}",
             help="Writes the trace with Stepscope's phases and gaps as a Perfetto protobuf trace (.pftrace).",
             on_click=lambda: st.session_state[READY_KEY].add(loaded.sha256),  # before the rerun: no stale button
         )
@@ -54,8 +55,12 @@ def perfetto_downloads(loaded: LoadedTrace) -> None:
         data = export_bytes(loaded.sha256, loaded)
     left, right = st.columns([1, 2])
     left.download_button(
-        "Download for Perfetto (.pftrace)", data, f"{file_base(loaded.name)}.pftrace", "application/octet-stream",
-        key=f"perfetto_download_{loaded.sha256}", on_click="ignore",
+        "Download for Perfetto (.pftrace)",
+        data,
+        f"{file_base(loaded.name)}.pftrace",
+        "application/octet-stream",
+        key=f"perfetto_download_{loaded.sha256}",
+        on_click="ignore",
     )
     left.caption(f"{len(data) / 2**20:,.1f} MB, {events:,} trace events plus the steps and gaps.")
     try:

@@ -85,8 +85,9 @@ def _finish(label: str, ranked: RankedRun, options: AnalysisOptions) -> LoadedRa
 
 
 @st.cache_data(max_entries=4, show_spinner="Reading and analysing every rank...")
-def _ranks_of_folder(key: str, gap_threshold_ns: int, step_regex: str | None, _paths: tuple[Path, ...],
-                     label: str) -> LoadedRanks:
+def _ranks_of_folder(
+    key: str, gap_threshold_ns: int, step_regex: str | None, _paths: tuple[Path, ...], label: str
+) -> LoadedRanks:
     from stepscope.trace_cache.timelines import load_trace_cached
 
     ranked = load_ranks(list(_paths), ReadLimits.from_env(), reader=load_trace_cached)  # each rank through the cache
@@ -94,8 +95,9 @@ def _ranks_of_folder(key: str, gap_threshold_ns: int, step_regex: str | None, _p
 
 
 @st.cache_data(max_entries=2, show_spinner="Reading and analysing every uploaded rank...")
-def _ranks_of_uploads(key: str, gap_threshold_ns: int, step_regex: str | None,
-                      _items: tuple[tuple[str, bytes], ...]) -> LoadedRanks:
+def _ranks_of_uploads(
+    key: str, gap_threshold_ns: int, step_regex: str | None, _items: tuple[tuple[str, bytes], ...]
+) -> LoadedRanks:
     timelines = []
     for name, data in _items:
         try:
@@ -115,5 +117,4 @@ def load_rank_source(source: RankSource, state: MutableMapping) -> LoadedRanks:
         key = hashlib.sha256(b"".join(hashlib.sha256(d).digest() for _, d in items)).hexdigest()
         return _ranks_of_uploads(key, options.gap_threshold_ns, options.step_regex, items)
     paths = tuple(find_trace_files(source.folder))
-    return _ranks_of_folder(_files_key(list(paths)), options.gap_threshold_ns, options.step_regex, paths,
-                            source.label)
+    return _ranks_of_folder(_files_key(list(paths)), options.gap_threshold_ns, options.step_regex, paths, source.label)

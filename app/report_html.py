@@ -37,8 +37,10 @@ NAME_CHARS = 160  # kernel names run to kilobytes; tables show their start
 # (a screen shows ~2,000 segments per lane; ~1 MB each at 3,000): a usual report is ~6 MB, plotly.js 4.8 of it
 BUDGETS = ((3_000, 2_000, 200, 2_000), (1_000, 800, 60, 800), (300, 200, 20, 200), (100, 60, 10, 60))
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
-       "img-src data: blob:; font-src data:; worker-src blob:; connect-src 'none'")
+CSP = (
+    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+    "img-src data: blob:; font-src data:; worker-src blob:; connect-src 'none'"
+)
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:16px;
 color:#212529}
@@ -81,8 +83,9 @@ def _short(text: object, chars: int = NAME_CHARS) -> str:
 
 def _figure_html(fig, div_id: str) -> str:
     """A figure as a div and its Plotly.newPlot script (plotly escapes '<' in the JSON: no </script> breakout)."""
-    return pio.to_html(fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG, div_id=div_id,
-                       default_width="100%")
+    return pio.to_html(
+        fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG, div_id=div_id, default_width="100%"
+    )
 
 
 def _table(frame: pd.DataFrame, numeric: Iterable[str] = (), formats: dict | None = None) -> str:
@@ -109,10 +112,15 @@ def _cards(summary) -> str:
     on_gpu = summary.on_gpu
     cards = []
     for m in HEADLINE:
-        cards.append(f'<div class="card"><div class="label">{esc(m.label_for(on_gpu))}</div>'
-                     f'<div class="value">{esc(m.format(m.value(summary)))}</div></div>')
-    note = ('<p class="note">CPU-only trace: host ops stand in for kernels and "GPU idle" means no op running.</p>'
-            if not on_gpu else "")
+        cards.append(
+            f'<div class="card"><div class="label">{esc(m.label_for(on_gpu))}</div>'
+            f'<div class="value">{esc(m.format(m.value(summary)))}</div></div>'
+        )
+    note = (
+        '<p class="note">CPU-only trace: host ops stand in for kernels and "GPU idle" means no op running.</p>'
+        if not on_gpu
+        else ""
+    )
     return f'<div class="cards">{"".join(cards)}</div>{note}'
 
 
@@ -141,15 +149,21 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
     analysis = trace.analysis
     parts = [_cards(analysis.summary)]
     fig, note = timeline.overview_figure(analysis, overview_budget)
-    parts += ["<h2>Step overview</h2>", _figure_html(fig, f"{prefix}overview"),
-              f'<p class="note">{esc(note)}Drag to zoom, double-click to reset.</p>']
+    parts += [
+        "<h2>Step overview</h2>",
+        _figure_html(fig, f"{prefix}overview"),
+        f'<p class="note">{esc(note)}Drag to zoom, double-click to reset.</p>',
+    ]
     parts.append("<h2>Per step</h2>")
     if analysis.steps.empty:
         parts.append("<p>No steps found, so no per-step charts.</p>")
     else:
         steps, note = _thin_steps(analysis.steps, step_budget)
-        for name, chart in (("time", step_charts.step_time_chart), ("counts", step_charts.kernels_launches_chart),
-                            ("busy", step_charts.busy_idle_chart)):
+        for name, chart in (
+            ("time", step_charts.step_time_chart),
+            ("counts", step_charts.kernels_launches_chart),
+            ("busy", step_charts.busy_idle_chart),
+        ):
             parts.append(_figure_html(chart(steps), f"{prefix}step_{name}"))
         if note:
             parts.append(f'<p class="note">{esc(note)}</p>')
@@ -158,16 +172,23 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
     if gaps.empty:
         parts.append("<p>No idle gaps above the threshold.</p>")
     else:
-        parts.append(_table(gaps_by_cause(gaps), ("gaps", "total_ms", "longest_us", "share_pct"),
-                            {"total_ms": _num(3), "longest_us": _num(1), "share_pct": _num(1)}))
+        parts.append(
+            _table(
+                gaps_by_cause(gaps),
+                ("gaps", "total_ms", "longest_us", "share_pct"),
+                {"total_ms": _num(3), "longest_us": _num(1), "share_pct": _num(1)},
+            )
+        )
         parts.append(_figure_html(step_charts.gap_histogram(gaps), f"{prefix}gap_hist"))
     parts.append("<h2>Findings</h2>")
     if not analysis.findings:
         parts.append("<p>No findings for this trace.</p>")
     for finding in analysis.findings[:row_budget]:
         severity = finding.severity if finding.severity in ("info", "warn", "critical") else "info"
-        parts.append(f'<div class="finding {severity}"><b>[{esc(severity)}] {esc(finding.title)}</b>'
-                     f"<br>{esc(finding.detail)}</div>")
+        parts.append(
+            f'<div class="finding {severity}"><b>[{esc(severity)}] {esc(finding.title)}</b>'
+            f"<br>{esc(finding.detail)}</div>"
+        )
     if len(analysis.findings) > row_budget:
         parts.append(f'<p class="note">{row_budget} of {len(analysis.findings)} findings shown.</p>')
     top = analysis.top_kernels
@@ -179,8 +200,9 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
     return parts
 
 
-def _comparison_sections(a: ReportTrace, b: ReportTrace, comparison: Comparison,
-                         budgets: tuple[int, int, int, int]) -> list[str]:
+def _comparison_sections(
+    a: ReportTrace, b: ReportTrace, comparison: Comparison, budgets: tuple[int, int, int, int]
+) -> list[str]:
     decode_budget = budgets[3]
     rows = "".join(
         f"<tr><td>{esc(r.label)}</td><td class='num'>{esc(format_value(r.a, r.unit))}</td>"
@@ -197,8 +219,10 @@ def _comparison_sections(a: ReportTrace, b: ReportTrace, comparison: Comparison,
     ]
     decode = [int((t.analysis.steps["kind"] == "decode").sum()) if len(t.analysis.steps) else 0 for t in (a, b)]
     if max(decode) > decode_budget:
-        parts.append(f'<p class="note">{max(decode):,} decode steps: too many for the per-step overlays in a '
-                     "shareable file; open the traces in the app to see them.</p>")
+        parts.append(
+            f'<p class="note">{max(decode):,} decode steps: too many for the per-step overlays in a '
+            "shareable file; open the traces in the app to see them.</p>"
+        )
     else:
         # Plotly renders a little HTML in legends and titles: the names go in as escaped text
         a_fig, b_fig = (replace(t, name=html.escape(_short(t.name, 60))) for t in (a, b))
@@ -220,8 +244,12 @@ def _document(title: str, body: Sequence[str]) -> str:
     )
 
 
-def build_report(trace: ReportTrace, other: ReportTrace | None = None, comparison: Comparison | None = None,
-                 max_bytes: int = MAX_REPORT_BYTES) -> str:
+def build_report(
+    trace: ReportTrace,
+    other: ReportTrace | None = None,
+    comparison: Comparison | None = None,
+    max_bytes: int = MAX_REPORT_BYTES,
+) -> str:
     """The report as one HTML string, at most max_bytes of UTF-8. `other`: B of a comparison (trace is A)."""
     if other is not None and comparison is None:
         from stepscope.analysis.compare import compare

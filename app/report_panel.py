@@ -28,7 +28,8 @@ def report_download(a: LoadedTrace, b: LoadedTrace | None = None, comparison: Co
     what = "this trace" if b is None else "this comparison"
     if key not in st.session_state.setdefault(READY_KEY, set()):
         st.button(
-            f"Prepare HTML report of {what}", key=f"report_prepare_{key}",
+            f"Prepare HTML report of {what}",
+            key=f"report_prepare_{key}",
             help="One self-contained HTML file (about 5 MB, at most 8): opens offline in any browser, no Python.",
             on_click=lambda: st.session_state[READY_KEY].add(key),
         )
@@ -36,7 +37,16 @@ def report_download(a: LoadedTrace, b: LoadedTrace | None = None, comparison: Co
     with st.spinner("Building the report..."):
         data = report_bytes(key, a, b, comparison)
     name = file_base(a.name) if b is None else f"{file_base(a.name)}_vs_{file_base(b.name)}"
-    st.download_button(f"Download HTML report ({len(data) / 1e6:.1f} MB)", data, f"{name}_report.html", "text/html",
-                       key=f"report_download_{key}", on_click="ignore")
-    st.caption("Summary cards, step overview, per-step charts, gaps by cause and findings"
-               + ("" if b is None else ", with the comparison") + "; plotly.js is inside, nothing loads from the web.")
+    st.download_button(
+        f"Download HTML report ({len(data) / 1e6:.1f} MB)",
+        data,
+        f"{name}_report.html",
+        "text/html",
+        key=f"report_download_{key}",
+        on_click="ignore",
+    )
+    st.caption(
+        "Summary cards, step overview, per-step charts, gaps by cause and findings"
+        + ("" if b is None else ", with the comparison")
+        + "; plotly.js is inside, nothing loads from the web."
+    )

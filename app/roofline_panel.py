@@ -109,15 +109,21 @@ def _controls(loaded: LoadedTrace, record: RunRecord | None) -> RooflineChoice:
     default_device = _default_device(loaded, record)
     cols = st.columns([3, 3, 2, 2, 2] if record is None else [4, 2, 2])
     device = cols[0].selectbox(
-        "Device", devices, index=devices.index(default_device), key=f"roofline_device_{key}",
+        "Device",
+        devices,
+        index=devices.index(default_device),
+        key=f"roofline_device_{key}",
         help="Peak bandwidth and dense throughput from the datasheet table, or this machine's CPU measured "
-             "on the spot (right when the trace was made here, as the app's own runs are).",
+        "on the spot (right when the trace was made here, as the app's own runs are).",
     )
     preset, dtype, prompt_tokens = None, "bfloat16", None
     if record is None:
         presets = [NO_MODEL, *sorted(PRESETS)]
         picked = cols[1].selectbox(
-            "Model (no run.json beside this trace)", presets, index=0, key=f"roofline_model_{key}",
+            "Model (no run.json beside this trace)",
+            presets,
+            index=0,
+            key=f"roofline_model_{key}",
             format_func=lambda p: p if p == NO_MODEL else f"{p}: {PRESETS[p].description}",
             help=f"The model whose bytes and FLOPs set the floor; the presets' shapes (e.g. {DEFAULT_PRESET}).",
         )
@@ -125,32 +131,53 @@ def _controls(loaded: LoadedTrace, record: RunRecord | None) -> RooflineChoice:
         default_dtype = "float32" if device == CPU_ROW else "bfloat16"
         dtype = cols[2].selectbox("Dtype", DTYPES, index=DTYPES.index(default_dtype), key=f"roofline_dtype_{key}")
         prompt_tokens = cols[2].number_input(
-            "Prompt tokens", min_value=1, value=None, key=f"roofline_prompt_{key}",
+            "Prompt tokens",
+            min_value=1,
+            value=None,
+            key=f"roofline_prompt_{key}",
             help="Used where the trace's step markers do not give the prefill length.",
         )
     fraction_cols = cols[-2:]
     st.session_state.setdefault(MEMORY_FRACTION_KEY, 1.0)  # set here, not as value=: the buttons set them too
     st.session_state.setdefault(FLOPS_FRACTION_KEY, 1.0)
     memory_fraction = fraction_cols[0].number_input(
-        "Memory bandwidth fraction", 0.05, 1.0, step=0.05, key=MEMORY_FRACTION_KEY,
+        "Memory bandwidth fraction",
+        0.05,
+        1.0,
+        step=0.05,
+        key=MEMORY_FRACTION_KEY,
         help="Fraction of the peak bandwidth you expect kernels to achieve (1.0 = peak).",
     )
     flops_fraction = fraction_cols[1].number_input(
-        "Compute fraction", 0.05, 1.0, step=0.05, key=FLOPS_FRACTION_KEY,
+        "Compute fraction",
+        0.05,
+        1.0,
+        step=0.05,
+        key=FLOPS_FRACTION_KEY,
         help="Fraction of the peak dense throughput you expect kernels to achieve (1.0 = peak).",
     )
     typical_m, typical_f = TYPICAL_FRACTIONS["memory"], TYPICAL_FRACTIONS["flops"]
     b1, b2, note = st.columns([1, 1, 4])
     b1.button("Peak (1.0 / 1.0)", on_click=_set_fractions, args=(1.0, 1.0), key=f"roofline_peak_{key}")
-    b2.button(f"Typical ({typical_m:g} / {typical_f:g})", on_click=_set_fractions, args=(typical_m, typical_f),
-              key=f"roofline_typical_{key}")
+    b2.button(
+        f"Typical ({typical_m:g} / {typical_f:g})",
+        on_click=_set_fractions,
+        args=(typical_m, typical_f),
+        key=f"roofline_typical_{key}",
+    )
     note.caption(
         "Fractions of peak you expect to achieve. At 1.0 (the default) efficiency is against the datasheet "
         f"peak; real kernels reach about {typical_m:.0%} of the bandwidth and {typical_f:.0%} of the FLOPs "
         "(Typical). A measured CPU is already at its best measured figures."
     )
-    return RooflineChoice(device, preset, dtype, int(prompt_tokens) if prompt_tokens else None,
-                          float(memory_fraction), float(flops_fraction))
+    return RooflineChoice(
+        device,
+        preset,
+        dtype,
+        int(prompt_tokens) if prompt_tokens else None,
+        float(memory_fraction),
+        float(flops_fraction),
+    )
 
 
 def _flops_text(flops: float) -> str:
@@ -164,18 +191,20 @@ def phase_table(report: RooflineReport) -> pd.DataFrame:
     """The report's phases as shown: units in the headers, bytes and FLOPs as readable text."""
     p = report.phases
     resource = {"memory": f"memory ({report.hardware.memory_name} bandwidth)", "compute": "compute"}
-    return pd.DataFrame({
-        "phase": p["phase"],
-        "steps": p["steps"],
-        "tokens": p["tokens"],
-        "context": p["context"],
-        "expected ms": p["expected_ms"],
-        "measured ms": p["measured_ms"],
-        "% of roofline": p["efficiency_pct"],
-        "binding resource": p["bound"].map(resource),
-        "bytes": p["bytes"].map(format_bytes),
-        "FLOPs": p["flops"].map(_flops_text),
-    })
+    return pd.DataFrame(
+        {
+            "phase": p["phase"],
+            "steps": p["steps"],
+            "tokens": p["tokens"],
+            "context": p["context"],
+            "expected ms": p["expected_ms"],
+            "measured ms": p["measured_ms"],
+            "% of roofline": p["efficiency_pct"],
+            "binding resource": p["bound"].map(resource),
+            "bytes": p["bytes"].map(format_bytes),
+            "FLOPs": p["flops"].map(_flops_text),
+        }
+    )
 
 
 def _hardware_caption(report: RooflineReport) -> str:
@@ -220,7 +249,9 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
         return report
     st.caption(_hardware_caption(report))
     st.dataframe(
-        phase_table(report), hide_index=True, width="stretch",
+        phase_table(report),
+        hide_index=True,
+        width="stretch",
         column_config={
             "expected ms": st.column_config.NumberColumn(format="%.3f"),
             "measured ms": st.column_config.NumberColumn(format="%.3f"),
@@ -238,7 +269,7 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
 
 
 def summary_line(report: RooflineReport | None) -> None:
-    """"Decode at X% of roofline" beside the summary cards."""
+    """ "Decode at X% of roofline" beside the summary cards."""
     if report is None or report.phases.empty:
         return
     parts = []
@@ -261,8 +292,10 @@ def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None
         return
     st.subheader("Roofline per category (median decode step)")
     if report is None:
-        st.info("The per-category roofline needs a model and a device: pick them under Expected vs measured "
-                "(a run.json beside the trace gives the model).")
+        st.info(
+            "The per-category roofline needs a model and a device: pick them under Expected vs measured "
+            "(a run.json beside the trace gives the model)."
+        )
         return
     roofline = with_category_roofline(loaded.analysis, report.shape, report.hardware).anatomy.roofline
     if roofline.get("status") != "ok":
@@ -275,7 +308,9 @@ def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None
         "cache; the rest has no byte floor here and counts as overhead."
     )
     st.dataframe(
-        tables.category_roofline_table(roofline), hide_index=True, width="stretch",
+        tables.category_roofline_table(roofline),
+        hide_index=True,
+        width="stretch",
         column_config={
             "time_us": st.column_config.NumberColumn("measured (us)", format="%.1f"),
             "bytes_MB": st.column_config.NumberColumn("bytes (MB)", format="%.2f"),

@@ -32,6 +32,8 @@ def past_sweeps(runs_folder: str | Path) -> list[Path]:
     folder = Path(runs_folder)
     if not folder.is_dir():
         return []
-    return sorted((p for p in folder.glob(f"*/{SWEEP_FILE}") if not p.parent.name.startswith(".")),
-                  key=lambda p: p.parent.name, reverse=True)
-
+    return sorted(
+        (p for p in folder.glob(f"*/{SWEEP_FILE}") if not p.parent.name.startswith(".")),
+        key=lambda p: p.parent.name,
+        reverse=True,
+    )

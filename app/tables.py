@@ -46,28 +46,32 @@ def gaps_table(analysis: Analysis) -> pd.DataFrame:
     step = gaps["step"].to_numpy().astype(np.int64) if len(gaps) else np.array([], dtype=np.int64)
     kinds = steps["kind"].to_numpy() if len(steps) else np.array([], dtype=object)
     kind = np.where(step >= 0, kinds[np.clip(step, 0, max(len(kinds) - 1, 0))] if len(kinds) else "", "")
-    return pd.DataFrame({
-        "start_ms": _from_start_ms(gaps["start_ns"], origin),
-        "end_ms": _from_start_ms(gaps["end_ns"], origin),
-        "length_us": gaps["dur_ns"].astype("float64") / 1e3,
-        "step": pd.Series(step, dtype="Int64").mask(step < 0).to_numpy(),
-        "step_kind": kind,
-        "placement": gaps["placement"],
-        "cause": gaps["cause"],
-        "device": gaps["device"],
-    })
+    return pd.DataFrame(
+        {
+            "start_ms": _from_start_ms(gaps["start_ns"], origin),
+            "end_ms": _from_start_ms(gaps["end_ns"], origin),
+            "length_us": gaps["dur_ns"].astype("float64") / 1e3,
+            "step": pd.Series(step, dtype="Int64").mask(step < 0).to_numpy(),
+            "step_kind": kind,
+            "placement": gaps["placement"],
+            "cause": gaps["cause"],
+            "device": gaps["device"],
+        }
+    )
 
 
 def top_kernels_table(top: pd.DataFrame, phase: str) -> pd.DataFrame:
     """One phase's heaviest kernels: the readable name shown, the full name kept for hover and CSV."""
     part = top[top["phase"] == phase]
-    return pd.DataFrame({
-        "kernel": part["short"].to_numpy(),
-        "count": part["count"].to_numpy(),
-        "total_ms": (part["total_ns"] / 1e6).round(3).to_numpy(),
-        "share_pct": part["share_pct"].round(1).to_numpy(),
-        "full name": part["name"].to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "kernel": part["short"].to_numpy(),
+            "count": part["count"].to_numpy(),
+            "total_ms": (part["total_ns"] / 1e6).round(3).to_numpy(),
+            "share_pct": part["share_pct"].round(1).to_numpy(),
+            "full name": part["name"].to_numpy(),
+        }
+    )
 
 
 def category_table(analysis: Analysis) -> pd.DataFrame:

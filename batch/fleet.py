@@ -38,8 +38,9 @@ def batch_folders(root: str | os.PathLike) -> list[Path]:
     if not root.is_dir():
         return []
     found = [root] if (root / TRACES_TABLE).is_file() else []
-    found += sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
-                    and (p / TRACES_TABLE).is_file())
+    found += sorted(
+        p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / TRACES_TABLE).is_file()
+    )
     return found
 
 
@@ -53,9 +54,7 @@ def load_fleet(folder: str | os.PathLike) -> Fleet:
     for column in GROUP_COLUMNS:
         if column not in traces:
             traces[column] = None
-    traces["group"] = (
-        traces[list(GROUP_COLUMNS)].fillna("?").astype(str).agg(" / ".join, axis=1)
-    )
+    traces["group"] = traces[list(GROUP_COLUMNS)].fillna("?").astype(str).agg(" / ".join, axis=1)
     ok = traces["status"] == "ok"
     traces["outlier"] = False
     traces["outlier_reason"] = ""
@@ -64,13 +63,17 @@ def load_fleet(folder: str | os.PathLike) -> Fleet:
             continue
         values = traces[key].where(ok)
         grouped = values.groupby(traces["group"])
-        q1, q3, n = grouped.transform(lambda v: v.quantile(0.25)), grouped.transform(lambda v: v.quantile(0.75)), \
-            grouped.transform("count")
+        q1, q3, n = (
+            grouped.transform(lambda v: v.quantile(0.25)),
+            grouped.transform(lambda v: v.quantile(0.75)),
+            grouped.transform("count"),
+        )
         fence = q3 + TUKEY_K * (q3 - q1)
         flag = (n >= OUTLIER_MIN_GROUP) & (values > fence)
         reason = np.where(flag, f"{key} above Q3 + {TUKEY_K} IQR of its group", "")
         traces["outlier_reason"] = np.where(
-            flag & (traces["outlier_reason"] != ""), traces["outlier_reason"] + "; " + reason,
+            flag & (traces["outlier_reason"] != ""),
+            traces["outlier_reason"] + "; " + reason,
             np.where(flag, reason, traces["outlier_reason"]),
         )
         traces["outlier"] |= flag.fillna(False).to_numpy(dtype=bool)
@@ -95,8 +98,11 @@ def openable_trace(path: str, key: str, rank: int | None = None) -> Path | None:
     try:
         if rank is not None and rank == rank:  # one rank of a multi-rank run (NaN: a single trace)
             folder = p.parent
-            files = [q for q in folder.iterdir() if q.is_file() and q.name.lower().endswith(TRACE_SUFFIXES)
-                     and q.name != "run.json"]
+            files = [
+                q
+                for q in folder.iterdir()
+                if q.is_file() and q.name.lower().endswith(TRACE_SUFFIXES) and q.name != "run.json"
+            ]
             return p if folder in rank_run_folders(files) and run_key(files)[0] == key else None
         return p if sha256_of_file(p) == key else None
     except OSError:

@@ -67,7 +67,12 @@ def run_local(inputs: list[BatchInput], workers: int, crash_once_dir: str | None
             if broken:
                 for item in in_flight.values():
                     if attempts[item.key] >= MAX_ATTEMPTS:
-                        yield error_result(item.key, item.path, item.size_bytes, item.copies,
-                                           f"worker process died {MAX_ATTEMPTS} times analysing this trace")
+                        yield error_result(
+                            item.key,
+                            item.path,
+                            item.size_bytes,
+                            item.copies,
+                            f"worker process died {MAX_ATTEMPTS} times analysing this trace",
+                        )
                     else:
                         queue.append(item)

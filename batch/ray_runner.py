@@ -68,8 +68,13 @@ def run_ray(inputs: list[BatchInput], address: str = "auto", crash_once_dir: str
                     yield ray.get(ref)
                 except Exception as exc:  # worker died more than MAX_RETRIES times, or the node went away
                     reason = " ".join(str(exc).split())[:200]
-                    yield error_result(item.key, item.path, item.size_bytes, item.copies,
-                                       f"Ray task failed after {MAX_RETRIES} retries: {type(exc).__name__}: {reason}")
+                    yield error_result(
+                        item.key,
+                        item.path,
+                        item.size_bytes,
+                        item.copies,
+                        f"Ray task failed after {MAX_RETRIES} retries: {type(exc).__name__}: {reason}",
+                    )
     finally:
         if started_here:
             ray.shutdown()

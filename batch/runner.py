@@ -45,8 +45,12 @@ class Progress:
         if self.stream and (now - self.last > 0.25 or self.done == self.total):
             self.last = now
             rate = self.done / max(now - self.started, 1e-9)
-            print(f"\r{self.done}/{self.total} traces, {rate:.1f}/s, {self.errors} errors", end="",
-                  file=self.stream, flush=True)
+            print(
+                f"\r{self.done}/{self.total} traces, {rate:.1f}/s, {self.errors} errors",
+                end="",
+                file=self.stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.stream and self.total:

@@ -18,30 +18,66 @@ from stepscope.batch.work import CATEGORY_FIELDS, COUNT_METRICS, GAP_FIELDS, ROW
 
 SCHEMAS = {
     "traces": pa.schema(
-        [("key", pa.string()), ("rank", pa.int64()), ("path", pa.string()), ("size_bytes", pa.int64()),
-         ("copies", pa.int64()),
-         ("status", pa.string()), ("error", pa.string()), ("format", pa.string()), ("device", pa.string()),
-         ("model", pa.string()), ("mode", pa.string()), ("events", pa.int64()),
-         ("segmentation_method", pa.string()), ("segmentation_confidence", pa.float64()), ("steps", pa.int64())]
+        [
+            ("key", pa.string()),
+            ("rank", pa.int64()),
+            ("path", pa.string()),
+            ("size_bytes", pa.int64()),
+            ("copies", pa.int64()),
+            ("status", pa.string()),
+            ("error", pa.string()),
+            ("format", pa.string()),
+            ("device", pa.string()),
+            ("model", pa.string()),
+            ("mode", pa.string()),
+            ("events", pa.int64()),
+            ("segmentation_method", pa.string()),
+            ("segmentation_confidence", pa.float64()),
+            ("steps", pa.int64()),
+        ]
         + [(m.key, pa.int64() if m.key in COUNT_METRICS else pa.float64()) for m in METRICS]
         + [("comm_pct", pa.float64()), ("exposed_comm_pct", pa.float64()), ("analyze_s", pa.float64())]
     ),
     "steps": pa.schema(
-        [("key", pa.string()), ("rank", pa.int64()), ("step", pa.int64()), ("kind", pa.string()),
-         ("request", pa.int64()),
-         ("index", pa.int64()), ("start_us", pa.float64()), ("end_us", pa.float64()), ("tokens", pa.int64()),
-         ("kernels", pa.int64()), ("launches", pa.int64()), ("gpu_busy_us", pa.float64()),
-         ("gpu_idle_us", pa.float64())]
+        [
+            ("key", pa.string()),
+            ("rank", pa.int64()),
+            ("step", pa.int64()),
+            ("kind", pa.string()),
+            ("request", pa.int64()),
+            ("index", pa.int64()),
+            ("start_us", pa.float64()),
+            ("end_us", pa.float64()),
+            ("tokens", pa.int64()),
+            ("kernels", pa.int64()),
+            ("launches", pa.int64()),
+            ("gpu_busy_us", pa.float64()),
+            ("gpu_idle_us", pa.float64()),
+        ]
     ),
     "gaps": pa.schema(
-        [("key", pa.string()), ("rank", pa.int64()), ("start_us", pa.float64()), ("end_us", pa.float64()),
-         ("dur_us", pa.float64()),
-         ("device", pa.int64()), ("placement", pa.string()), ("step", pa.int64()), ("cause", pa.string())]
+        [
+            ("key", pa.string()),
+            ("rank", pa.int64()),
+            ("start_us", pa.float64()),
+            ("end_us", pa.float64()),
+            ("dur_us", pa.float64()),
+            ("device", pa.int64()),
+            ("placement", pa.string()),
+            ("step", pa.int64()),
+            ("cause", pa.string()),
+        ]
     ),
     "categories": pa.schema(
-        [("key", pa.string()), ("rank", pa.int64()), ("step", pa.int64()), ("step_kind", pa.string()),
-         ("category", pa.string()),
-         ("kernels", pa.int64()), ("time_us", pa.float64())]
+        [
+            ("key", pa.string()),
+            ("rank", pa.int64()),
+            ("step", pa.int64()),
+            ("step_kind", pa.string()),
+            ("category", pa.string()),
+            ("kernels", pa.int64()),
+            ("time_us", pa.float64()),
+        ]
     ),
 }
 FIELDS = {"traces": TRACE_FIELDS, "steps": STEP_FIELDS, "gaps": GAP_FIELDS, "categories": CATEGORY_FIELDS}

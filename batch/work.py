@@ -15,12 +15,41 @@ from stepscope.analysis.metrics import METRICS
 
 COUNT_METRICS = ("prefill_steps", "decode_steps")  # integers; every other metric is a float
 TRACE_FIELDS = (
-    "key", "rank", "path", "size_bytes", "copies", "status", "error", "format", "device", "model", "mode", "events",
-    "segmentation_method", "segmentation_confidence", "steps", *(m.key for m in METRICS), "comm_pct",
-    "exposed_comm_pct", "analyze_s",
+    "key",
+    "rank",
+    "path",
+    "size_bytes",
+    "copies",
+    "status",
+    "error",
+    "format",
+    "device",
+    "model",
+    "mode",
+    "events",
+    "segmentation_method",
+    "segmentation_confidence",
+    "steps",
+    *(m.key for m in METRICS),
+    "comm_pct",
+    "exposed_comm_pct",
+    "analyze_s",
 )
-STEP_FIELDS = ("key", "rank", "step", "kind", "request", "index", "start_us", "end_us", "tokens", "kernels", "launches",
-               "gpu_busy_us", "gpu_idle_us")
+STEP_FIELDS = (
+    "key",
+    "rank",
+    "step",
+    "kind",
+    "request",
+    "index",
+    "start_us",
+    "end_us",
+    "tokens",
+    "kernels",
+    "launches",
+    "gpu_busy_us",
+    "gpu_idle_us",
+)
 GAP_FIELDS = ("key", "rank", "start_us", "end_us", "dur_us", "device", "placement", "step", "cause")
 # the anatomy of each trace's median decode step (analysis/anatomy.py): time and kernels (host ops) per category
 CATEGORY_FIELDS = ("key", "rank", "step", "step_kind", "category", "kernels", "time_us")
@@ -106,8 +135,9 @@ def _trace_rows(key: str, timeline, analysis, rank: int | None) -> tuple[dict, d
         "index": s["index"].astype("int64").tolist(),
         "start_us": (s["start_ns"] / 1000.0).tolist(),
         "end_us": (s["end_ns"] / 1000.0).tolist(),
-        "tokens": [None if v is None or v != v else int(v) for v in s["tokens"].astype(object).where(
-            s["tokens"].notna(), None)],
+        "tokens": [
+            None if v is None or v != v else int(v) for v in s["tokens"].astype(object).where(s["tokens"].notna(), None)
+        ],
         "kernels": s["kernels"].astype("int64").tolist(),
         "launches": s["launches"].astype("int64").tolist(),
         "gpu_busy_us": (s["gpu_busy_ns"] / 1000.0).tolist(),
@@ -135,10 +165,13 @@ def _comm_shares(result) -> dict[int, tuple[float | None, float | None]]:
         g = rs.groupby("rank")[["comm_ns", "exposed_comm_ns", "dur_ns"]].sum()
     else:
         g = result.totals.set_index("rank")[["comm_ns", "exposed_comm_ns", "span_ns"]].rename(
-            columns={"span_ns": "dur_ns"})
+            columns={"span_ns": "dur_ns"}
+        )
     total = g["dur_ns"].clip(lower=1)
-    return {int(r): (_num(100.0 * c / t), _num(100.0 * e / t))
-            for r, c, e, t in zip(g.index, g["comm_ns"], g["exposed_comm_ns"], total, strict=True)}
+    return {
+        int(r): (_num(100.0 * c / t), _num(100.0 * e / t))
+        for r, c, e, t in zip(g.index, g["comm_ns"], g["exposed_comm_ns"], total, strict=True)
+    }
 
 
 def _concat(parts: list[dict], fields: tuple[str, ...]) -> dict:
@@ -181,8 +214,16 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
             for f, timeline, analysis in zip(ranked.files, ranked.timelines, result.analyses, strict=True):
                 fields, *tables = _trace_rows(key, timeline, analysis, f.rank)
                 comm, exposed = shares.get(f.rank, (None, None))
-                rows.append({**base, **fields, "path": str(f.path), "size_bytes": f.path.stat().st_size,
-                             "comm_pct": comm, "exposed_comm_pct": exposed})
+                rows.append(
+                    {
+                        **base,
+                        **fields,
+                        "path": str(f.path),
+                        "size_bytes": f.path.stat().st_size,
+                        "comm_pct": comm,
+                        "exposed_comm_pct": exposed,
+                    }
+                )
                 parts.append(tables)
         else:
             timeline = load_trace_cached(Path(path))
@@ -199,9 +240,10 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
     elapsed = time.perf_counter() - started
     for row in rows:
         row["analyze_s"] = elapsed
-    tables = {name: _concat([p[i] for p in parts], fields)
-              for i, (name, fields) in enumerate(zip(ROW_TABLES, (STEP_FIELDS, GAP_FIELDS, CATEGORY_FIELDS),
-                                                     strict=True))}
+    tables = {
+        name: _concat([p[i] for p in parts], fields)
+        for i, (name, fields) in enumerate(zip(ROW_TABLES, (STEP_FIELDS, GAP_FIELDS, CATEGORY_FIELDS), strict=True))
+    }
     return {"trace": rows[0], "traces": rows, **tables}
 
 

@@ -50,7 +50,10 @@ def run_one(path: Path) -> bytes:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
         [sys.executable, "-c", CLI, "analyze", str(path), "--json", "--no-cache"],
-        cwd=ROOT, env=env, capture_output=True, timeout=600,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=600,
     )
     return b"rc=%d\n--stdout--\n%s\n--stderr--\n%s" % (proc.returncode, proc.stdout, proc.stderr)
 

@@ -48,13 +48,17 @@ def main(argv: list[str]) -> int:
     detail_json = detail.to_json()
     marks["detail figure"] = time.perf_counter()
     previous = start
-    print(f"trace: {path} ({path.stat().st_size / 2**20:.0f} MB, {trace.meta.event_count:,} events, "
-          f"{len(trace.events):,} duration events, {len(steps)} steps)")
+    print(
+        f"trace: {path} ({path.stat().st_size / 2**20:.0f} MB, {trace.meta.event_count:,} events, "
+        f"{len(trace.events):,} duration events, {len(steps)} steps)"
+    )
     for stage, when in marks.items():
         print(f"{stage:16s} {when - previous:7.2f} s")
         previous = when
-    print(f"{'total':16s} {previous - start:7.2f} s   (figure JSON {len(overview_json) / 1e6:.1f} MB + "
-          f"{len(detail_json) / 1e6:.1f} MB) {note}")
+    print(
+        f"{'total':16s} {previous - start:7.2f} s   (figure JSON {len(overview_json) / 1e6:.1f} MB + "
+        f"{len(detail_json) / 1e6:.1f} MB) {note}"
+    )
     print(json.dumps({"total_s": round(previous - start, 2)}))
     return 0
 

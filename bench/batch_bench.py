@@ -113,9 +113,15 @@ def timed(label: str, inputs: Path, out: Path, **kw) -> dict:
         started = time.perf_counter()
         report = run_batch(str(inputs), str(out), progress=sys.stderr, **kw)
         seconds = time.perf_counter() - started
-    figures = {"runner": label, "inputs": report.inputs, "analysed": report.analysed, "errors": report.errors,
-               "seconds": round(seconds, 2), "traces_per_s": round(report.analysed / seconds, 2),
-               "peak_rss_mb": round(mem.peak / 2**20)}
+    figures = {
+        "runner": label,
+        "inputs": report.inputs,
+        "analysed": report.analysed,
+        "errors": report.errors,
+        "seconds": round(seconds, 2),
+        "traces_per_s": round(report.analysed / seconds, 2),
+        "peak_rss_mb": round(mem.peak / 2**20),
+    }
     print(json.dumps(figures))
     return figures
 

@@ -55,8 +55,14 @@ except ImportError:  # main() says so when it needs it
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 TIMEOUT_MS = 600_000
 LANDING_WAIT_MS = 60_000
 PAGE_DONE_WAIT_S = 60.0
@@ -136,10 +142,28 @@ def _place(trace: Path, folder: Path) -> Path:
 def _start_server(logdir: Path, env: dict) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--", "--logdir", str(logdir)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app/streamlit_app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            "--",
+            "--logdir",
+            str(logdir),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -162,8 +186,13 @@ def one_round(browser, trace: Path) -> dict:
             folder.mkdir()
         _place(trace, logdir)
         timing_log = work / "timing.jsonl"
-        env = dict(os.environ, STEPSCOPE_CACHE_DIR=str(cache), STEPSCOPE_SAMPLES_DIR=str(empty),
-                   STEPSCOPE_RUNS_DIR=str(empty), STEPSCOPE_TIMING_LOG=str(timing_log))
+        env = dict(
+            os.environ,
+            STEPSCOPE_CACHE_DIR=str(cache),
+            STEPSCOPE_SAMPLES_DIR=str(empty),
+            STEPSCOPE_RUNS_DIR=str(empty),
+            STEPSCOPE_TIMING_LOG=str(timing_log),
+        )
         server, url = _start_server(logdir, env)
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1800})
@@ -186,7 +215,8 @@ def one_round(browser, trace: Path) -> dict:
             arrived = page.evaluate("window.__benchMsg")
             plotly_code = page.evaluate(  # when Streamlit's Plotly chunk finished loading, ms from navigation
                 "performance.getEntriesByType('resource').filter(e => /PlotlyChart[.].*js$/.test(e.name))"
-                ".map(e => e.responseEnd)")
+                ".map(e => e.responseEnd)"
+            )
             deadline = time.monotonic() + PAGE_DONE_WAIT_S  # the page script's end, for page_done (not the total)
             while time.monotonic() < deadline and '"below the timeline"' not in _read(timing_log):
                 time.sleep(0.05)
@@ -225,7 +255,8 @@ def one_round(browser, trace: Path) -> dict:
             "transfer_s": round(to_message - figure_done, 3),  # figure queued -> its message in the page
             "render_s": round(total - to_message, 3),  # message -> drawn: React, Plotly, WebGL
             "page_done_s": round(since_click("below the timeline"), 3)
-            if "below the timeline" in stages else None,  # the script's end: the rest of the page, after the click
+            if "below the timeline" in stages
+            else None,  # the script's end: the rest of the page, after the click
             "landing_s": round(landing, 3) if landing is not None else None,
             "plotly_code_before_click": bool(plotly_code) and max(plotly_code) < clicked,
             "cache_entries": sorted(p.parent.name for p in cache.rglob("*") if p.is_file()),
@@ -264,36 +295,63 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(args.rounds):
                 result = one_round(browser, trace)
                 rounds.append(result)
-                print(f"round {i + 1}: " + ", ".join(f"{k} {v}" for k, v in result.items() if k != "cache_entries")
-                      + f" (cache afterwards: {', '.join(sorted(set(result['cache_entries'])))})", flush=True)
+                print(
+                    f"round {i + 1}: "
+                    + ", ".join(f"{k} {v}" for k, v in result.items() if k != "cache_entries")
+                    + f" (cache afterwards: {', '.join(sorted(set(result['cache_entries'])))})",
+                    flush=True,
+                )
         finally:
             browser.close()
-    keys = ("total_s", "rerun_s", "digest_s", "parse_s", "analysis_s", "figure_s", "other_server_s", "transfer_s",
-            "render_s", "page_done_s")
-    median = {k: round(statistics.median(r[k] for r in rounds if r[k] is not None), 2) for k in keys
-              if any(r[k] is not None for r in rounds)}
+    keys = (
+        "total_s",
+        "rerun_s",
+        "digest_s",
+        "parse_s",
+        "analysis_s",
+        "figure_s",
+        "other_server_s",
+        "transfer_s",
+        "render_s",
+        "page_done_s",
+    )
+    median = {
+        k: round(statistics.median(r[k] for r in rounds if r[k] is not None), 2)
+        for k in keys
+        if any(r[k] is not None for r in rounds)
+    }
     size_mb = figure_json_mb(trace)
     print()
-    print(f"trace {trace.name}: {trace.stat().st_size / 2**20:.0f} MB, cold cache, opened from --logdir, "
-          f"median of {len(rounds)}")
-    print(f"click -> first timeline drawn: {median['total_s']:.2f} s  (goal <= {GOAL_S:g} s: "
-          f"{'MET' if median['total_s'] <= GOAL_S else 'NOT MET'})")
-    notes = {"digest_s": "(stat index only; a new file's hash is taken inside parse, while its pieces decode)",
-             "page_done_s": "(the page script's end: everything below the timeline)"}
+    print(
+        f"trace {trace.name}: {trace.stat().st_size / 2**20:.0f} MB, cold cache, opened from --logdir, "
+        f"median of {len(rounds)}"
+    )
+    print(
+        f"click -> first timeline drawn: {median['total_s']:.2f} s  (goal <= {GOAL_S:g} s: "
+        f"{'MET' if median['total_s'] <= GOAL_S else 'NOT MET'})"
+    )
+    notes = {
+        "digest_s": "(stat index only; a new file's hash is taken inside parse, while its pieces decode)",
+        "page_done_s": "(the page script's end: everything below the timeline)",
+    }
     for k in keys[1:]:
         if k in median:
             print(f"  {k[:-2]:12s} {median[k]:6.2f} s  {notes.get(k, '')}")
     landings = [r["landing_s"] for r in rounds if r["landing_s"] is not None]
-    print("landing page drawn (navigation -> timeline frame, before the click): "
-          + (f"{statistics.median(landings):.2f} s" if landings else "no frame on this version of the app")
-          + f"; Plotly's code loaded before the click in {sum(r['plotly_code_before_click'] for r in rounds)}"
-          f" of {len(rounds)} rounds")
+    print(
+        "landing page drawn (navigation -> timeline frame, before the click): "
+        + (f"{statistics.median(landings):.2f} s" if landings else "no frame on this version of the app")
+        + f"; Plotly's code loaded before the click in {sum(r['plotly_code_before_click'] for r in rounds)}"
+        f" of {len(rounds)} rounds"
+    )
     print(f"overview figure JSON: {size_mb} MB")
     print(f"load average before {load_before:.1f} / after {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     out = ROOT / "bench" / "out" / "browser_open_bench.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"trace": str(trace), "rounds": rounds, "median": median,
-                               "figure_json_mb": size_mb}, indent=1) + "\n")
+    out.write_text(
+        json.dumps({"trace": str(trace), "rounds": rounds, "median": median, "figure_json_mb": size_mb}, indent=1)
+        + "\n"
+    )
     return 0
 
 

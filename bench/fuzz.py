@@ -42,8 +42,9 @@ def fuzz_round(fmt: str, examples: int, failures: collections.Counter, stats: co
     strategy, name = STRATEGIES[fmt]
     sample = fi.SAMPLE_TRACE.read_bytes()
 
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, deadline=None, database=None, derandomize=False, suppress_health_check=list(HealthCheck)
+    )
     @given(strategy())
     def one(data: bytes) -> None:
         start = time.perf_counter()

@@ -15,8 +15,15 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 def main() -> None:
     layers, tokens, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=256, intermediate_size=688, num_hidden_layers=layers,
-                      num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=2048)
+    cfg = LlamaConfig(
+        vocab_size=32000,
+        hidden_size=256,
+        intermediate_size=688,
+        num_hidden_layers=layers,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=2048,
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg).eval()
     ids = torch.randint(0, 32000, (1, 64))

@@ -33,8 +33,10 @@ def requests_bench(counts: list[int]) -> None:
         result = analyze(timeline)
         contract(timeline, result)
         done = time.perf_counter()
-        print(f"{n:>7} requests ({len(data) / 1e6:.1f} MB JSON, {len(timeline.events):,} events): "
-              f"parse {parsed - start:.2f} s, analyse + contract {done - parsed:.2f} s")
+        print(
+            f"{n:>7} requests ({len(data) / 1e6:.1f} MB JSON, {len(timeline.events):,} events): "
+            f"parse {parsed - start:.2f} s, analyse + contract {done - parsed:.2f} s"
+        )
 
 
 def tiny_events_bench(count: int) -> None:
@@ -49,16 +51,22 @@ def tiny_events_bench(count: int) -> None:
                 fh.write(chunk)
             fh.write(b'{"ph":"i","ts":1},' * 99_999 + b'{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1}]}')
     code = (
-        "import resource, sys, time; sys.path.insert(0, %r)\n"
-        "from parsers import load_trace, TraceError\n"
-        "t = time.perf_counter()\n"
-        "try:\n    load_trace(%r); outcome = 'read'\n"
-        "except TraceError as exc:\n    outcome = 'refused: ' + str(exc)[:90]\n"
-        "print(outcome, round(time.perf_counter() - t, 1), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-    ).replace("%r", "{!r}").format(str(ROOT), str(path))
+        (
+            "import resource, sys, time; sys.path.insert(0, %r)\n"
+            "from parsers import load_trace, TraceError\n"
+            "t = time.perf_counter()\n"
+            "try:\n    load_trace(%r); outcome = 'read'\n"
+            "except TraceError as exc:\n    outcome = 'refused: ' + str(exc)[:90]\n"
+            "print(outcome, round(time.perf_counter() - t, 1), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        )
+        .replace("%r", "{!r}")
+        .format(str(ROOT), str(path))
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900).stdout.split()
-    print(f"{count:,} tiny events, {path.stat().st_size / 1e3:.0f} KB gzip: {' '.join(out[:-2])} in {out[-2]} s, "
-          f"peak RSS {int(out[-1]) / 1e6:.2f} GB")
+    print(
+        f"{count:,} tiny events, {path.stat().st_size / 1e3:.0f} KB gzip: {' '.join(out[:-2])} in {out[-2]} s, "
+        f"peak RSS {int(out[-1]) / 1e6:.2f} GB"
+    )
 
 
 def main() -> None:

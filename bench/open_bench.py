@@ -49,8 +49,17 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 HTA_PYTHON = BENCH / ".venv-hta" / "bin" / "python"
 COLD_SPEEDUP, WARM_SPEEDUP, MEMORY_RATIO = 15.0, 25.0, 0.5
-SOURCE_FOLDERS = ("stepscope", "contracts", "collectors", "parsers", "trace_cache", "analysis", "exporters", "batch",
-                  "app")  # the installed package's folders (setup.py)
+SOURCE_FOLDERS = (
+    "stepscope",
+    "contracts",
+    "collectors",
+    "parsers",
+    "trace_cache",
+    "analysis",
+    "exporters",
+    "batch",
+    "app",
+)  # the installed package's folders (setup.py)
 
 
 def compile_bytecode() -> bool:
@@ -140,8 +149,13 @@ def measure(cmd: list[str], cache: str | None, sample_memory: bool) -> dict:
 
 def _timed_with_memory(timed: dict, sampled: dict) -> dict:
     """Time (and wait4's peak RSS) from the timed run, the PSS and RSS sums from the sampled one."""
-    return {**timed, "peak_mb": sampled["peak_mb"], "rss_sum_mb": sampled["rss_sum_mb"],
-            "sampled_s": sampled["s"], "rc": timed["rc"] or sampled["rc"]}
+    return {
+        **timed,
+        "peak_mb": sampled["peak_mb"],
+        "rss_sum_mb": sampled["rss_sum_mb"],
+        "sampled_s": sampled["s"],
+        "rc": timed["rc"] or sampled["rc"],
+    }
 
 
 def median(runs: list[dict], key: str) -> float | None:
@@ -167,9 +181,12 @@ def bench_trace(name: str, path: str, rounds: int, hta: bool) -> dict:
         for label, runs in (("cold", cold), ("warm", warm), ("hta", hta_runs)):
             if (label, False) in measured:
                 runs.append(_timed_with_memory(measured[label, False], measured[label, True]))
-        print(f"  {name} round {r + 1}: cold {cold[-1]['s']:.2f} s {cold[-1]['peak_mb']:.0f} MB, "
-              f"warm {warm[-1]['s']:.3f} s {warm[-1]['peak_mb']:.0f} MB"
-              + (f", HTA {hta_runs[-1]['s']:.1f} s {hta_runs[-1]['peak_mb']:.0f} MB" if hta else ""), flush=True)
+        print(
+            f"  {name} round {r + 1}: cold {cold[-1]['s']:.2f} s {cold[-1]['peak_mb']:.0f} MB, "
+            f"warm {warm[-1]['s']:.3f} s {warm[-1]['peak_mb']:.0f} MB"
+            + (f", HTA {hta_runs[-1]['s']:.1f} s {hta_runs[-1]['peak_mb']:.0f} MB" if hta else ""),
+            flush=True,
+        )
     row = {"trace": name, "path": path, "file_mb": round(os.path.getsize(path) / 2**20, 1)}
     for label, runs in (("cold", cold), ("warm", warm), ("hta", hta_runs)):
         keys = ("s", "cpu_s", "peak_mb", "rss_sum_mb", "max_rss_mb", "sampled_s")
@@ -184,16 +201,44 @@ def bench_trace(name: str, path: str, rounds: int, hta: bool) -> dict:
 
 
 def print_table(rows: list[dict]) -> None:
-    header = ("trace", "MB", "cold s", "warm s", "HTA s", "cold x", "warm x", "cold MB", "warm MB", "HTA MB", "mem",
-              "cold RSS-sum MB", "HTA RSS-sum MB")
+    header = (
+        "trace",
+        "MB",
+        "cold s",
+        "warm s",
+        "HTA s",
+        "cold x",
+        "warm x",
+        "cold MB",
+        "warm MB",
+        "HTA MB",
+        "mem",
+        "cold RSS-sum MB",
+        "HTA RSS-sum MB",
+    )
     lines = [header]
     for r in rows:
         c, w, h = r["cold"] or {}, r["warm"] or {}, r["hta"] or {}
-        lines.append(tuple(str(v) if v is not None else "-" for v in (
-            r["trace"], r["file_mb"], c.get("s"), w.get("s"), h.get("s"), r.get("cold_speedup"),
-            r.get("warm_speedup"), c.get("peak_mb"), w.get("peak_mb"), h.get("peak_mb"), r.get("cold_memory_ratio"),
-            c.get("rss_sum_mb"), h.get("rss_sum_mb"),
-        )))
+        lines.append(
+            tuple(
+                str(v) if v is not None else "-"
+                for v in (
+                    r["trace"],
+                    r["file_mb"],
+                    c.get("s"),
+                    w.get("s"),
+                    h.get("s"),
+                    r.get("cold_speedup"),
+                    r.get("warm_speedup"),
+                    c.get("peak_mb"),
+                    w.get("peak_mb"),
+                    h.get("peak_mb"),
+                    r.get("cold_memory_ratio"),
+                    c.get("rss_sum_mb"),
+                    h.get("rss_sum_mb"),
+                )
+            )
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     print()
     for i, line in enumerate(lines):
@@ -224,8 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", default="/tmp/big_cpu.json", help="the 331k-event CPU bench trace")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-hta", action="store_true")
-    parser.add_argument("--no-compile", action="store_true",
-                        help="do not compile the checkout's bytecode first (see the module docstring)")
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="do not compile the checkout's bytecode first (see the module docstring)",
+    )
     parser.add_argument("--out", default=str(BENCH / "out" / "open_bench.json"))
     args = parser.parse_args(argv)
     hta = not args.skip_hta
@@ -234,8 +282,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not args.no_compile:
         compiled = compile_bytecode()
-        print(f"compiled the checkout's Python files to __pycache__ ({'ok' if compiled else 'with errors'}); "
-              f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
+        print(
+            f"compiled the checkout's Python files to __pycache__ ({'ok' if compiled else 'with errors'}); "
+            f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}"
+        )
     load_before = os.getloadavg()
     rows = []
     for name, path in (("gpu", args.gpu), ("cpu", args.cpu)):
@@ -246,12 +296,20 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(bench_trace(name, path, args.rounds, hta))
     print_table(rows)
     load_after = os.getloadavg()
-    print(f"load average before {load_before[0]:.1f} / after {load_after[0]:.1f} on {os.cpu_count()} CPUs"
-          + (" (busy machine: wall times are noisy)" if max(load_before[0], load_after[0]) > 1 else ""))
+    print(
+        f"load average before {load_before[0]:.1f} / after {load_after[0]:.1f} on {os.cpu_count()} CPUs"
+        + (" (busy machine: wall times are noisy)" if max(load_before[0], load_after[0]) > 1 else "")
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    report = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(), "rounds": args.rounds,
-              "bytecode_compiled": not args.no_compile,
-              "load_before": load_before, "load_after": load_after, "rows": rows}
+    report = {
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cpus": os.cpu_count(),
+        "rounds": args.rounds,
+        "bytecode_compiled": not args.no_compile,
+        "load_before": load_before,
+        "load_after": load_after,
+        "rows": rows,
+    }
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -148,9 +148,7 @@ def build_cpu_trace(path: Path, new_tokens: int = CPU_NEW_TOKENS) -> int:
     model = LlamaForCausalLM(config).eval()
     prompt = torch.randint(0, config.vocab_size, (1, 16))
     with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU]) as prof:
-        model.generate(
-            prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=0
-        )
+        model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
     tmp = path.with_suffix(".partial.json")
     prof.export_chrome_trace(str(tmp))
     tmp.rename(path)
@@ -201,8 +199,7 @@ def ensure_hta_venv() -> Path | None:
     log = OUT / "hta_install.log"
     with open(log, "w") as fh:
         ok = (
-            subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], stdout=fh, stderr=fh).returncode
-            == 0
+            subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], stdout=fh, stderr=fh).returncode == 0
             and subprocess.run(
                 [str(python), "-m", "pip", "install", *HTA_REQUIREMENTS], stdout=fh, stderr=fh
             ).returncode
@@ -328,8 +325,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     for i, line in enumerate(lines):
         print(
             "  ".join(
-                cell.rjust(w) if c else cell.ljust(w)
-                for c, (cell, w) in enumerate(zip(line, widths, strict=True))
+                cell.rjust(w) if c else cell.ljust(w) for c, (cell, w) in enumerate(zip(line, widths, strict=True))
             )
         )
         if i == 0:

@@ -84,9 +84,7 @@ def check_memory(config: Any, device: torch.device, dtype: torch.dtype, batch: i
     return need
 
 
-def build_preset(
-    name: str, device: torch.device, dtype: torch.dtype, batch: int, positions: int
-) -> LoadedModel:
+def build_preset(name: str, device: torch.device, dtype: torch.dtype, batch: int, positions: int) -> LoadedModel:
     from transformers import AutoModelForCausalLM
 
     config = preset_config(name)

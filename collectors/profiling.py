@@ -47,9 +47,7 @@ class ProfileWindow:
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
-            torch.cuda.synchronize(
-                self.device
-            )  # kernels of the last recorded step must finish inside the window
+            torch.cuda.synchronize(self.device)  # kernels of the last recorded step must finish inside the window
 
     def start(self) -> None:
         self.profiler.start()

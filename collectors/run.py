@@ -166,9 +166,7 @@ def _profile_into(
     positions_bound = len(spec.prompt.encode("utf-8")) if spec.prompt is not None else spec.prompt_tokens
     positions_bound += spec.new_tokens
     if spec.model is not None:
-        loaded = load_pretrained(
-            spec.model, device, dtype, spec.batch, positions_bound, spec.trust_remote_code
-        )
+        loaded = load_pretrained(spec.model, device, dtype, spec.batch, positions_bound, spec.trust_remote_code)
     else:
         loaded = build_preset(spec.preset, device, dtype, spec.batch, positions_bound)
     vocab = (
@@ -206,9 +204,7 @@ def _profile_into(
         window.stop()
     for request, times in enumerate(tracker.token_times_ms):
         if len(times) != spec.new_tokens:
-            raise CollectorError(
-                f"request {request} produced {len(times)} tokens instead of {spec.new_tokens}"
-            )
+            raise CollectorError(f"request {request} produced {len(times)} tokens instead of {spec.new_tokens}")
 
     notify("export", 0, 1)
     window.export_gzip(str(partial / "trace.json.gz"))
@@ -247,16 +243,12 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineErrorParser(prog="python -m collectors.run", description="Run a profiled generation.")
     source = p.add_mutually_exclusive_group()
-    source.add_argument(
-        "--preset", default=None, help="architecture preset with random weights (default tiny-llama)"
-    )
+    source.add_argument("--preset", default=None, help="architecture preset with random weights (default tiny-llama)")
     source.add_argument("--model", default=None, help="local model folder, or a hub id (needs network)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", default=None, help="prompt text")
-    prompt.add_argument(
-        "--prompt-tokens", type=int, default=16, help="prompt length in tokens (deterministic ids)"
-    )
+    prompt.add_argument("--prompt-tokens", type=int, default=16, help="prompt length in tokens (deterministic ids)")
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--mode", default="eager", choices=["eager", "cuda-graph", "compile"])

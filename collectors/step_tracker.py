@@ -18,9 +18,7 @@ from stepscope.contracts.markers import format_marker
 
 
 class StepTracker:
-    def __init__(
-        self, batch: int, device: torch.device, after_forward: Callable[[int, int], None] | None = None
-    ):
+    def __init__(self, batch: int, device: torch.device, after_forward: Callable[[int, int], None] | None = None):
         self.batch = batch
         self.device = device
         self.after_forward = after_forward  # (request, index) -> None, e.g. the profile window
@@ -50,9 +48,7 @@ class StepTracker:
 
     def forward_started(self, tokens: int) -> None:
         kind = "prefill" if self.index == 0 else "decode"
-        marker = torch.profiler.record_function(
-            format_marker(kind, self.request, self.index, tokens, self.batch)
-        )
+        marker = torch.profiler.record_function(format_marker(kind, self.request, self.index, tokens, self.batch))
         marker.__enter__()
         self._open = marker
 

@@ -215,8 +215,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-shapes", action="store_true")
     p.add_argument("--out", default="runs")
     args = p.parse_args(argv)
-    spec = TPSpec(args.preset, args.ranks, args.prompt_tokens, args.new_tokens, 1, args.warmup,
-                  args.threads_per_rank, args.record_shapes)
+    spec = TPSpec(
+        args.preset,
+        args.ranks,
+        args.prompt_tokens,
+        args.new_tokens,
+        1,
+        args.warmup,
+        args.threads_per_rank,
+        args.record_shapes,
+    )
     try:
         print(run_tensor_parallel(spec, args.out))
     except CollectorError as exc:

@@ -54,7 +54,7 @@ class RunRecord:
 
     @property
     def model_source(self) -> str | None:
-        """"preset:NAME" | "local:PATH" | "hub:ID" (or the architecture when the source is missing)."""
+        """ "preset:NAME" | "local:PATH" | "hub:ID" (or the architecture when the source is missing)."""
         source = self.model.get("source") or self.model.get("architecture")
         return str(source) if source else None
 

@@ -24,8 +24,7 @@ def _json_number(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def comparison_json(comparison: Comparison, summary_a: dict, summary_b: dict,
-                    gates: Sequence[GateResult] = ()) -> dict:
+def comparison_json(comparison: Comparison, summary_a: dict, summary_b: dict, gates: Sequence[GateResult] = ()) -> dict:
     """DESIGN.md's `compare --json` object. summary_a/b: the analyze contract's summary objects.
 
     `metrics` holds the Compare page's rows; `better` comes from the metric registry (null: neither)."""
@@ -65,8 +64,13 @@ def format_ratio(value: float) -> str:
 
 def _rows(comparison: Comparison) -> list[tuple[str, str, str, str, str]]:
     return [
-        (row.label, format_value(row.a, row.unit), format_value(row.b, row.unit), format_delta(row.delta, row.unit),
-         format_ratio(row.ratio))
+        (
+            row.label,
+            format_value(row.a, row.unit),
+            format_value(row.b, row.unit),
+            format_delta(row.delta, row.unit),
+            format_ratio(row.ratio),
+        )
         for row in comparison.metrics.itertuples(index=False)
     ]
 
@@ -110,7 +114,5 @@ def comparison_markdown(comparison: Comparison, gates: Sequence[GateResult] = ()
     if gates:
         failed = sum(not r.ok for r in gates)
         lines += ["", f"**Gates**: {len(gates) - failed} passed, {failed} failed", ""]
-        lines += [
-            f"- {'✅' if r.ok else '❌'} `{r.expr.replace('`', '')}`: {markdown_escape(r.detail)}" for r in gates
-        ]
+        lines += [f"- {'✅' if r.ok else '❌'} `{r.expr.replace('`', '')}`: {markdown_escape(r.detail)}" for r in gates]
     return "\n".join(lines) + "\n"

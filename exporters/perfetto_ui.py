@@ -82,6 +82,4 @@ def open_in_perfetto_html(trace_bytes: bytes, title: str = DEFAULT_TITLE, max_by
         )
     data = base64.b64encode(trace_bytes).decode("ascii")
     title_b64 = base64.b64encode(title.encode("utf-8")).decode("ascii")
-    return (
-        _TEMPLATE.replace("__ORIGIN__", PERFETTO_UI_ORIGIN).replace("__TITLE__", title_b64).replace("__DATA__", data)
-    )
+    return _TEMPLATE.replace("__ORIGIN__", PERFETTO_UI_ORIGIN).replace("__TITLE__", title_b64).replace("__DATA__", data)

@@ -85,9 +85,7 @@ def looks_like_chrome_trace(head: bytes) -> bool:
     return stripped[:1] in (b"{", b"[")
 
 
-def read_chrome_trace(
-    data: bytes | bytearray | list[bytes | bytearray], limits: ReadLimits | None = None
-) -> Timeline:
+def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray], limits: ReadLimits | None = None) -> Timeline:
     """Parse decompressed Chrome-trace JSON bytes into a Timeline.
 
     Given a one-element list instead, the reader takes the bytes out of it, so that (with no other

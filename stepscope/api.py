@@ -84,8 +84,14 @@ def _name(path: Path) -> str:
     return path.resolve().parent.name if stem == "trace" else stem
 
 
-def load(path: str | os.PathLike, *, gap_threshold_us: float = 1.0, step_regex: str | None = None,
-         name: str | None = None, cache: bool = True) -> Trace:
+def load(
+    path: str | os.PathLike,
+    *,
+    gap_threshold_us: float = 1.0,
+    step_regex: str | None = None,
+    name: str | None = None,
+    cache: bool = True,
+) -> Trace:
     """Read any trace Stepscope reads (Kineto JSON, Perfetto, nsys SQLite) and analyse it.
 
     Read through the on-disk cache (STEPSCOPE_CACHE_DIR) like the command line and the app, so a notebook
@@ -95,8 +101,9 @@ def load(path: str | os.PathLike, *, gap_threshold_us: float = 1.0, step_regex: 
 
     path = Path(path)
     timeline = load_trace_cached(path, use_cache=cache)
-    return Trace(name or _name(path), timeline, analyze(timeline, gap_threshold_us=gap_threshold_us,
-                                                        step_regex=step_regex))
+    return Trace(
+        name or _name(path), timeline, analyze(timeline, gap_threshold_us=gap_threshold_us, step_regex=step_regex)
+    )
 
 
 def analyze(timeline: Timeline, *, gap_threshold_us: float = 1.0, step_regex: str | None = None) -> Analysis:
@@ -112,7 +119,14 @@ def compare(a: Trace, b: Trace) -> TraceComparison:
 
 def frames(trace: Trace) -> dict[str, pd.DataFrame]:
     """Every table as a DataFrame: events (the timeline), steps, gaps, top_kernels, findings."""
-    findings = pd.DataFrame([{"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail}
-                             for f in trace.analysis.findings], columns=["id", "severity", "title", "detail"])
-    return {"events": trace.timeline.events, "steps": trace.steps, "gaps": trace.gaps,
-            "top_kernels": trace.analysis.top_kernels, "findings": findings}
+    findings = pd.DataFrame(
+        [{"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in trace.analysis.findings],
+        columns=["id", "severity", "title", "detail"],
+    )
+    return {
+        "events": trace.timeline.events,
+        "steps": trace.steps,
+        "gaps": trace.gaps,
+        "top_kernels": trace.analysis.top_kernels,
+        "findings": findings,
+    }

@@ -28,20 +28,43 @@ def synthetic_trace(decode_steps: int = 6, kernels_per_step: int = 5, gap_us: in
         for k in range(kernels_per_step):
             name = XSS_KERNEL if k == 2 else f"synthetic_gemm_{k}"
             events.append(
-                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                 "ts": ts + k * 4, "dur": 3, "args": {"correlation": corr}}
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": ts + k * 4,
+                    "dur": 3,
+                    "args": {"correlation": corr},
+                }
             )
             dur = 30 if step == 0 else 8
             events.append(
-                {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": kernel_ts, "dur": dur,
-                 "args": {"device": 0, "stream": 7, "correlation": corr}}
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": name,
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": kernel_ts,
+                    "dur": dur,
+                    "args": {"device": 0, "stream": 7, "correlation": corr},
+                }
             )
             kernel_ts += dur + 2
             corr += 1
         end = kernel_ts + 2
         events.append(
-            {"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": start, "dur": end - start,
-             "name": f"stepscope.{kind}[request=0,index={step},tokens={tokens},batch=1]"}
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "pid": 1,
+                "tid": 1,
+                "ts": start,
+                "dur": end - start,
+                "name": f"stepscope.{kind}[request=0,index={step},tokens={tokens},batch=1]",
+            }
         )
         ts = end + gap_us
     return {"traceEvents": events, "deviceProperties": [{"id": 0, "name": "Synthetic GPU", "numSms": 100}]}

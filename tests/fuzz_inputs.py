@@ -98,14 +98,43 @@ def plausible_kineto_events(draw) -> list[dict]:
     events, corr = [], 1
     for index in range(steps):
         seq = draw(st.sampled_from([1, 16])) if index == 0 else 1
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": t,
-                       "dur": 2.0, "args": {"Input Dims": [[1000, 8], [1, seq], [], [], []]}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::embedding",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 2.0,
+                "args": {"Input Dims": [[1000, 8], [1, seq], [], [], []]},
+            }
+        )
         for _ in range(draw(st.integers(1, 3))):
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                           "ts": t + 2, "dur": 3.0, "args": {"correlation": corr}})
-            events.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": t + 5,
-                           "dur": draw(st.sampled_from([0.0, 4.0, 10.0])), "args": {"device": 0, "stream": 7,
-                                                                                   "correlation": corr}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t + 2,
+                    "dur": 3.0,
+                    "args": {"correlation": corr},
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "k",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 5,
+                    "dur": draw(st.sampled_from([0.0, 4.0, 10.0])),
+                    "args": {"device": 0, "stream": 7, "correlation": corr},
+                }
+            )
             corr += 1
             t += 12
         t += draw(st.sampled_from([0.0, 20.0]))
@@ -169,8 +198,17 @@ def perfetto_trace_bytes(draw) -> bytes:
         desc = trace.packet.add().track_descriptor
         desc.uuid = uuid
         desc.parent_uuid = draw(st.integers(0, n_tracks))
-        desc.name = draw(st.sampled_from(["GPU 0 stream 7", "host ops (pid 1 tid 1)", "CUDA Stream 3", "t", "\udcff"
-                                          if False else "GPU 99999999999999999999 stream 1"]))
+        desc.name = draw(
+            st.sampled_from(
+                [
+                    "GPU 0 stream 7",
+                    "host ops (pid 1 tid 1)",
+                    "CUDA Stream 3",
+                    "t",
+                    "\udcff" if False else "GPU 99999999999999999999 stream 1",
+                ]
+            )
+        )
         if draw(st.booleans()):
             desc.thread.pid = draw(st.integers(-(2**31), 2**31 - 1))
             desc.thread.tid = draw(st.integers(-(2**31), 2**31 - 1))
@@ -210,8 +248,9 @@ def nsys_sqlite_bytes(draw) -> bytes:
         path = Path(tmp) / "r.sqlite"
         conn = sqlite3.connect(path)
         conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
-        conn.execute("INSERT INTO StringIds VALUES (1, 'kernel_a'), (2, 'cudaLaunchKernel_v7000'), (3, ?)",
-                     (draw(step_name()),))
+        conn.execute(
+            "INSERT INTO StringIds VALUES (1, 'kernel_a'), (2, 'cudaLaunchKernel_v7000'), (3, ?)", (draw(step_name()),)
+        )
         kernel_cols = ["start", "end", "deviceId", "streamId", "correlationId", "demangledName"]
         if draw(st.integers(0, 5)) == 0:
             kernel_cols.remove(draw(st.sampled_from(kernel_cols)))
@@ -225,11 +264,15 @@ def nsys_sqlite_bytes(draw) -> bytes:
                 row[draw(st.sampled_from(list(row)))] = draw(_NSYS_VALUES)
             values = [row[c] for c in kernel_cols]
             conn.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({', '.join('?' * len(values))})", values)
-            conn.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 2, ?, ?)",
-                         (t - 5, t - 2, draw(st.one_of(st.just(1 << 24 | 1), _NSYS_VALUES)), i))
+            conn.execute(
+                "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 2, ?, ?)",
+                (t - 5, t - 2, draw(st.one_of(st.just(1 << 24 | 1), _NSYS_VALUES)), i),
+            )
             if draw(st.booleans()):
-                conn.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, 3, ?)",
-                             (t - 6, draw(st.one_of(st.just(t + 12), _NSYS_VALUES)), 1 << 24 | 1))
+                conn.execute(
+                    "INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, 3, ?)",
+                    (t - 6, draw(st.one_of(st.just(t + 12), _NSYS_VALUES)), 1 << 24 | 1),
+                )
             t += 20
         conn.commit()
         conn.close()
@@ -240,18 +283,34 @@ def nsys_sqlite_bytes(draw) -> bytes:
 # --- run.json
 
 run_json_values = st.one_of(
-    st.none(), st.booleans(), ints, st.floats(), st.text(max_size=8), st.lists(ints, max_size=3),
+    st.none(),
+    st.booleans(),
+    ints,
+    st.floats(),
+    st.text(max_size=8),
+    st.lists(ints, max_size=3),
     st.dictionaries(st.text(max_size=5), ints, max_size=3),
 )
 
 
 SAMPLE_RUN = Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_tiny-llama_eager" / "run.json"
 RUN_PATHS = [
-    ("spec",), ("spec", "batch"), ("device",), ("device_type",), ("dtype",), ("prompt_len",), ("model",),
-    ("model", "config"), ("model", "source"), ("model", "config", "hidden_size"),
-    ("model", "config", "num_hidden_layers"), ("model", "config", "num_attention_heads"),
-    ("model", "config", "num_key_value_heads"), ("model", "config", "intermediate_size"),
-    ("model", "config", "vocab_size"), ("model", "config", "dtype"),
+    ("spec",),
+    ("spec", "batch"),
+    ("device",),
+    ("device_type",),
+    ("dtype",),
+    ("prompt_len",),
+    ("model",),
+    ("model", "config"),
+    ("model", "source"),
+    ("model", "config", "hidden_size"),
+    ("model", "config", "num_hidden_layers"),
+    ("model", "config", "num_attention_heads"),
+    ("model", "config", "num_key_value_heads"),
+    ("model", "config", "intermediate_size"),
+    ("model", "config", "vocab_size"),
+    ("model", "config", "dtype"),
 ]
 hostile_values = st.one_of(
     run_json_values, st.sampled_from([1e308, -1e308, -4, 0, 2**64, 10**30, "H100", [1, 2], {"a": 1}, 1e-300])
@@ -312,8 +371,15 @@ def assert_sane_report(report: dict) -> None:
     summary = report.get("summary") or {}
     busy = summary.get("gpu_busy_pct")
     assert busy is None or 0 <= busy <= 100.0001, f"gpu_busy_pct = {busy}"
-    for key in ("decode_tokens_per_s", "prefill_ms_total", "decode_ms_total", "decode_step_us", "ttft_ms",
-                "gpu_idle_per_decode_step_us", "launch_call_mean_us"):
+    for key in (
+        "decode_tokens_per_s",
+        "prefill_ms_total",
+        "decode_ms_total",
+        "decode_step_us",
+        "ttft_ms",
+        "gpu_idle_per_decode_step_us",
+        "launch_call_mean_us",
+    ):
         value = summary.get(key)
         assert value is None or value >= 0, f"summary.{key} = {value}"
     for i, step in enumerate(report.get("steps") or []):

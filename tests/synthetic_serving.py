@@ -44,13 +44,29 @@ class Truth:
 
 
 def _py(name: str, ts: float, dur: float, pid: int) -> dict:
-    return {"ph": "X", "cat": "python_function", "name": name, "pid": pid, "tid": pid, "ts": ts, "dur": dur,
-            "args": {"Python id": 1}}
+    return {
+        "ph": "X",
+        "cat": "python_function",
+        "name": name,
+        "pid": pid,
+        "tid": pid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"Python id": 1},
+    }
 
 
 def _op(name: str, ts: float, dur: float, pid: int) -> dict:
-    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": pid, "ts": ts, "dur": dur,
-            "args": {"External id": 1}}
+    return {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": name,
+        "pid": pid,
+        "tid": pid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"External id": 1},
+    }
 
 
 class _Rank:
@@ -144,12 +160,23 @@ class _Rank:
             copy_call = launch(t, 3.0, copy_corr, name=f"{self.api}MemcpyAsync", tid=self.pid)
             self.events.append(copy_call | {"pid": self.pid})
             copy_ts = max(self.gpu_free, t + 2.0)
-            self.events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)",
-                                "pid": self.rank, "tid": 7, "ts": copy_ts, "dur": 2.0,
-                                "args": {"device": self.rank, "stream": 7, "correlation": copy_corr}})
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": "gpu_memcpy",
+                    "name": "Memcpy DtoH (Device -> Pinned)",
+                    "pid": self.rank,
+                    "tid": 7,
+                    "ts": copy_ts,
+                    "dur": 2.0,
+                    "args": {"device": self.rank, "stream": 7, "correlation": copy_corr},
+                }
+            )
             self.gpu_free = copy_ts + 2.0
-            self.events.append(_op(f"{self.api}StreamSynchronize", t + 3.0, self.gpu_free - t - 1.0, self.pid)
-                               | {"cat": "cuda_runtime"})
+            self.events.append(
+                _op(f"{self.api}StreamSynchronize", t + 3.0, self.gpu_free - t - 1.0, self.pid)
+                | {"cat": "cuda_runtime"}
+            )
             t = self.gpu_free + 3.0
         end = t + 20.0
         for depth, name in enumerate(PYTHON_STACK[2:-1]):
@@ -162,9 +189,17 @@ class _Rank:
         return end + 10.0
 
 
-def serving_trace(decode_steps: int = 9, prompt_tokens: int = 1049, ranks: int = 2, late_ranks_skip: int = 2,
-                  scheduler_us: float = 300.0, api: str = "cuda", full_graph: bool = False,
-                  device_name: str = "Synthetic GPU", eager_decodes: tuple[int, ...] = ()) -> tuple[dict, Truth]:
+def serving_trace(
+    decode_steps: int = 9,
+    prompt_tokens: int = 1049,
+    ranks: int = 2,
+    late_ranks_skip: int = 2,
+    scheduler_us: float = 300.0,
+    api: str = "cuda",
+    full_graph: bool = False,
+    device_name: str = "Synthetic GPU",
+    eager_decodes: tuple[int, ...] = (),
+) -> tuple[dict, Truth]:
     """A Kineto document of `ranks` worker processes running 1 prefill, `decode_steps` decodes and one empty
     execute_model. Ranks after the first start being profiled `late_ranks_skip` forwards late. `api` "hip"
     names the launches as ROCm does; `full_graph` replays each decode forward as one graph instead of one

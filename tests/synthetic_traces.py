@@ -13,14 +13,28 @@ from pathlib import Path
 
 def kernel(name: str, ts: float, dur: float, corr: int, stream: int = 7, device: int = 0) -> dict:
     return {
-        "ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur,
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": device,
+        "tid": stream,
+        "ts": ts,
+        "dur": dur,
         "args": {"device": device, "stream": stream, "correlation": corr},
     }
 
 
 def launch(ts: float, dur: float, corr: int, name: str = "cudaLaunchKernel", tid: int = 100) -> dict:
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": name,
+        "pid": 100,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": corr},
+    }
 
 
 def cpu_op(name: str, ts: float, dur: float, dims=None, tid: int = 100) -> dict:
@@ -35,8 +49,16 @@ def annotation(name: str, ts: float, dur: float, tid: int = 100) -> dict:
 
 
 def memcpy_d2h(ts: float, dur: float, corr: int) -> dict:
-    return {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 0, "tid": 7, "ts": ts,
-            "dur": dur, "args": {"device": 0, "stream": 7, "correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": "Memcpy DtoH (Device -> Pinned)",
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": dur,
+        "args": {"device": 0, "stream": 7, "correlation": corr},
+    }
 
 
 def doc(events: list[dict]) -> dict:
@@ -81,8 +103,18 @@ def synthetic_generation(
         if d2h_each_step:
             events.append(launch(t, 2.0, corr, name="cudaMemcpyAsync"))
             events.append(memcpy_d2h(t + 2.0, 1.0, corr))
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 100, "tid": 100,
-                           "ts": t + 2.0, "dur": 1.5, "args": {"correlation": corr + 100000}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaStreamSynchronize",
+                    "pid": 100,
+                    "tid": 100,
+                    "ts": t + 2.0,
+                    "dur": 1.5,
+                    "args": {"correlation": corr + 100000},
+                }
+            )
             corr += 1
             t += 3.0
         if with_markers:

@@ -53,10 +53,17 @@ def test_sglang_trace_is_one_decode_step_at_batch_32():
     # are among them; 5 eager kernels launched just before or after the annotation are not.
     raw = [e for e in _raw(name) if e.get("ph") == "X"]
     ann = next(e for e in raw if e["name"] == "step[DECODE bs=32]")
-    launch_ts = {e["args"]["correlation"]: e["ts"] for e in raw
-                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
-    inside = sum(1 for e in raw if e.get("cat") == "kernel"
-                 and ann["ts"] <= launch_ts.get(e["args"].get("correlation"), -1) < ann["ts"] + ann["dur"])
+    launch_ts = {
+        e["args"]["correlation"]: e["ts"]
+        for e in raw
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    inside = sum(
+        1
+        for e in raw
+        if e.get("cat") == "kernel"
+        and ann["ts"] <= launch_ts.get(e["args"].get("correlation"), -1) < ann["ts"] + ann["dur"]
+    )
     assert step["kernels"] == inside == 550
     assert step["graph_launches"] == 1
 
@@ -129,15 +136,24 @@ def test_graph_replays_on_a_real_trace_without_annotations():
     # A step owns the kernels whose launch call starts between its graph launch and the next one (the
     # replay's own, same correlation id, plus eager kernels launched in between). Counted from the JSON.
     launches.sort(key=lambda e: e["ts"])
-    launch_ts = {e["args"]["correlation"]: e["ts"] for e in raw
-                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
-    kernel_launch_ts = [launch_ts[e["args"]["correlation"]] for e in raw
-                        if e.get("cat") == "kernel" and e.get("args", {}).get("correlation") in launch_ts]
+    launch_ts = {
+        e["args"]["correlation"]: e["ts"]
+        for e in raw
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    kernel_launch_ts = [
+        launch_ts[e["args"]["correlation"]]
+        for e in raw
+        if e.get("cat") == "kernel" and e.get("args", {}).get("correlation") in launch_ts
+    ]
     starts = [e["ts"] for e in launches]
     expected = [sum(1 for t in kernel_launch_ts if a <= t < b) for a, b in pairwise(starts)]
     assert result.steps["kernels"].tolist()[:-1] == expected
-    replayed_by_last = sum(1 for e in raw if e.get("cat") == "kernel"
-                           and e.get("args", {}).get("correlation") == launches[-1]["args"]["correlation"])
+    replayed_by_last = sum(
+        1
+        for e in raw
+        if e.get("cat") == "kernel" and e.get("args", {}).get("correlation") == launches[-1]["args"]["correlation"]
+    )
     assert result.steps["kernels"].iloc[-1] >= replayed_by_last > 0
 
 
@@ -161,10 +177,7 @@ def _idle_gaps_and_busy_share(name: str, threshold_ns: int = 1000) -> tuple[int,
                 out.append([s, t])
         return out
 
-    gaps = sum(
-        sum(1 for a, b in pairwise(m) if b[0] - a[1] >= threshold_ns)
-        for m in map(merged, by_device.values())
-    )
+    gaps = sum(sum(1 for a, b in pairwise(m) if b[0] - a[1] >= threshold_ns) for m in map(merged, by_device.values()))
     union = merged(everything)
     busy = sum(t - s for s, t in union)
     return gaps, 100.0 * busy / (union[-1][1] - union[0][0])

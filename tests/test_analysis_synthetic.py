@@ -119,12 +119,20 @@ def test_cpu_only_trace_uses_host_ops_as_kernels():
     t = 0.0
     for index in range(4):
         seq = 8 if index == 0 else 1
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": t, "dur": 5,
-                       "args": {"Input Dims": [[100, 8], [1, seq]]}})
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": t + 10,
-                       "dur": 20})
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": t + 12,
-                       "dur": 15})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::embedding",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 5,
+                "args": {"Input Dims": [[100, 8], [1, seq]]},
+            }
+        )
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": t + 10, "dur": 20})
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": t + 12, "dur": 15})
         t += 100.0
     result = _analyze(events)
     steps = result.steps
@@ -143,14 +151,44 @@ def test_cuda_graph_replay_kernels_belong_to_the_launching_step():
     corr = 1
     for index in range(4):
         seq = 4 if index == 0 else 1
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": t, "dur": 2,
-                       "args": {"Input Dims": [[100, 8], [1, seq]]}})
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": t + 3,
-                       "dur": 5, "args": {"correlation": corr}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::embedding",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 2,
+                "args": {"Input Dims": [[100, 8], [1, seq]]},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaGraphLaunch",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 3,
+                "dur": 5,
+                "args": {"correlation": corr},
+            }
+        )
         # the replayed kernels run after the host has moved on, all sharing the launch's correlation
         for k in range(10):
-            events.append({"ph": "X", "cat": "kernel", "name": f"k{k}", "pid": 0, "tid": 7, "ts": t + 50 + 8 * k,
-                           "dur": 8, "args": {"device": 0, "stream": 7, "correlation": corr}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"k{k}",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 50 + 8 * k,
+                    "dur": 8,
+                    "args": {"device": 0, "stream": 7, "correlation": corr},
+                }
+            )
         corr += 1
         t += 200.0
     result = _analyze(events)
@@ -164,8 +202,16 @@ def test_training_trace_has_no_steps_but_busy_figures():
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": 0, "dur": 2},
         {"ph": "X", "cat": "cpu_op", "name": "EmbeddingBackward0", "pid": 1, "tid": 1, "ts": 10, "dur": 2},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 10,
-         "args": {"device": 0, "stream": 7, "correlation": 1}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 5,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        },
     ]
     result = _analyze(events)
     assert result.segmentation.method == "none" and result.steps.empty
@@ -176,8 +222,9 @@ def test_user_regex_comes_first():
     events = synthetic_generation(decode_steps=2)
     starts = sorted(e["ts"] for e in events if e["name"] == "aten::embedding")
     for i, s in enumerate(starts):
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"my_step_{i}", "pid": 100, "tid": 100,
-                       "ts": s, "dur": 50})
+        events.append(
+            {"ph": "X", "cat": "user_annotation", "name": f"my_step_{i}", "pid": 100, "tid": 100, "ts": s, "dur": 50}
+        )
     result = _analyze(events, step_regex=r"^my_step_\d+$")
     assert result.segmentation.method == "user-regex"
     assert result.steps["kind"].tolist() == ["prefill", "decode", "decode"]
@@ -216,25 +263,86 @@ def _graph_decode_trace(pieces_per_forward: int, eager_every_forward: bool, step
     for index in range(steps):
         if index == 0 or eager_every_forward:
             seq = 8 if index == 0 else 1
-            events.append({"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": t,
-                           "dur": 2, "args": {"Input Dims": [[100, 8], [2, seq]]}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "aten::embedding",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": 2,
+                    "args": {"Input Dims": [[100, 8], [2, seq]]},
+                }
+            )
             t += 5
         for _ in range(pieces_per_forward if (index or eager_every_forward) else 0):
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1,
-                           "ts": t, "dur": 4, "args": {"correlation": corr}})
-            events += [{"ph": "X", "cat": "kernel", "name": f"k{k}", "pid": 0, "tid": 7, "ts": t + 5 + 3 * k,
-                        "dur": 3, "args": {"device": 0, "stream": 7, "correlation": corr}} for k in range(4)]
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaGraphLaunch",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": 4,
+                    "args": {"correlation": corr},
+                }
+            )
+            events += [
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"k{k}",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 5 + 3 * k,
+                    "dur": 3,
+                    "args": {"device": 0, "stream": 7, "correlation": corr},
+                }
+                for k in range(4)
+            ]
             corr += 1
             t += 20
         if index == 0:  # the eager prefill's own kernels
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                           "ts": t, "dur": 4, "args": {"correlation": corr}})
-            events.append({"ph": "X", "cat": "kernel", "name": "prefill_gemm", "pid": 0, "tid": 7, "ts": t + 5,
-                           "dur": 30, "args": {"device": 0, "stream": 7, "correlation": corr}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": 4,
+                    "args": {"correlation": corr},
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "prefill_gemm",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 5,
+                    "dur": 30,
+                    "args": {"device": 0, "stream": 7, "correlation": corr},
+                }
+            )
             corr += 1
             t += 40
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
-                       "ts": t, "dur": 3, "args": {"correlation": corr}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaStreamSynchronize",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 3,
+                "args": {"correlation": corr},
+            }
+        )
         corr += 1
         t += 50
     return events
@@ -258,19 +366,67 @@ def test_graph_pieces_inside_eager_forwards_stay_in_them():
 
 def test_a_gap_before_work_that_was_already_queued_is_not_blamed_on_the_host():
     events = [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 2,
-         "args": {"correlation": 1}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 3, "dur": 2,
-         "args": {"correlation": 2}},
-        {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 10, "dur": 10,
-         "args": {"device": 0, "stream": 7, "correlation": 1}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 2,
+            "args": {"correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 3,
+            "dur": 2,
+            "args": {"correlation": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "a",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        },
         # queued at ts 3, yet it starts 50 us after "a" ends: the GPU waited on something other than the host
-        {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 8, "ts": 70, "dur": 10,
-         "args": {"device": 0, "stream": 8, "correlation": 2}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 100, "dur": 2,
-         "args": {"correlation": 3}},
-        {"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": 105, "dur": 10,
-         "args": {"device": 0, "stream": 7, "correlation": 3}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "b",
+            "pid": 0,
+            "tid": 8,
+            "ts": 70,
+            "dur": 10,
+            "args": {"device": 0, "stream": 8, "correlation": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 100,
+            "dur": 2,
+            "args": {"correlation": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "c",
+            "pid": 0,
+            "tid": 7,
+            "ts": 105,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "correlation": 3},
+        },
     ]
     gaps = _analyze(events).gaps
     assert gaps[["dur_ns", "cause"]].values.tolist() == [[50_000, "other"], [25_000, "launch"]]

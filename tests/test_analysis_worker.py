@@ -96,8 +96,9 @@ def test_no_worker_without_anatomy_or_on_a_gpu_trace(monkeypatch):
     analyze(timeline, AnalysisOptions(anatomy=False))
     ev = timeline.events
     kinds = [*ev["kind"].cat.categories, "kernel"]  # a device kind among the categories: a GPU trace
-    gpu_like = Timeline(events=ev.assign(kind=pd.Categorical(ev["kind"].astype(str), categories=kinds)),
-                        meta=timeline.meta)
+    gpu_like = Timeline(
+        events=ev.assign(kind=pd.Categorical(ev["kind"].astype(str), categories=kinds)), meta=timeline.meta
+    )
     assert not pipeline._host_only(gpu_like.events) and pipeline._host_only(ev)
     analyze(gpu_like, AnalysisOptions())
     assert threads == []
@@ -111,8 +112,15 @@ def _two_process_cpu_trace(tmp_path: Path) -> Timeline:
     for pid, forwards in ((100, 6), (200, 4)):
         for k in range(forwards):
             t = 1000 + 100 * k + (3 if pid == 200 else 0)
-            ops = [("forward", 0, 80), ("aten::linear", 1, 20), ("aten::mm", 2, 15), ("aten::view", 5, 2),
-                   ("aten::add", 30, 10), ("aten::mul", 45, 10), ("aten::argmax", 85, 5)]
+            ops = [
+                ("forward", 0, 80),
+                ("aten::linear", 1, 20),
+                ("aten::mm", 2, 15),
+                ("aten::view", 5, 2),
+                ("aten::add", 30, 10),
+                ("aten::mul", 45, 10),
+                ("aten::argmax", 85, 5),
+            ]
             for name, offset, dur in ops:
                 events.append({**cpu_op(name, t + offset, dur, tid=pid + 1), "pid": pid})
     return load_trace(write(tmp_path / "synthetic_two_processes.json", doc(events)))

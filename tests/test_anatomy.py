@@ -104,8 +104,10 @@ REAL_NAMES = {
     "rocprim::ROCPRIM_400200_NS::default_config, long>>()": ("rocprim::trampoline_kernel", "sampling"),
     "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned "
     "int**, unsigned long, unsigned long)": ("multimem_all_reduce_kernel", "communication"),
-    "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-    "": ("ncclDevKernel_AllGather_RING_LL", "communication"),
+    "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)": (
+        "ncclDevKernel_AllGather_RING_LL",
+        "communication",
+    ),
     "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu": (
         "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu",
         "moe",
@@ -165,9 +167,7 @@ REAL_NAMES = {
 # Names the issue gave as the shape of a short name (synthetic strings in the real families' formats).
 ISSUE_EXAMPLES = {
     "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<"
-    "cutlass::bfloat16_t>>>(flash::P)": (
-        "flash_attn_fwd_sm90"
-    ),
+    "cutlass::bfloat16_t>>>(flash::P)": ("flash_attn_fwd_sm90"),
     "nvjet_hsh_64x8_64x16_4x1_v_bz_splitK_TNT": "nvjet gemm 64x8 splitK",
     "triton_red_fused_add_mean_mul_pow_rsqrt_0": "triton fused: add mean mul pow rsqrt",
     "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -281,8 +281,10 @@ def test_children_of_a_gemm_op_count_as_gemm():
     strided = ops[ops["name"] != "aten::mm"]
     inside = np.zeros(len(strided), dtype=bool)
     for ts, end, tid in zip(mm["ts"], mm["ts"] + mm["dur"], mm["tid"], strict=True):
-        inside |= (strided["ts"].to_numpy() >= ts) & (strided["ts"] + strided["dur"]).to_numpy().__le__(end) & (
-            strided["tid"].to_numpy() == tid
+        inside |= (
+            (strided["ts"].to_numpy() >= ts)
+            & (strided["ts"] + strided["dur"]).to_numpy().__le__(end)
+            & (strided["tid"].to_numpy() == tid)
         )
     assert inside.sum() > 0
     assert (cats.loc[strided.index[inside], "category"] == "gemm").all()
@@ -521,8 +523,10 @@ def test_generic_kernels_take_the_category_of_the_module_that_launched_them():
     launches = ev[ev["kind"] == "runtime"]
     inside = np.zeros(len(launches), dtype=bool)
     for ts, dur, tid in zip(spans["ts"], spans["dur"], spans["tid"], strict=True):
-        inside |= (launches["ts"].to_numpy() >= ts) & (launches["ts"].to_numpy() < ts + dur) & (
-            launches["tid"].to_numpy() == tid
+        inside |= (
+            (launches["ts"].to_numpy() >= ts)
+            & (launches["ts"].to_numpy() < ts + dur)
+            & (launches["tid"].to_numpy() == tid)
         )
     corr = set(launches["correlation"].to_numpy()[inside].tolist())
     kernels = ev[(ev["kind"] == "kernel") & ev["correlation"].isin(corr)]

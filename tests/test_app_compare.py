@@ -14,16 +14,36 @@ from stepscope.contracts.run_record import RunRecord
 
 
 def _analysis(**summary) -> Analysis:
-    return Analysis(steps=pd.DataFrame(), gaps=pd.DataFrame(), summary=Summary(**summary), findings=(),
-                    segmentation=Segmentation("stepscope-markers", 1.0), top_kernels=pd.DataFrame())
+    return Analysis(
+        steps=pd.DataFrame(),
+        gaps=pd.DataFrame(),
+        summary=Summary(**summary),
+        findings=(),
+        segmentation=Segmentation("stepscope-markers", 1.0),
+        top_kernels=pd.DataFrame(),
+    )
 
 
-EAGER = _analysis(ttft_ms=40.0, itl_ms={"p50": 9.8, "p90": 11.0, "p99": 12.0, "mean": 10.0}, decode_steps=31,
-                  decode_tokens_per_s=102.0, kernels_per_decode_step=352.0, launches_per_decode_step=352.0,
-                  gpu_busy_pct=40.0, gpu_idle_per_decode_step_us=3900.0)
-GRAPH = _analysis(ttft_ms=39.0, itl_ms={"p50": 6.1, "p90": 6.5, "p99": 7.0, "mean": 6.2}, decode_steps=31,
-                  decode_tokens_per_s=164.0, kernels_per_decode_step=352.0, launches_per_decode_step=1.0,
-                  gpu_busy_pct=90.0, gpu_idle_per_decode_step_us=200.0)
+EAGER = _analysis(
+    ttft_ms=40.0,
+    itl_ms={"p50": 9.8, "p90": 11.0, "p99": 12.0, "mean": 10.0},
+    decode_steps=31,
+    decode_tokens_per_s=102.0,
+    kernels_per_decode_step=352.0,
+    launches_per_decode_step=352.0,
+    gpu_busy_pct=40.0,
+    gpu_idle_per_decode_step_us=3900.0,
+)
+GRAPH = _analysis(
+    ttft_ms=39.0,
+    itl_ms={"p50": 6.1, "p90": 6.5, "p99": 7.0, "mean": 6.2},
+    decode_steps=31,
+    decode_tokens_per_s=164.0,
+    kernels_per_decode_step=352.0,
+    launches_per_decode_step=1.0,
+    gpu_busy_pct=90.0,
+    gpu_idle_per_decode_step_us=200.0,
+)
 
 
 def test_metrics_frame_has_deltas_and_ratios():

@@ -51,8 +51,9 @@ def test_detail_of_the_median_step_has_a_lane_of_alternating_layer_bands():
     drawn = sum(int(np.isfinite(np.asarray(t.x, dtype=float)).sum()) // 3 for t in bands)
     assert drawn == anat.layers.layers == 4  # tiny-llama: 4 decoder layers (collectors/presets.py)
     # a window away from the median step draws no layer lane
-    first = timeline.detail_lanes(load_trace(EAGER), result, int(result.steps["start_ns"].iloc[0]),
-                                  int(result.steps["end_ns"].iloc[0]))
+    first = timeline.detail_lanes(
+        load_trace(EAGER), result, int(result.steps["start_ns"].iloc[0]), int(result.steps["end_ns"].iloc[0])
+    )
     assert not any(name.startswith("layers") for name in first.lanes)
 
 
@@ -65,8 +66,13 @@ def test_tables_have_no_nanosecond_columns_and_step_categories_add_up():
     origin = result.time_origin_ns
     assert np.allclose(steps["start_ms"], (result.steps["start_ns"].to_numpy() - origin) / 1e6)
     # each step's category columns add up to the self time of the host ops placed in it
-    cat_cols = [c for c in steps.columns if c.endswith("_us") and c.removesuffix("_us") in
-                {"gemm", "attention", "norm", "elementwise", "rotary", "embedding", "sampling", "framework", "other"}]
+    cat_cols = [
+        c
+        for c in steps.columns
+        if c.endswith("_us")
+        and c.removesuffix("_us")
+        in {"gemm", "attention", "norm", "elementwise", "rotary", "embedding", "sampling", "framework", "other"}
+    ]
     work = result.anatomy.work
     own = work[work["step"] >= 0].groupby("step")["time_ns"].sum() / 1e3
     assert np.allclose(steps.loc[own.index, cat_cols].sum(axis=1), own)

@@ -50,8 +50,17 @@ def test_analyze_opens_on_the_eager_sample(samples):
     assert not at.exception
     assert at.session_state[ANALYZE_KEY] == "sample:cpu_tiny-llama_eager"
     metrics = _metrics(at)
-    for label in ("TTFT", "ITL p50", "ITL p90", "Decode tokens/s", "Decode steps", "Kernels / decode step",
-                  "Launches / decode step", "GPU busy", "GPU idle / decode step"):
+    for label in (
+        "TTFT",
+        "ITL p50",
+        "ITL p90",
+        "Decode tokens/s",
+        "Decode steps",
+        "Kernels / decode step",
+        "Launches / decode step",
+        "GPU busy",
+        "GPU idle / decode step",
+    ):
         assert label in metrics
     assert metrics["Decode steps"] == "7"
     assert metrics["TTFT"].endswith("ms")
@@ -220,8 +229,22 @@ def test_analyze_shows_categories_layers_and_readable_tables(samples):
     assert any(h.value.startswith("Inside a step") for h in at.subheader)
     assert _metrics(at)["Layers"] == "4"  # tiny-llama: num_hidden_layers = 4 in collectors/presets.py
     cats = next(d.value for d in at.dataframe if "share_pct" in d.value.columns and "category" in d.value.columns)
-    assert set(cats["category"]) <= {"gemm", "attention", "norm", "elementwise", "rotary", "embedding", "kv_cache",
-                                     "sampling", "communication", "moe", "memcpy", "memset", "framework", "other"}
+    assert set(cats["category"]) <= {
+        "gemm",
+        "attention",
+        "norm",
+        "elementwise",
+        "rotary",
+        "embedding",
+        "kv_cache",
+        "sampling",
+        "communication",
+        "moe",
+        "memcpy",
+        "memset",
+        "framework",
+        "other",
+    }
     assert abs(cats["share_pct"].sum() - 100) < 1e-6 and cats["category"].iloc[0] == "gemm"
     for frame in (d.value for d in at.dataframe):  # no raw nanosecond timestamps anywhere
         assert not any(str(c).endswith("_ns") for c in frame.columns), list(frame.columns)

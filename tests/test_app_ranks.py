@@ -45,8 +45,10 @@ def _page(name: str) -> AppTest:
 def _allreduce_ms_per_step(trace: Path, starts_us, ends_us) -> list[float]:
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     colls = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and e["name"] == "c10d::allreduce_"]
-    return [sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in colls) / 1e3 for lo, hi in zip(starts_us, ends_us,
-                                                                                               strict=True)]
+    return [
+        sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in colls) / 1e3
+        for lo, hi in zip(starts_us, ends_us, strict=True)
+    ]
 
 
 def _array(value) -> np.ndarray:
@@ -98,8 +100,9 @@ def test_ranks_step_choice_moves_the_timeline(samples):
 def test_ranks_uploads_several_files_and_escapes_names(samples):
     at = _page("ranks.py")
     files = sorted(TP2.glob("*.gz"))
-    at.session_state[RANK_UPLOADS_KEY] = tuple((f"{XSS_KERNEL}-rank-{i}.json.gz", p.read_bytes())
-                                               for i, p in enumerate(files))
+    at.session_state[RANK_UPLOADS_KEY] = tuple(
+        (f"{XSS_KERNEL}-rank-{i}.json.gz", p.read_bytes()) for i, p in enumerate(files)
+    )
     at.session_state[RANKS_KEY] = "ranks:upload"
     at.run()
     assert not at.exception
@@ -138,8 +141,10 @@ def test_fleet_shows_a_batch_and_opens_a_trace_in_analyze(fleet_batch):
     slow = at.dataframe[0].value
     assert list(slow["itl_p50_ms"]) == sorted(slow["itl_p50_ms"], reverse=True)
     assert sorted(slow["rank"].dropna().astype(int)) == [0, 1] and slow["key"].nunique() == 2
-    for row in (int(slow.reset_index(drop=True).index[slow["rank"].isna().to_numpy()][0]),  # the single trace
-                int(slow.reset_index(drop=True).index[(slow["rank"] == 1).to_numpy()][0])):  # rank 1 of the run
+    for row in (
+        int(slow.reset_index(drop=True).index[slow["rank"].isna().to_numpy()][0]),  # the single trace
+        int(slow.reset_index(drop=True).index[(slow["rank"] == 1).to_numpy()][0]),
+    ):  # rank 1 of the run
         at.selectbox(key="fleet_open_choice").set_value(row).run()
         at.button(key="fleet_open").click().run()
         assert not at.exception and not at.error

@@ -53,9 +53,15 @@ def build_inputs(folder: Path) -> dict:
     single = [p for p in files if p.parent != tp2]
     keys = {hashlib.sha256(p.read_bytes()).hexdigest() for p in single}
     tp2_ranks = len(list(tp2.glob("rank-*")))
-    return {"files": len(files), "distinct": len(keys) + 1, "rows": len(keys) + tp2_ranks, "tp2": tp2,
-            "tp2_ranks": tp2_ranks, "errors": len(HOSTILE),
-            "eager_key": hashlib.sha256(eager.read_bytes()).hexdigest()}
+    return {
+        "files": len(files),
+        "distinct": len(keys) + 1,
+        "rows": len(keys) + tp2_ranks,
+        "tp2": tp2,
+        "tp2_ranks": tp2_ranks,
+        "errors": len(HOSTILE),
+        "eager_key": hashlib.sha256(eager.read_bytes()).hexdigest(),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +109,10 @@ def test_local_batch_rows_errors_and_steps(inputs, local_out):
     assert (steps["key"] == expect["eager_key"]).sum() == expected_steps == eager["steps"]
     per_key = steps.groupby(["key", steps["rank"].fillna(-1)]).size()
     ok = traces[traces["status"] == "ok"]
-    assert all(per_key.get((k, -1 if r != r else r), 0) == n for k, r, n in zip(ok["key"], ok["rank"], ok["steps"],
-                                                                               strict=True))
+    assert all(
+        per_key.get((k, -1 if r != r else r), 0) == n
+        for k, r, n in zip(ok["key"], ok["rank"], ok["steps"], strict=True)
+    )
     assert len(pq.read_table(out / "gaps.parquet")) > 0
     assert not list(out.glob(".*partial"))
 
@@ -158,10 +166,14 @@ def test_a_folder_of_ranks_is_one_input_with_a_rank_column(local_out):
     for rank, path in zip(run["rank"], run["path"], strict=True):
         mine = steps[(steps["key"] == run["key"].iloc[0]) & (steps["rank"] == rank)]
         events = json.loads(gzip.decompress(Path(path).read_bytes()))["traceEvents"]
-        colls = [(e["ts"], e["ts"] + e["dur"]) for e in events
-                 if e.get("ph") == "X" and e["name"] == "c10d::allreduce_"]
-        inside = sum(max(0.0, min(b, hi) - max(a, lo)) for lo, hi in zip(mine["start_us"], mine["end_us"], strict=True)
-                     for a, b in colls)
+        colls = [
+            (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and e["name"] == "c10d::allreduce_"
+        ]
+        inside = sum(
+            max(0.0, min(b, hi) - max(a, lo))
+            for lo, hi in zip(mine["start_us"], mine["end_us"], strict=True)
+            for a, b in colls
+        )
         share = 100.0 * inside / (mine["end_us"] - mine["start_us"]).sum()
         assert run.set_index("rank").loc[rank, "comm_pct"] == pytest.approx(share, rel=0.02)
 
@@ -227,8 +239,9 @@ def test_ray_matches_local_and_survives_a_killed_worker(inputs, local_out, tmp_p
     hook.mkdir()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        report = run_batch(str(folder), str(tmp_path / "out"), ray_address="auto", progress=None,
-                           crash_once_dir=str(hook))
+        report = run_batch(
+            str(folder), str(tmp_path / "out"), ray_address="auto", progress=None, crash_once_dir=str(hook)
+        )
     finally:
         ray.shutdown()
     assert report.runner == "ray" and report.analysed == expect["distinct"] and report.errors == expect["errors"]

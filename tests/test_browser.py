@@ -27,8 +27,14 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 # Screenshots land in test-artifacts/ (ignored by git); STEPSCOPE_UPDATE_SCREENSHOTS=1 refreshes README's.
 SCREENSHOTS = REPO / ("docs/screenshots" if os.environ.get("STEPSCOPE_UPDATE_SCREENSHOTS") else "test-artifacts")
 PAGE_TIMEOUT_MS = 60_000
@@ -74,10 +80,26 @@ def _streamlit(env: dict, script_args: tuple[str, ...] = ()):
     """`streamlit run app/streamlit_app.py [-- script_args]` on a free port; yields its URL, stops it after."""
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         *(("--", *script_args) if script_args else ())],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app/streamlit_app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            *(("--", *script_args) if script_args else ()),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -174,12 +196,12 @@ def test_trace_text_is_escaped(browser, app_url):
     _wait_for_analysis(page)
     page.locator("[data-testid='stSelectbox']").first.click()
     page.get_by_role("option", name="synthetic").click()
-    page.wait_for_function(
-        "document.body.innerText.includes('Synthetic GPU')", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_function("document.body.innerText.includes('Synthetic GPU')", timeout=PAGE_TIMEOUT_MS)
     # the kernel table is a data grid drawn on a canvas: the name is pixels there, never markup
     page.get_by_text("Top kernels per phase").wait_for(timeout=PAGE_TIMEOUT_MS)
-    page.wait_for_function("document.querySelectorAll(\"[data-testid='stDataFrame']\").length >= 3",
-                           timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_function(
+        "document.querySelectorAll(\"[data-testid='stDataFrame']\").length >= 3", timeout=PAGE_TIMEOUT_MS
+    )
     page.wait_for_timeout(1500)
     assert page.locator("img[src='x']").count() == 0
     assert not dialogs
@@ -259,8 +281,12 @@ def test_landing_frame_loads_plotly_before_the_click_and_gives_way_to_the_trace(
     (logs / "run").mkdir(parents=True)
     empty.mkdir()
     (logs / "run" / "trace.json").write_text(json.dumps(synthetic_trace()))
-    env = dict(os.environ, STEPSCOPE_SAMPLES_DIR=str(empty), STEPSCOPE_RUNS_DIR=str(empty),
-               STEPSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(
+        os.environ,
+        STEPSCOPE_SAMPLES_DIR=str(empty),
+        STEPSCOPE_RUNS_DIR=str(empty),
+        STEPSCOPE_CACHE_DIR=str(tmp_path / "cache"),
+    )
     with _streamlit(env, ("--logdir", str(logs))) as url:
         page, dialogs = _open(browser, url)
         page.wait_for_selector(".st-key-empty_timeline .js-plotly-plot .main-svg", timeout=PAGE_TIMEOUT_MS)
@@ -268,8 +294,9 @@ def test_landing_frame_loads_plotly_before_the_click_and_gives_way_to_the_trace(
         plotly_code = "performance.getEntriesByType('resource').filter(e => /PlotlyChart[.].*js$/.test(e.name)).length"
         assert page.evaluate(plotly_code) == 1  # fetched for the frame, before any trace is open
         page.get_by_role("button", name="Open from disk", exact=True).click()
-        page.wait_for_selector(".st-key-overview_timeline .js-plotly-plot .scatterlayer .trace", state="attached",
-                               timeout=PAGE_TIMEOUT_MS)
+        page.wait_for_selector(
+            ".st-key-overview_timeline .js-plotly-plot .scatterlayer .trace", state="attached", timeout=PAGE_TIMEOUT_MS
+        )
         page.wait_for_selector(".st-key-empty_timeline", state="detached", timeout=PAGE_TIMEOUT_MS)
         overview = page.locator(".st-key-overview_timeline")
         assert "Whole run: steps, idle gaps and busy time" in overview.inner_text()

@@ -19,8 +19,14 @@ from tests.test_report_html import HOSTILE, _report_trace, synthetic_steps
 pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +65,14 @@ def _open_offline(browser, path: Path) -> dict:
     divs = page.locator(".plotly-graph-div")
     seen["figures"] = divs.count()
     page.wait_for_function(
-        "n => document.querySelectorAll('.plotly-graph-div .main-svg').length >= n", arg=seen["figures"],
+        "n => document.querySelectorAll('.plotly-graph-div .main-svg').length >= n",
+        arg=seen["figures"],
         timeout=30_000,
     )
     seen["drawn"] = page.evaluate("document.querySelectorAll('.plotly-graph-div').length")
     seen["drawn_svg"] = page.evaluate(
-        "[...document.querySelectorAll('.plotly-graph-div')].filter(d => d.querySelector('.main-svg')).length")
+        "[...document.querySelectorAll('.plotly-graph-div')].filter(d => d.querySelector('.main-svg')).length"
+    )
     seen["pwned"] = page.evaluate("window.__pwned === undefined ? null : window.__pwned")
     seen["title"] = page.title()
     page.wait_for_timeout(500)  # late errors (WebGL, resize) would land here

@@ -12,16 +12,37 @@ import pytest
 from tests.conftest import ROOT, real_trace
 from tests.synthetic_traces import synthetic_generation, write
 
-STEP_KEYS = {"kind", "request", "index", "start_us", "end_us", "tokens", "kernels", "launches", "gpu_busy_us",
-             "gpu_idle_us", "categories"}  # categories: issue 12's added key
-SUMMARY_KEYS = {"prefill_steps", "decode_steps", "ttft_ms", "itl_ms", "decode_tokens_per_s", "gpu_busy_pct",
-                "kernels_per_decode_step", "launches_per_decode_step", "gpu_idle_per_decode_step_us",
-                "anatomy"}  # anatomy: issue 12's added key
+STEP_KEYS = {
+    "kind",
+    "request",
+    "index",
+    "start_us",
+    "end_us",
+    "tokens",
+    "kernels",
+    "launches",
+    "gpu_busy_us",
+    "gpu_idle_us",
+    "categories",
+}  # categories: issue 12's added key
+SUMMARY_KEYS = {
+    "prefill_steps",
+    "decode_steps",
+    "ttft_ms",
+    "itl_ms",
+    "decode_tokens_per_s",
+    "gpu_busy_pct",
+    "kernels_per_decode_step",
+    "launches_per_decode_step",
+    "gpu_idle_per_decode_step_us",
+    "anatomy",
+}  # anatomy: issue 12's added key
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_json_contract_on_a_synthetic_generation(tmp_path):
@@ -88,8 +109,9 @@ def test_missing_file_and_bad_regex(tmp_path):
 
 def test_an_unusable_run_json_beside_the_trace_does_not_fail_the_analysis(tmp_path):
     write(tmp_path / "trace.json", synthetic_generation(decode_steps=2))
-    (tmp_path / "run.json").write_text(json.dumps({"model": {"config": {"model_type": "mixtral",
-                                                                           "num_local_experts": 8}}}))
+    (tmp_path / "run.json").write_text(
+        json.dumps({"model": {"config": {"model_type": "mixtral", "num_local_experts": 8}}})
+    )
     result = run_cli("analyze", str(tmp_path / "trace.json"), "--json")
     assert result.returncode == 0
     assert json.loads(result.stdout)["steps"]
@@ -165,10 +187,15 @@ def _collective_us_in_steps(trace_path, steps) -> tuple[float, float]:
     import gzip
 
     events = json.loads(gzip.decompress(trace_path.read_bytes()))["traceEvents"]
-    colls = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
-                   and e["name"] == "c10d::allreduce_")
-    inside = sum(min(end, s["end_us"]) - max(start, s["start_us"]) for s in steps for start, end in colls
-                 if start < s["end_us"] and end > s["start_us"])
+    colls = sorted(
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and e["name"] == "c10d::allreduce_"
+    )
+    inside = sum(
+        min(end, s["end_us"]) - max(start, s["start_us"])
+        for s in steps
+        for start, end in colls
+        if start < s["end_us"] and end > s["start_us"]
+    )
     return inside, sum(s["end_us"] - s["start_us"] for s in steps)
 
 
@@ -183,8 +210,13 @@ def test_folder_of_two_ranks_is_one_run_with_its_allreduces():
     assert set(run) >= RUN_KEYS and run["ranks"] == 2
     assert run["aligned_steps"] == len(report["ranks"][0]["steps"]) == len(report["ranks"][1]["steps"]) > 0
     # communication share recomputed from the raw events of both ranks (c10d::allreduce_ wraps gloo's work)
-    inside, total = map(sum, zip(*(_collective_us_in_steps(TP2 / f"rank-{r['rank']}.trace.json.gz", r["steps"])
-                                   for r in report["ranks"]), strict=True))
+    inside, total = map(
+        sum,
+        zip(
+            *(_collective_us_in_steps(TP2 / f"rank-{r['rank']}.trace.json.gz", r["steps"]) for r in report["ranks"]),
+            strict=True,
+        ),
+    )
     assert inside > 0
     assert run["comm_pct"] == pytest.approx(100.0 * inside / total, rel=0.02)
     assert run["step_time_ms"]["p50"] <= run["step_time_ms"]["p90"]
@@ -253,8 +285,14 @@ def test_the_command_line_starts_reading_before_pandas_is_loaded(tmp_path):
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'numpy')\n"
         "             or m == 'stepscope.analysis.pipeline'))\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -263,9 +301,21 @@ def test_the_entry_point_flushes_and_returns_the_exit_code(tmp_path):
     """`python -m app.cli` leaves through os._exit (no teardown): the output must still be whole and the code kept."""
     trace = write(tmp_path / "trace.json", synthetic_generation(decode_steps=4))
     env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path / "cache")}
-    ok = subprocess.run([sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"], capture_output=True,
-                        text=True, cwd=ROOT, timeout=120, env=env)
+    ok = subprocess.run(
+        [sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=env,
+    )
     assert ok.returncode == 0 and json.loads(ok.stdout)["summary"]["decode_steps"] == 4, ok.stderr
-    bad = subprocess.run([sys.executable, "-m", "app.cli", "analyze", str(tmp_path / "missing.json")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    bad = subprocess.run(
+        [sys.executable, "-m", "app.cli", "analyze", str(tmp_path / "missing.json")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=env,
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and bad.stderr.count("\n") == 1

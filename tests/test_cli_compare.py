@@ -22,8 +22,9 @@ COMPILE = ROOT / "sample_traces" / "cpu_tiny-llama_compile" / "trace.json.gz"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=180
+    )
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +100,11 @@ def test_bad_gate_or_options_exit_2_with_one_line(args, message):
 def test_unreadable_trace_exits_2(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    for args in (("compare", bad, EAGER), ("compare", EAGER, tmp_path / "missing.json"),
-                 ("report", bad, "-o", tmp_path / "r.html")):
+    for args in (
+        ("compare", bad, EAGER),
+        ("compare", EAGER, tmp_path / "missing.json"),
+        ("report", bad, "-o", tmp_path / "r.html"),
+    ):
         result = run_cli(*args)
         assert result.returncode == 2, args
         assert result.stderr.startswith("error:") and "Traceback" not in result.stderr
@@ -128,7 +132,10 @@ def test_app_command_serves_the_app(tmp_path):
         port = sock.getsockname()[1]
     server = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "app", "--headless", "--port", str(port), "--logdir", str(tmp_path / "r")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -191,8 +198,12 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
     from tests.test_report_html import synthetic_steps
 
     trace = write(tmp_path / "many_steps.json", synthetic_steps(3_000))  # SYNTHETIC: ~0.5 MB of steps in the JSON
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout.read(1) == b"{"
     proc.stdout.close()
     stderr = proc.stderr.read().decode()

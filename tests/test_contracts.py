@@ -41,19 +41,23 @@ def test_lower_stages_never_import_higher_ones():
         assert not names & (OURS - {"contracts"}), module
         assert "torch" not in names, module
     # trace_cache (the parse cache) sits between parsers and analysis: parsers never import it, it imports no analysis
-    for package, higher in (("parsers", {"collectors", "trace_cache", "analysis", "exporters", "batch", "app"}),
-                            ("trace_cache", {"collectors", "analysis", "exporters", "batch", "app"}),
-                            ("analysis", {"collectors", "exporters", "batch", "app"})):
+    for package, higher in (
+        ("parsers", {"collectors", "trace_cache", "analysis", "exporters", "batch", "app"}),
+        ("trace_cache", {"collectors", "analysis", "exporters", "batch", "app"}),
+        ("analysis", {"collectors", "exporters", "batch", "app"}),
+    ):
         for module, names in _imports(package).items():
             assert not names & higher, (module, names & higher)
 
 
 def test_contracts_import_without_torch():
     # as installed (stepscope.contracts); stepscope.collectors would count as collectors
-    code = ("import sys, stepscope.contracts.markers, stepscope.contracts.run_record, "
-            "stepscope.contracts.sweep_record; "
-            "print(sorted(m for m in sys.modules "
-            "if m.removeprefix('stepscope.').split('.')[0] in {'torch', 'numpy', 'pandas', 'collectors'}))")
+    code = (
+        "import sys, stepscope.contracts.markers, stepscope.contracts.run_record, "
+        "stepscope.contracts.sweep_record; "
+        "print(sorted(m for m in sys.modules "
+        "if m.removeprefix('stepscope.').split('.')[0] in {'torch', 'numpy', 'pandas', 'collectors'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -70,9 +74,16 @@ def test_marker_round_trip():
 
 
 def test_run_record_round_trip_keeps_unknown_keys(tmp_path):
-    record = RunRecord(spec={"mode": "eager", "batch": 3}, device="Synthetic GPU", device_type="cuda",
-                       model={"source": "preset:tiny-llama", "config": {"hidden_size": 64}}, dtype="float32",
-                       prompt_len=12, trace="trace.json.gz", extra={"added_later": [1, 2]})
+    record = RunRecord(
+        spec={"mode": "eager", "batch": 3},
+        device="Synthetic GPU",
+        device_type="cuda",
+        model={"source": "preset:tiny-llama", "config": {"hidden_size": 64}},
+        dtype="float32",
+        prompt_len=12,
+        trace="trace.json.gz",
+        extra={"added_later": [1, 2]},
+    )
     path = write_run_record(tmp_path, record)
     assert path == tmp_path / "run.json" and not list(tmp_path.glob("*.partial"))
     on_disk = json.loads(path.read_text())
@@ -80,12 +91,24 @@ def test_run_record_round_trip_keeps_unknown_keys(tmp_path):
     back = read_run_record(tmp_path / "trace.json.gz")
     assert back == record
     assert (back.mode, back.batch, back.model_source, back.model_config) == (
-        "eager", 3, "preset:tiny-llama", {"hidden_size": 64})
+        "eager",
+        3,
+        "preset:tiny-llama",
+        {"hidden_size": 64},
+    )
 
 
-@pytest.mark.parametrize("bad", [
-    [], {"schema": "stepscope.sweep/1"}, {"spec": "eager"}, {"device": 7}, {"prompt_len": "12"}, {"prompt_len": True},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        {"schema": "stepscope.sweep/1"},
+        {"spec": "eager"},
+        {"device": 7},
+        {"prompt_len": "12"},
+        {"prompt_len": True},
+    ],
+)
 def test_run_record_rejects_what_is_not_one(tmp_path, bad):
     with pytest.raises(ValueError):
         parse_run_record(bad)
@@ -110,8 +133,12 @@ def test_shipped_samples_read_as_run_records():
 
 
 def test_sweep_record_checks_and_writes(tmp_path):
-    record = {"schema": "stepscope.sweep/1", "points": [{"prompt_tokens": 16, "measured_ms": 1.0}],
-              "decode_step": {}, "marks": {}}
+    record = {
+        "schema": "stepscope.sweep/1",
+        "points": [{"prompt_tokens": 16, "measured_ms": 1.0}],
+        "decode_step": {},
+        "marks": {},
+    }
     write_sweep_record(tmp_path, record)
     assert read_sweep_record(tmp_path) == record
     with pytest.raises(ValueError, match="not a Stepscope sweep"):

@@ -14,9 +14,19 @@ def _write(folder, rows):
 
 
 def _row(key, itl, device="A", status="ok", ttft=1.0):
-    return {"key": key, "path": f"/x/{key}.json", "status": status, "error": None if status == "ok" else "bad",
-            "device": device, "model": "m", "mode": "eager", "itl_p50_ms": itl, "ttft_ms": ttft,
-            "gpu_busy_pct": 50.0, "kernels_per_decode_step": 10.0}
+    return {
+        "key": key,
+        "path": f"/x/{key}.json",
+        "status": status,
+        "error": None if status == "ok" else "bad",
+        "device": device,
+        "model": "m",
+        "mode": "eager",
+        "itl_p50_ms": itl,
+        "ttft_ms": ttft,
+        "gpu_busy_pct": 50.0,
+        "kernels_per_decode_step": 10.0,
+    }
 
 
 def test_outliers_are_judged_within_their_group(tmp_path):

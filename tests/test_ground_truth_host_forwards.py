@@ -16,11 +16,21 @@ from tests.test_ground_truth import _markers, _strip_markers
 
 CASES = {
     # no input shapes: kinds come from position only
-    "llama-eager": RunSpec(preset="tiny-llama", device="cpu", prompt_tokens=12, new_tokens=6, with_stack=True,
-                           with_modules=True),
+    "llama-eager": RunSpec(
+        preset="tiny-llama", device="cpu", prompt_tokens=12, new_tokens=6, with_stack=True, with_modules=True
+    ),
     # compiled decodes never call aten::embedding on the host; the eager prefill's shapes give the batch
-    "llama-compile-b2": RunSpec(preset="tiny-llama", device="cpu", prompt_tokens=9, new_tokens=5, batch=2,
-                                mode="compile", with_stack=True, with_modules=True, record_shapes=True),
+    "llama-compile-b2": RunSpec(
+        preset="tiny-llama",
+        device="cpu",
+        prompt_tokens=9,
+        new_tokens=5,
+        batch=2,
+        mode="compile",
+        with_stack=True,
+        with_modules=True,
+        record_shapes=True,
+    ),
 }
 
 

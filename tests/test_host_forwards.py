@@ -124,8 +124,15 @@ def test_annotations_still_win_over_host_spans(tmp_path):
     doc = copy.deepcopy(doc)
     first = truth.starts_us[0]
     doc["traceEvents"].append(
-        {"ph": "X", "cat": "user_annotation", "name": "execute_context_1(1049)_generation_0(0)", "pid": 1000,
-         "tid": 1000, "ts": first, "dur": 50.0}
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "execute_context_1(1049)_generation_0(0)",
+            "pid": 1000,
+            "tid": 1000,
+            "ts": first,
+            "dur": 50.0,
+        }
     )
     _, result = _analyze(doc, tmp_path)
     assert result.segmentation.method == "vllm-annotations"
@@ -143,8 +150,9 @@ def test_cli_json_says_what_decided(tmp_path):
 
     doc, _ = serving_trace(ranks=1)
     path = write(tmp_path / "t.json", doc)
-    out = subprocess.run([sys.executable, "-m", "app.cli", "analyze", str(path), "--json"], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "analyze", str(path), "--json"], capture_output=True, text=True, check=True
+    )
     seg = json.loads(out.stdout)["segmentation"]
     assert seg["method"] == "host-forwards"
     assert any("execute_model" in line for line in seg["evidence"])

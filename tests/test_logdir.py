@@ -53,7 +53,11 @@ def root(tmp_path) -> Path:
 def test_lists_traces_newest_first_with_size_format_and_rank(root):
     traces = list_traces(root)
     assert [t.rel_path for t in traces] == [
-        "exp1/new.json.gz", "exp1/deeper/ranked.pt.trace.json", "exp2/worker_rank7.json", "old.json", "nsys.sqlite",
+        "exp1/new.json.gz",
+        "exp1/deeper/ranked.pt.trace.json",
+        "exp2/worker_rank7.json",
+        "old.json",
+        "nsys.sqlite",
     ]
     by = {t.rel_path: t for t in traces}
     assert by["exp1/new.json.gz"].size_bytes == (root / "exp1" / "new.json.gz").stat().st_size
@@ -156,7 +160,7 @@ def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monk
     monkeypatch.delenv(LOGDIR_ENV, raising=False)
     (tmp_path / "logs").mkdir()
     command = streamlit_command(argparse.Namespace(logdir=str(tmp_path / "logs"), port=8600, headless=True))
-    script_args = command[command.index("--") + 1:]  # what the script sees as sys.argv[1:]
+    script_args = command[command.index("--") + 1 :]  # what the script sees as sys.argv[1:]
     assert script_args == ["--logdir", str((tmp_path / "logs").resolve())]
     assert command.index("--server.port") < command.index("--")  # Streamlit's own options stay before the script's
     assert configured_logdir(script_args) == (tmp_path / "logs").resolve()
@@ -171,8 +175,12 @@ def test_landing_page_shows_the_timeline_frame_until_a_trace_is_opened(tmp_path,
     (logs / "run").mkdir(parents=True)
     empty.mkdir()
     (logs / "run" / "trace.json").write_text(json.dumps(doc(synthetic_generation(decode_steps=4))))
-    for name, value in (("STEPSCOPE_LOGDIR", logs), ("STEPSCOPE_CACHE_DIR", tmp_path / "cache"),
-                        ("STEPSCOPE_SAMPLES_DIR", empty), ("STEPSCOPE_RUNS_DIR", empty)):
+    for name, value in (
+        ("STEPSCOPE_LOGDIR", logs),
+        ("STEPSCOPE_CACHE_DIR", tmp_path / "cache"),
+        ("STEPSCOPE_SAMPLES_DIR", empty),
+        ("STEPSCOPE_RUNS_DIR", empty),
+    ):
         monkeypatch.setenv(name, str(value))
     st.cache_data.clear()
 

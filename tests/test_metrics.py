@@ -20,8 +20,13 @@ def test_every_metric_reads_a_summary_field_and_says_which_way_is_better():
 
 
 def test_values_come_from_the_summary_or_its_json_alike():
-    summary = Summary(decode_steps=31, ttft_ms=7.5, itl_ms={"p50": 6.25, "p90": 6.5, "p99": 7.25, "mean": 6.3},
-                      gpu_busy_pct=None, on_gpu=False)
+    summary = Summary(
+        decode_steps=31,
+        ttft_ms=7.5,
+        itl_ms={"p50": 6.25, "p90": 6.5, "p99": 7.25, "mean": 6.3},
+        gpu_busy_pct=None,
+        on_gpu=False,
+    )
     as_json = {k: getattr(summary, k) for k in contract_fields()}
     expected = {"ttft_ms": 7.5, "itl_p50_ms": 6.25, "itl_p90_ms": 6.5, "itl_p99_ms": 7.25, "decode_steps": 31.0}
     for key, value in expected.items():
@@ -34,12 +39,28 @@ def test_values_come_from_the_summary_or_its_json_alike():
 
 
 def test_contract_keys_and_cards_are_unchanged():
-    assert contract_fields() == ("prefill_steps", "decode_steps", "ttft_ms", "itl_ms", "decode_tokens_per_s",
-                                 "gpu_busy_pct", "kernels_per_decode_step", "launches_per_decode_step",
-                                 "gpu_idle_per_decode_step_us")
-    assert [m.card for m in HEADLINE] == ["TTFT", "ITL p50", "ITL p90", "Decode tokens/s", "Decode steps",
-                                          "Kernels / decode step", "Launches / decode step", "GPU busy",
-                                          "GPU idle / decode step"]
+    assert contract_fields() == (
+        "prefill_steps",
+        "decode_steps",
+        "ttft_ms",
+        "itl_ms",
+        "decode_tokens_per_s",
+        "gpu_busy_pct",
+        "kernels_per_decode_step",
+        "launches_per_decode_step",
+        "gpu_idle_per_decode_step_us",
+    )
+    assert [m.card for m in HEADLINE] == [
+        "TTFT",
+        "ITL p50",
+        "ITL p90",
+        "Decode tokens/s",
+        "Decode steps",
+        "Kernels / decode step",
+        "Launches / decode step",
+        "GPU busy",
+        "GPU idle / decode step",
+    ]
     assert "roofline" not in contract_fields() and Summary().roofline is None
     assert {f.name for f in fields(RooflineSummary)} >= {"decode_roofline_pct", "prefill_bound"}
 

@@ -27,8 +27,9 @@ def test_core_dependencies_pin_no_torch():
     core = " ".join(project["dependencies"]).lower()
     assert not re.search(r"\b(torch|transformers|ray)\b", core)
     extras = project["optional-dependencies"]
-    assert any(d.startswith("torch") for d in extras["collect"]) and any(d.startswith("transformers")
-                                                                         for d in extras["collect"])
+    assert any(d.startswith("torch") for d in extras["collect"]) and any(
+        d.startswith("transformers") for d in extras["collect"]
+    )
     assert any(d.startswith("ray") for d in extras["ray"])
     assert project["scripts"]["stepscope"] == "stepscope.app.cli.main:run"
 
@@ -39,8 +40,18 @@ def wheel_files(tmp_path_factory) -> list[str]:
     pytest.importorskip("setuptools")
     source = tmp_path_factory.mktemp("source")
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "runs", "build", "*.egg-info")
-    for name in ("stepscope", "contracts", "collectors", "parsers", "trace_cache", "analysis", "exporters", "batch",
-                 "app", "sample_traces"):
+    for name in (
+        "stepscope",
+        "contracts",
+        "collectors",
+        "parsers",
+        "trace_cache",
+        "analysis",
+        "exporters",
+        "batch",
+        "app",
+        "sample_traces",
+    ):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, source / name, ignore=skip)
     for name in ("setup.py", "pyproject.toml", "README.md"):
@@ -48,7 +59,10 @@ def wheel_files(tmp_path_factory) -> list[str]:
     out = tmp_path_factory.mktemp("wheel")
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=out,
     )
     if result.returncode != 0:
         pytest.fail(result.stderr[-2000:])
@@ -60,12 +74,24 @@ def wheel_files(tmp_path_factory) -> list[str]:
 def test_wheel_puts_every_folder_under_stepscope(wheel_files):
     tops = {name.split("/")[0] for name in wheel_files}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"stepscope"}
-    for module in ("stepscope/__init__.py", "stepscope/api.py", "stepscope/app/cli/main.py",
-                   "stepscope/app/cli/compare.py", "stepscope/app/streamlit_app.py", "stepscope/app/views/analyze.py",
-                   "stepscope/app/figures/timeline.py", "stepscope/analysis/roofline/__init__.py",
-                   "stepscope/analysis/metrics.py", "stepscope/parsers/__init__.py", "stepscope/exporters/__init__.py",
-                   "stepscope/collectors/run.py", "stepscope/contracts/__init__.py", "stepscope/batch/cli.py",
-                   "stepscope/trace_cache/timelines.py", "stepscope/app/cli_cached.py"):
+    for module in (
+        "stepscope/__init__.py",
+        "stepscope/api.py",
+        "stepscope/app/cli/main.py",
+        "stepscope/app/cli/compare.py",
+        "stepscope/app/streamlit_app.py",
+        "stepscope/app/views/analyze.py",
+        "stepscope/app/figures/timeline.py",
+        "stepscope/analysis/roofline/__init__.py",
+        "stepscope/analysis/metrics.py",
+        "stepscope/parsers/__init__.py",
+        "stepscope/exporters/__init__.py",
+        "stepscope/collectors/run.py",
+        "stepscope/contracts/__init__.py",
+        "stepscope/batch/cli.py",
+        "stepscope/trace_cache/timelines.py",
+        "stepscope/app/cli_cached.py",
+    ):
         assert module in wheel_files, module
     for sample in ("cpu_tiny-llama_eager", "cpu_tiny-llama_compile"):
         assert f"stepscope/sample_traces/{sample}/trace.json.gz" in wheel_files
@@ -84,8 +110,9 @@ def test_readme_notebook_example_runs(tmp_path):
     """README's example, as written, from a folder holding the samples (so its relative paths work)."""
     (tmp_path / "sample_traces").symlink_to(ROOT / "sample_traces")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-c", _readme_example()], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _readme_example()], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ms per token" in result.stdout and "torch.compile cut ITL p50" in result.stdout
     report = tmp_path / "eager_report.html"
@@ -99,8 +126,13 @@ def test_api_numbers_match_the_cli(tmp_path):
 
     sample = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
     trace = stepscope.load(sample)
-    cli = subprocess.run([sys.executable, "-m", "app.cli", "analyze", str(sample), "--json"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    cli = subprocess.run(
+        [sys.executable, "-m", "app.cli", "analyze", str(sample), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     summary = json.loads(cli.stdout)["summary"]
     assert trace.summary["itl_ms"] == pytest.approx(summary["itl_ms"])
     assert trace.summary["decode_steps"] == summary["decode_steps"] == len(trace.steps[trace.steps["kind"] == "decode"])

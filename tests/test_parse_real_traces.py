@@ -73,8 +73,12 @@ def test_gpu_activity_links_to_its_launch_call(name):
     # Counted from the JSON: GPU events whose correlation id is also a runtime/driver call's. Some captures
     # hold GPU work launched before the profiler's host window opened, so this is not always all of them.
     raw_x = [e for e in _raw_events(path) if e.get("ph") == "X"]
-    call_ids = {e["args"]["correlation"] for e in raw_x if KINETO_KINDS.get(e.get("cat")) in ("runtime", "driver")
-                and isinstance(e.get("args", {}).get("correlation"), int)}
+    call_ids = {
+        e["args"]["correlation"]
+        for e in raw_x
+        if KINETO_KINDS.get(e.get("cat")) in ("runtime", "driver")
+        and isinstance(e.get("args", {}).get("correlation"), int)
+    }
     raw_gpu = [e for e in raw_x if KINETO_KINDS.get(e.get("cat")) in ("kernel", "memcpy", "memset")]
     assert int(linked.sum()) == sum(1 for e in raw_gpu if e.get("args", {}).get("correlation") in call_ids)
     assert len(gpu) == len(raw_gpu)

@@ -32,8 +32,13 @@ def test_readme_export_command(tmp_path) -> None:
     """README's command line, run as a user would: fails if export is not wired into the CLI."""
     trace = st.write(tmp_path / "t.json", st.synthetic_generation())
     out = tmp_path / "t.pftrace"
-    proc = subprocess.run([sys.executable, "-m", "app.cli", "export", str(trace), "--perfetto", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", "export", str(trace), "--perfetto", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(analyze(parse_trace_bytes(out.read_bytes())).steps) == 7  # 1 prefill + 6 decode, as generated
 

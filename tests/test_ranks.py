@@ -41,8 +41,9 @@ def arrival(r: int) -> float:
 LATEST = max(arrival(r) for r in range(3))  # 307
 
 
-def synthetic_rank_doc(r: int, ranks: int = 3, host: str | None = "node0", clock_shift_us: float = 0.0,
-                       distributed: bool = True) -> dict:
+def synthetic_rank_doc(
+    r: int, ranks: int = 3, host: str | None = "node0", clock_shift_us: float = 0.0, distributed: bool = True
+) -> dict:
     events = []
     corr = 1
     for i in range(STEPS):

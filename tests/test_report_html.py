@@ -32,8 +32,9 @@ def synthetic_steps(steps: int, kernels: int = 4, devices: int = 1, kernel_name:
         start = 1000.0 + index * STEP_US
         kind = "prefill" if index == 0 else "decode"
         tokens = 8 if index == 0 else 1
-        events.append(annotation(f"stepscope.{kind}[request=0,index={index},tokens={tokens},batch=1]", start,
-                                 STEP_US - 1))
+        events.append(
+            annotation(f"stepscope.{kind}[request=0,index={index},tokens={tokens},batch=1]", start, STEP_US - 1)
+        )
         for device in range(devices):
             for k in range(kernels):
                 name = kernel_name if k == 1 else f"gemm_{k}"
@@ -106,8 +107,11 @@ def test_comparison_report_has_the_table_and_sentence(tmp_path):
     html = build_report(a, b)
     assert "Stepscope comparison" in html and "torch.compile" in html  # the sentence names the switch
     assert html.count("Plotly.newPlot(") == 2 + 2 * 5  # ITL and per-step overlays, then each trace's five
-    kernels_row = re.search(r"<td>kernels per decode step</td><td class='num'>([^<]*)</td><td class='num'>([^<]*)"
-                            r"</td><td class='num'>([^<]*)</td>", html)
+    kernels_row = re.search(
+        r"<td>kernels per decode step</td><td class='num'>([^<]*)</td><td class='num'>([^<]*)"
+        r"</td><td class='num'>([^<]*)</td>",
+        html,
+    )
     assert kernels_row is not None
     assert kernels_row.groups() == ("4", "2", "-2")  # the builder's kernels per step, A then B
 

@@ -59,8 +59,20 @@ def test_a_step_name_with_a_huge_number_is_not_a_step_and_is_warned(name):
 # --- class 2
 
 
-@pytest.mark.parametrize("dims", [None, 5, "x", [[[1]]], [[1000, 8], [-1, 4]], [[1000, 8], ["a", 1]],
-                                  [[1000, 8], 7], [[1000, 8], [2**70]], [[1000, 8], [1.5]]])
+@pytest.mark.parametrize(
+    "dims",
+    [
+        None,
+        5,
+        "x",
+        [[[1]]],
+        [[1000, 8], [-1, 4]],
+        [[1000, 8], ["a", 1]],
+        [[1000, 8], 7],
+        [[1000, 8], [2**70]],
+        [[1000, 8], [1.5]],
+    ],
+)
 def test_malformed_embedding_shape_is_ignored_and_counted(dims):
     events = synthetic_generation(decode_steps=3)
     first = next(e for e in events if e["name"] == "aten::embedding")
@@ -200,25 +212,42 @@ class _nothing:  # noqa: N801 - a context manager that catches nothing
 
 def test_sanity_layer_names_each_violation_and_nulls_impossible_numbers():
     steps = pd.DataFrame(
-        {"kind": ["decode", "decode"], "request": [0, 0], "index": [0, 1], "start_ns": [100, 300],
-         "end_ns": [200, 250], "tokens": pd.array([1, -3], dtype="Int64"), "gpu_busy_ns": [50, 10],
-         "gpu_idle_ns": [50, -60]}
+        {
+            "kind": ["decode", "decode"],
+            "request": [0, 0],
+            "index": [0, 1],
+            "start_ns": [100, 300],
+            "end_ns": [200, 250],
+            "tokens": pd.array([1, -3], dtype="Int64"),
+            "gpu_busy_ns": [50, 10],
+            "gpu_idle_ns": [50, -60],
+        }
     )
     gaps = pd.DataFrame({"start_ns": [0], "end_ns": [-5], "dur_ns": [-5]})
     analysis = Analysis(
-        steps=steps, gaps=gaps,
-        summary=Summary(decode_tokens_per_s=math.inf, gpu_busy_pct=1443.0, ttft_ms=-2.0, itl_ms={"p50": math.nan},
-                        decode_steps=2),
-        findings=(), segmentation=Segmentation("test", 1.0), top_kernels=pd.DataFrame(),
+        steps=steps,
+        gaps=gaps,
+        summary=Summary(
+            decode_tokens_per_s=math.inf, gpu_busy_pct=1443.0, ttft_ms=-2.0, itl_ms={"p50": math.nan}, decode_steps=2
+        ),
+        findings=(),
+        segmentation=Segmentation("test", 1.0),
+        top_kernels=pd.DataFrame(),
     )
     checked = check_analysis(analysis)
     s = checked.summary
     assert s.decode_tokens_per_s is None and s.gpu_busy_pct is None and s.ttft_ms is None
     assert s.itl_ms is None and s.decode_steps == 2
     text = " | ".join(checked.segmentation.warnings)
-    for phrase in ("decode_tokens_per_s", "gpu_busy_pct", "ttft_ms", "1 steps end before they start (first: step 1)",
-                   "1 steps have negative GPU idle time", "1 steps have a negative token count",
-                   "1 idle gaps have a negative duration"):
+    for phrase in (
+        "decode_tokens_per_s",
+        "gpu_busy_pct",
+        "ttft_ms",
+        "1 steps end before they start (first: step 1)",
+        "1 steps have negative GPU idle time",
+        "1 steps have a negative token count",
+        "1 idle gaps have a negative duration",
+    ):
         assert phrase in text, phrase
 
 

@@ -49,8 +49,15 @@ def test_the_app_listens_on_localhost_by_default():
 # --- class 13: any reader failure is one line and the open trace stays open
 
 
-@pytest.mark.parametrize("error", [ValueError("could not convert string to float: 'x'"), OverflowError("big"),
-                                   TypeError("'<' not supported"), KeyError("deviceId")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("could not convert string to float: 'x'"),
+        OverflowError("big"),
+        TypeError("'<' not supported"),
+        KeyError("deviceId"),
+    ],
+)
 def test_upload_handler_turns_any_reader_failure_into_one_line(samples, monkeypatch, error):
     def broken(*args, **kwargs):
         raise error

@@ -45,8 +45,12 @@ def _no_event_ends_before_it_starts(timeline) -> None:
 
 
 def test_kineto_huge_dur_and_ts_plus_dur_past_int64_are_skipped_and_counted():
-    events = [kernel("ok", 10.0, 5.0, 1), kernel("huge dur", 20.0, 1e300, 2), kernel("wraps", 4.5e15, 4.5e15, 3),
-              kernel("far ts", 9.3e15, 1.0, 4)]
+    events = [
+        kernel("ok", 10.0, 5.0, 1),
+        kernel("huge dur", 20.0, 1e300, 2),
+        kernel("wraps", 4.5e15, 4.5e15, 3),
+        kernel("far ts", 9.3e15, 1.0, 4),
+    ]
     timeline = parse_trace_bytes(json.dumps(doc(events)).encode())
     assert timeline.events["name"].astype(str).tolist() == ["ok", "wraps"]  # 4.5e15 us each: sum still < 2^63 ns
     skipped = timeline.meta.skipped["ts or dur beyond 2^62 ns (would overflow 64-bit time)"]
@@ -91,8 +95,9 @@ def _nsys(rows) -> bytes:
         conn = sqlite3.connect(path)
         conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
         conn.execute("INSERT INTO StringIds VALUES (1, 'k')")
-        conn.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, correlationId, "
-                     "demangledName)")
+        conn.execute(
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, correlationId, demangledName)"
+        )
         conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 7, ?, 1)", rows)
         conn.commit()
         conn.close()
@@ -100,8 +105,16 @@ def _nsys(rows) -> bytes:
 
 
 def test_nsys_inf_1e300_text_null_and_huge_times_are_skipped_not_wrapped():
-    rows = [(100, 200, 1), (300, float("inf"), 2), (400, 1e300, 3), ("soon", 600, 4), (700, None, 5),
-            (2**63 - 1, 2**63 - 1, 6), (900, 800, 7), (1000, 1100, "x")]
+    rows = [
+        (100, 200, 1),
+        (300, float("inf"), 2),
+        (400, 1e300, 3),
+        ("soon", 600, 4),
+        (700, None, 5),
+        (2**63 - 1, 2**63 - 1, 6),
+        (900, 800, 7),
+        (1000, 1100, "x"),
+    ]
     timeline = parse_trace_bytes(_nsys(rows))
     assert timeline.events["ts"].tolist() == [100, 1000]
     assert timeline.events["correlation"].tolist() == [1, -1]  # text correlation: unknown
@@ -191,9 +204,11 @@ def test_kineto_invalid_utf8_in_a_name_is_replaced_and_counted():
 
 @pytest.mark.parametrize("pid", [2**64, 10**30, "x" * 300, -(2**70)])
 def test_kineto_metadata_with_unparseable_pid_is_not_fatal(pid):
-    events = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "proc"}},
-              {"ph": "M", "name": "process_sort_index", "pid": 1, "args": {"sort_index": 1e300}},
-              kernel("k", 1.0, 1.0, 1)]
+    events = [
+        {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "proc"}},
+        {"ph": "M", "name": "process_sort_index", "pid": 1, "args": {"sort_index": 1e300}},
+        kernel("k", 1.0, 1.0, 1),
+    ]
     timeline = parse_trace_bytes(json.dumps(doc(events)).encode())
     assert len(timeline.events) == 1
 

@@ -91,17 +91,45 @@ def test_analyze_reads_the_run_json_beside_a_real_cpu_run(tmp_path):
 def test_complete_sweep_fills_the_roofline_into_a_measured_record():
     """A hand-made measured record (what collectors.sweep writes without `complete`) on a made-up GPU:
     1000 GB/s and 100 TFLOP/s given, so expected = max(bytes / 1e12 B/s, flops / 1e14 FLOP/s)."""
-    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1000,
+    }
     measured = {
-        "schema": "stepscope.sweep/1", "model": {"source": "preset:x", "parameters": None, "config": config},
-        "device": "Made-up GPU", "device_type": "cuda", "device_memory_bytes": None, "dtype": "float32",
-        "batch": 1, "repeats": 1, "hardware": None,
-        "points": [{"prompt_tokens": n, "measured_ms": 1.0, "runs_ms": [1.0], "expected_ms": None, "memory_ms": None,
-                    "compute_ms": None, "bound": None, "bytes": None, "flops": None} for n in (8, 64)],
+        "schema": "stepscope.sweep/1",
+        "model": {"source": "preset:x", "parameters": None, "config": config},
+        "device": "Made-up GPU",
+        "device_type": "cuda",
+        "device_memory_bytes": None,
+        "dtype": "float32",
+        "batch": 1,
+        "repeats": 1,
+        "hardware": None,
+        "points": [
+            {
+                "prompt_tokens": n,
+                "measured_ms": 1.0,
+                "runs_ms": [1.0],
+                "expected_ms": None,
+                "memory_ms": None,
+                "compute_ms": None,
+                "bound": None,
+                "bytes": None,
+                "flops": None,
+            }
+            for n in (8, 64)
+        ],
         "decode_step": {"context": 9, "measured_ms": 0.5, "runs_ms": [0.5], "expected_ms": None},
-        "marks": {"compute_bound_prompt_tokens": None, "prefill_equals_decode_tokens": None,
-                  "prefill_equals_decode_expected_tokens": None},
+        "marks": {
+            "compute_bound_prompt_tokens": None,
+            "prefill_equals_decode_tokens": None,
+            "prefill_equals_decode_expected_tokens": None,
+        },
     }
     assert complete_sweep(measured)["hardware"] is None  # not in the GPU table and no figures given
     done = complete_sweep(measured, hbm_gbps=1000, tflops=100)

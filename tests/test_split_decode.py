@@ -125,8 +125,16 @@ def test_cut_inside_a_string_falls_back(monkeypatch):
 
 
 def test_cut_inside_a_nested_array_falls_back(monkeypatch):
-    nested = {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 5.0, "dur": 1.0,
-              "args": {"objs": [{"a": i} for i in range(20000)]}}
+    nested = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "op",
+        "pid": 1,
+        "tid": 1,
+        "ts": 5.0,
+        "dur": 1.0,
+        "args": {"objs": [{"a": i} for i in range(20000)]},
+    }
     data = _doc_bytes([annotation("a", 1.0, 1.0), nested, annotation("b", 9.0, 1.0)])
     with pytest.raises(split_decode.SplitNotPossibleError):
         split_decode.decode_in_two([data])
@@ -229,7 +237,8 @@ def test_gzip_inflates_the_same_with_the_fast_backend():
     packed = gzip.compress(data[:5000]) + gzip.compress(data[5000:])
     assert bytes(decode_container(packed)) == data
     assert zlib.decompressobj(wbits=31).decompress(gzip.compress(data)) == inflate.decompressobj(31).decompress(
-        gzip.compress(data))
+        gzip.compress(data)
+    )
 
 
 @pytest.mark.parametrize("where", [10, -10])  # the first half (this process) and the second (the child)
@@ -275,8 +284,22 @@ def test_vectorised_launch_volumes_equal_the_one_by_one_rule():
     from stepscope.parsers.chrome_trace import _volume, _volumes
 
     dims = [
-        (2, 3, 4), (1, 1, 1), (0, 5, 5), (-1, 2, 2), (1 << 31, 1, 1), ((1 << 31) - 1, (1 << 31) - 1, 4),
-        (1 << 21, 1 << 21, 1 << 21), (7,), (3, 5), (), (1, 2, 3, 4), 5, 2.5, "grid", None, (1 << 70, 1, 1),
+        (2, 3, 4),
+        (1, 1, 1),
+        (0, 5, 5),
+        (-1, 2, 2),
+        (1 << 31, 1, 1),
+        ((1 << 31) - 1, (1 << 31) - 1, 4),
+        (1 << 21, 1 << 21, 1 << 21),
+        (7,),
+        (3, 5),
+        (),
+        (1, 2, 3, 4),
+        5,
+        2.5,
+        "grid",
+        None,
+        (1 << 70, 1, 1),
     ]
     expected = [_volume(d) for d in dims]
     assert _volumes(dims).tolist() == expected

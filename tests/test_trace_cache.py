@@ -265,8 +265,10 @@ def test_options_outside_the_key_are_never_served_or_stored(tmp_path):
     assert model.returncode == 0, model.stderr
     assert "memory bandwidth" in json.loads(model.stdout)["summary"]["anatomy"]["roofline"]["status"]
     assert sorted((cache / "results").iterdir()) == stored  # none of them was stored
-    probe = ("import sys\nfrom stepscope.app.cli.main import main\nmain(sys.argv[1:])\n"
-             "print('PANDAS', 'pandas' in sys.modules, file=sys.stderr)\n")
+    probe = (
+        "import sys\nfrom stepscope.app.cli.main import main\nmain(sys.argv[1:])\n"
+        "print('PANDAS', 'pandas' in sys.modules, file=sys.stderr)\n"
+    )
     folder = _cli(["analyze", str(trace.parent), "--json"], cache, code=probe)  # a folder: the full command
     assert "PANDAS True" in folder.stderr, folder.stderr
     warm = _cli(["analyze", str(trace), "--json"], cache, code=probe)
@@ -282,16 +284,24 @@ def test_a_lowered_read_limit_refuses_a_cached_trace(tmp_path, trace, monkeypatc
     cache = tmp_path / "cache"
     events = json.loads(trace.read_text())["traceEvents"]
     assert _cli(["analyze", str(trace), "--json"], cache).returncode == 0  # cached: timeline and result
-    env_cli = dict(os.environ, STEPSCOPE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
-                   STEPSCOPE_MAX_EVENTS=str(len(events) - 1))
-    out = subprocess.run([sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"], capture_output=True,
-                         text=True, cwd=ROOT, env=env_cli, timeout=120)
+    env_cli = dict(
+        os.environ, STEPSCOPE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT), STEPSCOPE_MAX_EVENTS=str(len(events) - 1)
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env_cli,
+        timeout=120,
+    )
     assert out.returncode == 2 and out.stderr.startswith("error:") and "event limit" in out.stderr, out.stderr
     store = CacheStore(cache)
     limits = ReadLimits.from_env()
     with pytest.raises(TraceError, match="event limit"):
-        timelines.load_trace_cached(trace, ReadLimits(limits.max_file_bytes, limits.max_decompressed_bytes,
-                                                      len(events) - 1), store=store)
+        timelines.load_trace_cached(
+            trace, ReadLimits(limits.max_file_bytes, limits.max_decompressed_bytes, len(events) - 1), store=store
+        )
     assert len(timelines.load_trace_cached(trace, store=store).events) == len(load_trace(trace).events)
 
 

@@ -129,8 +129,9 @@ def table_to_timeline(table: pa.Table) -> Timeline:
 
 def _entry_name(digest: str, limits: ReadLimits | None) -> str:
     limits = limits or ReadLimits.from_env()
-    return timeline_entry_name(digest, limits_tag([limits.max_file_bytes, limits.max_decompressed_bytes,
-                                                   limits.max_events]))
+    return timeline_entry_name(
+        digest, limits_tag([limits.max_file_bytes, limits.max_decompressed_bytes, limits.max_events])
+    )
 
 
 def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None = None) -> bool:
@@ -287,4 +288,3 @@ def _read_raw(path: Path, limits: ReadLimits) -> tuple[bytes, os.stat_result]:
         pass
     read_trace_bytes(path, limits)  # raises the one-line TraceError for what is wrong
     raise TraceError(f"cannot read {path.name}")  # it became readable in between: treat as a failure
-

@@ -53,12 +53,16 @@ def complete_sweep(
         _fill(point, prefill_cost(shape, int(point["prompt_tokens"]), batch), hardware)
     decode = out["decode_step"]
     _fill(decode, decode_cost(shape, int(decode["context"]), batch), hardware)
-    out["hardware"] = None if hardware is None else {
-        "name": hardware.name,
-        "memory_gbps": hardware.memory_bytes_per_s / 1e9,
-        "tflops": hardware.flops_per_s / 1e12,
-        "source": hardware.source,
-    }
+    out["hardware"] = (
+        None
+        if hardware is None
+        else {
+            "name": hardware.name,
+            "memory_gbps": hardware.memory_bytes_per_s / 1e9,
+            "tflops": hardware.flops_per_s / 1e12,
+            "source": hardware.source,
+        }
+    )
     out["marks"] = {**out.get("marks", {}), **_expected_marks(shape, hardware, batch)}
     return out
 

@@ -53,9 +53,9 @@ def boundary_frame(
     return pd.DataFrame(
         {
             "start_ns": start,
-            "host_end_ns": np.asarray(host_end_ns, dtype=np.int64) if not np.isscalar(host_end_ns) else np.full(
-                n, host_end_ns, dtype=np.int64
-            ),
+            "host_end_ns": np.asarray(host_end_ns, dtype=np.int64)
+            if not np.isscalar(host_end_ns)
+            else np.full(n, host_end_ns, dtype=np.int64),
             "kind": column(kind, object),
             "request": column(request, np.int64),
             "index": np.arange(n, dtype=np.int64) if index is None else column(index, np.int64),

@@ -169,8 +169,9 @@ def _inside_earlier(code: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     return start + offset < previous
 
 
-def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd.DataFrame, on_device: bool,
-           processes: int) -> Found:
+def _label(
+    views: Views, pid, name: str, n_work: int, coverage: float, spans: pd.DataFrame, on_device: bool, processes: int
+) -> Found:
     ev = views.events
     start, end, work = spans["ts"].to_numpy(), spans["end"].to_numpy(), spans["work"].to_numpy()
     holds = work > 0
@@ -219,8 +220,9 @@ def _label(views: Views, pid, name: str, n_work: int, coverage: float, spans: pd
     if tokens is None:
         tokens = batch = None
     request, index = requests_opened_by(kind == "prefill")
-    steps = boundary_frame(start, end, kind=kind, request=request, index=index, tokens=tokens, batch=batch,
-                           label=name[:200])
+    steps = boundary_frame(
+        start, end, kind=kind, request=request, index=index, tokens=tokens, batch=batch, label=name[:200]
+    )
     if processes > 1:
         steps.attrs["process"] = int(pid)  # analyze() measures this process and the devices it launched on
     return views.result(steps, "host-forwards", confidence, *notes, evidence=evidence)

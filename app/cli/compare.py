@@ -32,8 +32,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     compare.add_argument("b", metavar="B", help="the changed trace")
     compare.add_argument("--format", choices=("text", "json", "markdown"), default=None, help="output form (text)")
     compare.add_argument("--json", action="store_true", help="short for --format json")
-    compare.add_argument("--gate", action="append", default=[], metavar="EXPR",
-                         help="e.g. itl_p50_ms<=1.05x, kernels_per_decode_step<=+10, gpu_busy_pct>=-2 (repeatable)")
+    compare.add_argument(
+        "--gate",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="e.g. itl_p50_ms<=1.05x, kernels_per_decode_step<=+10, gpu_busy_pct>=-2 (repeatable)",
+    )
     add_analysis_options(compare)
     compare.set_defaults(handler=run_compare)
     return compare

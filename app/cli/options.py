@@ -17,11 +17,15 @@ def add_analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gap-threshold-us", type=float, default=1.0, help="shortest idle interval reported")
     parser.add_argument("--step-regex", default=None, help="regex naming your own step annotations")
     parser.add_argument(
-        "--categories", default=None, metavar="FILE",
+        "--categories",
+        default=None,
+        metavar="FILE",
         help='TOML file of category = ["regex", ...] rules for kernel/op categories, tried before the built-in ones',
     )
     parser.add_argument(
-        "--model", default=None, metavar="PRESET",
+        "--model",
+        default=None,
+        metavar="PRESET",
         help="model for the per-category roofline when no run.json is beside the trace: a preset name, "
         "a model folder, config.json or run.json",
     )

@@ -50,7 +50,7 @@ def run_roofline(args: argparse.Namespace) -> int:
     try:
         shape = model_shape(args.model, dtype)
     except (ValueError, ArithmeticError) as exc:  # a hostile config.json: 1e308 sizes overflow
-        raise UserError(' '.join(str(exc).split())[:300]) from None
+        raise UserError(" ".join(str(exc).split())[:300]) from None
     try:
         phases = phase_estimates(shape, hardware, args.prompt_tokens, args.batch)
         crossover = compute_bound_prompt_tokens(shape, hardware, args.batch)
@@ -140,5 +140,3 @@ def _flops(flops: float) -> str:
         if flops >= scale:
             return f"{flops / scale:.3g} {unit}"
     return f"{flops:.3g} FLOP"
-
-

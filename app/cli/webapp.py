@@ -19,11 +19,18 @@ APP_SCRIPT = Path(__file__).resolve().parents[1] / "streamlit_app.py"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    app = subparsers.add_parser("app", help="start the web app (Analyze, Run, Compare) in the browser",
-                                description="Start Stepscope's Streamlit app. Ctrl-C stops it.")
-    app.add_argument("--logdir", default="runs", metavar="DIR",
-                     help="where the Run page keeps its runs, where past runs are listed, and the folder whose "
-                     "traces Analyze lists and opens from disk (default: ./runs)")
+    app = subparsers.add_parser(
+        "app",
+        help="start the web app (Analyze, Run, Compare) in the browser",
+        description="Start Stepscope's Streamlit app. Ctrl-C stops it.",
+    )
+    app.add_argument(
+        "--logdir",
+        default="runs",
+        metavar="DIR",
+        help="where the Run page keeps its runs, where past runs are listed, and the folder whose "
+        "traces Analyze lists and opens from disk (default: ./runs)",
+    )
     app.add_argument("--port", type=int, default=None, help="port to serve on (Streamlit's default: 8501)")
     app.add_argument("--headless", action="store_true", help="do not open a browser")
     app.set_defaults(handler=run_app)

@@ -27,10 +27,17 @@ def itl_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
     for loaded, color in zip((a, b), COLORS, strict=True):
         decode = _decode(loaded)
         itl = decode["itl_ns"].where(decode["itl_ns"] >= 0) / 1e6
-        fig.add_trace(go.Scatter(x=np.arange(1, len(decode) + 1), y=itl, mode="lines+markers", name=loaded.name,
-                                 line={"color": color}))
-    fig.update_layout(title={"text": "Inter-token latency per decode step", "font": {"size": 14}}, height=320,
-                      margin={"l": 10, "r": 10, "t": 40, "b": 30}, legend={"orientation": "h", "y": -0.2})
+        fig.add_trace(
+            go.Scatter(
+                x=np.arange(1, len(decode) + 1), y=itl, mode="lines+markers", name=loaded.name, line={"color": color}
+            )
+        )
+    fig.update_layout(
+        title={"text": "Inter-token latency per decode step", "font": {"size": 14}},
+        height=320,
+        margin={"l": 10, "r": 10, "t": 40, "b": 30},
+        legend={"orientation": "h", "y": -0.2},
+    )
     fig.update_yaxes(title="ms", rangemode="tozero")
     fig.update_xaxes(title="decode step")
     return fig
@@ -49,8 +56,19 @@ def per_step_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
         decode = _decode(loaded)
         x = np.arange(1, len(decode) + 1)
         for col, (column, _, scale) in enumerate(columns, start=1):
-            fig.add_trace(go.Scatter(x=x, y=decode[column] / scale, mode="lines+markers", name=loaded.name,
-                                     line={"color": color}, showlegend=col == 1, legendgroup=loaded.name), 1, col)
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=decode[column] / scale,
+                    mode="lines+markers",
+                    name=loaded.name,
+                    line={"color": color},
+                    showlegend=col == 1,
+                    legendgroup=loaded.name,
+                ),
+                1,
+                col,
+            )
     fig.update_layout(height=300, margin={"l": 10, "r": 10, "t": 40, "b": 30}, legend={"orientation": "h", "y": -0.25})
     fig.update_yaxes(rangemode="tozero")
     return fig
@@ -67,23 +85,29 @@ def representative_decode_step(loaded: LoadedTrace) -> pd.Series | None:
 
 def one_step_each(a: LoadedTrace, b: LoadedTrace) -> go.Figure | None:
     """One typical decode step of each trace, both from their own step start, on one shared time axis (us)."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=[a.name, b.name])
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, subplot_titles=[a.name, b.name])
     drawn = 0
     for row, loaded in enumerate((a, b), start=1):
         step = representative_decode_step(loaded)
         if step is None:
             continue
-        lanes = detail_lanes(loaded.timeline, loaded.analysis, int(step["start_ns"]), int(step["end_ns"]),
-                             origin=int(step["start_ns"]))
+        lanes = detail_lanes(
+            loaded.timeline, loaded.analysis, int(step["start_ns"]), int(step["end_ns"]), origin=int(step["start_ns"])
+        )
         for trace in lanes.traces:
             if trace.x is not None:
                 trace.x = np.asarray(trace.x, dtype=float) * 1e3  # ms -> us
             trace.showlegend = False
             fig.add_trace(trace, row, 1)
         n = len(lanes.lanes)
-        fig.update_yaxes(tickvals=[-i for i in range(n)], ticktext=lanes.lanes, range=[-(n - 0.4), 0.8],
-                         fixedrange=True, row=row, col=1)
+        fig.update_yaxes(
+            tickvals=[-i for i in range(n)],
+            ticktext=lanes.lanes,
+            range=[-(n - 0.4), 0.8],
+            fixedrange=True,
+            row=row,
+            col=1,
+        )
         drawn += 1
     if not drawn:
         return None
@@ -96,10 +120,19 @@ def category_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Fi
     """Time per category in the median decode step of A and of B, side by side (analysis.compare)."""
     fig = go.Figure()
     for col, label, color in (("a_us", label_a, palette.TRACE_A), ("b_us", label_b, palette.TRACE_B)):
-        fig.add_bar(x=categories["category"], y=categories[col], name=label, marker={"color": color},
-                    hovertemplate="%{x}<br>%{y:,.1f} us<extra>" + label + "</extra>")
-    fig.update_layout(title={"text": "Median decode step by category", "font": {"size": 14}}, height=320,
-                      barmode="group", margin={"l": 10, "r": 10, "t": 40, "b": 30},
-                      legend={"orientation": "h", "y": -0.2})
+        fig.add_bar(
+            x=categories["category"],
+            y=categories[col],
+            name=label,
+            marker={"color": color},
+            hovertemplate="%{x}<br>%{y:,.1f} us<extra>" + label + "</extra>",
+        )
+    fig.update_layout(
+        title={"text": "Median decode step by category", "font": {"size": 14}},
+        height=320,
+        barmode="group",
+        margin={"l": 10, "r": 10, "t": 40, "b": 30},
+        legend={"orientation": "h", "y": -0.2},
+    )
     fig.update_yaxes(title="us")
     return fig

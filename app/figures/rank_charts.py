@@ -28,13 +28,21 @@ def rank_step_heatmap(rank_steps: pd.DataFrame, label: str) -> go.Figure:
     """Rank (rows) x aligned step (columns), coloured by the chosen per-step figure in ms."""
     column = HEATMAP_COLUMNS[label]
     grid = rank_steps.pivot(index="rank", columns="step", values=column) / 1e6
-    fig = go.Figure(go.Heatmap(
-        z=grid.to_numpy(), x=grid.columns.to_numpy(), y=[f"rank {r}" for r in grid.index],
-        colorscale="Viridis", colorbar={"title": "ms"},
-        hovertemplate="%{y}, step %{x}<br>" + label + ": %{z:.3f} ms<extra></extra>",
-    ))
-    fig.update_layout(title={"text": f"{label[:1].upper()}{label[1:]} per rank and step (ms)", "font": {"size": 14}},
-                      height=max(HEIGHT - 100, 120 + 40 * len(grid)), margin={"l": 10, "r": 10, "t": 40, "b": 30})
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.to_numpy(),
+            x=grid.columns.to_numpy(),
+            y=[f"rank {r}" for r in grid.index],
+            colorscale="Viridis",
+            colorbar={"title": "ms"},
+            hovertemplate="%{y}, step %{x}<br>" + label + ": %{z:.3f} ms<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title={"text": f"{label[:1].upper()}{label[1:]} per rank and step (ms)", "font": {"size": 14}},
+        height=max(HEIGHT - 100, 120 + 40 * len(grid)),
+        margin={"l": 10, "r": 10, "t": 40, "b": 30},
+    )
     fig.update_xaxes(title="aligned step")
     fig.update_yaxes(autorange="reversed")
     return fig
@@ -45,18 +53,34 @@ def rank_itl_lines(rank_steps: pd.DataFrame) -> go.Figure:
     decode = rank_steps[rank_steps["kind"] == "decode"]
     fig = go.Figure()
     for i, (rank, part) in enumerate(decode.groupby("rank", sort=True)):
-        fig.add_trace(go.Scatter(x=part["step"], y=part["dur_ns"] / 1e6, mode="lines+markers", name=f"rank {rank}",
-                                 line={"color": RANK_COLORS[i % len(RANK_COLORS)]}))
-    fig.update_layout(title={"text": "Inter-token latency per rank (decode steps)", "font": {"size": 14}},
-                      height=HEIGHT, margin={"l": 10, "r": 10, "t": 40, "b": 30},
-                      legend={"orientation": "h", "y": -0.2})
+        fig.add_trace(
+            go.Scatter(
+                x=part["step"],
+                y=part["dur_ns"] / 1e6,
+                mode="lines+markers",
+                name=f"rank {rank}",
+                line={"color": RANK_COLORS[i % len(RANK_COLORS)]},
+            )
+        )
+    fig.update_layout(
+        title={"text": "Inter-token latency per rank (decode steps)", "font": {"size": 14}},
+        height=HEIGHT,
+        margin={"l": 10, "r": 10, "t": 40, "b": 30},
+        legend={"orientation": "h", "y": -0.2},
+    )
     fig.update_xaxes(title="aligned step")
     fig.update_yaxes(title="ms")
     return fig
 
 
-def rank_step_timeline(ranks: tuple[int, ...], timelines: tuple[Timeline, ...], analyses: tuple,
-                       rank_steps: pd.DataFrame, step: int, same_clock: bool) -> tuple[go.Figure, str]:
+def rank_step_timeline(
+    ranks: tuple[int, ...],
+    timelines: tuple[Timeline, ...],
+    analyses: tuple,
+    rank_steps: pd.DataFrame,
+    step: int,
+    same_clock: bool,
+) -> tuple[go.Figure, str]:
     """One aligned step drawn at kernel (host-op) level, one lane group per rank (app/figures/timeline.py lanes).
 
     On one clock every rank shares the time axis (ms from the earliest rank's step start), so skew shows as

@@ -13,9 +13,13 @@ GAP_LENGTH_LABELS = ("<10 us", "10-100 us", "0.1-1 ms", "1-10 ms", "10-100 ms", 
 
 
 def _layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
-    fig.update_layout(title={"text": title, "font": {"size": 14}}, height=CHART_HEIGHT,
-                      margin={"l": 10, "r": 10, "t": 40, "b": 30}, legend={"orientation": "h", "y": -0.2},
-                      barmode="group")
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        height=CHART_HEIGHT,
+        margin={"l": 10, "r": 10, "t": 40, "b": 30},
+        legend={"orientation": "h", "y": -0.2},
+        barmode="group",
+    )
     fig.update_yaxes(title=y_title)
     fig.update_xaxes(title="step")
     return fig
@@ -35,29 +39,37 @@ def step_time_chart(steps: pd.DataFrame) -> go.Figure:
     """Each step's span in ms, coloured by kind; outliers (left out of ITL statistics) outlined."""
     span_ms = (steps["end_ns"] - steps["start_ns"]) / 1e6
     outline = np.where(steps["outlier"], 2.5, 0) if "outlier" in steps else 0
-    fig = go.Figure(go.Bar(
-        x=_step_numbers(steps), y=span_ms, marker={"color": _kind_colors(steps), "line": {"width": outline,
-                                                                                          "color": "#c92a2a"}},
-        hovertext=steps["kind"], name="step time",
-    ))
+    fig = go.Figure(
+        go.Bar(
+            x=_step_numbers(steps),
+            y=span_ms,
+            marker={"color": _kind_colors(steps), "line": {"width": outline, "color": "#c92a2a"}},
+            hovertext=steps["kind"],
+            name="step time",
+        )
+    )
     return _layout(fig, "Step time (prefill purple, decode blue, outliers outlined red)", "ms")
 
 
 def kernels_launches_chart(steps: pd.DataFrame) -> go.Figure:
     x = _step_numbers(steps)
-    fig = go.Figure([
-        go.Bar(x=x, y=steps["kernels"], name="kernels", marker_color=palette.KERNEL),
-        go.Bar(x=x, y=steps["launches"], name="launches", marker_color=palette.HOST),
-    ])
+    fig = go.Figure(
+        [
+            go.Bar(x=x, y=steps["kernels"], name="kernels", marker_color=palette.KERNEL),
+            go.Bar(x=x, y=steps["launches"], name="launches", marker_color=palette.HOST),
+        ]
+    )
     return _layout(fig, "Kernels and launches per step", "count")
 
 
 def busy_idle_chart(steps: pd.DataFrame) -> go.Figure:
     x = _step_numbers(steps)
-    fig = go.Figure([
-        go.Bar(x=x, y=steps["gpu_busy_ns"] / 1e6, name="busy", marker_color=palette.BUSY),
-        go.Bar(x=x, y=steps["gpu_idle_ns"] / 1e6, name="idle", marker_color=palette.IDLE),
-    ])
+    fig = go.Figure(
+        [
+            go.Bar(x=x, y=steps["gpu_busy_ns"] / 1e6, name="busy", marker_color=palette.BUSY),
+            go.Bar(x=x, y=steps["gpu_idle_ns"] / 1e6, name="idle", marker_color=palette.IDLE),
+        ]
+    )
     fig = _layout(fig, "Busy vs idle per step", "ms")
     fig.update_layout(barmode="stack")
     return fig
@@ -67,10 +79,12 @@ def gap_histogram(gaps: pd.DataFrame) -> go.Figure:
     """Gap counts by length bucket, one bar colour per likely cause."""
     buckets = pd.cut(gaps["dur_ns"] / 1e3, GAP_LENGTH_BINS_US, labels=GAP_LENGTH_LABELS, right=False)
     counts = pd.crosstab(buckets, gaps["cause"]).reindex(GAP_LENGTH_LABELS, fill_value=0)
-    fig = go.Figure([
-        go.Bar(x=list(counts.index), y=counts[cause], name=str(cause), marker_color=palette.GAP_CAUSE.get(cause))
-        for cause in counts.columns
-    ])
+    fig = go.Figure(
+        [
+            go.Bar(x=list(counts.index), y=counts[cause], name=str(cause), marker_color=palette.GAP_CAUSE.get(cause))
+            for cause in counts.columns
+        ]
+    )
     fig = _layout(fig, "Idle gaps by length and likely cause", "gaps")
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="gap length")
@@ -82,11 +96,14 @@ def category_chart(step_categories: pd.DataFrame, on_gpu: bool) -> go.Figure:
     fig = go.Figure()
     for category, part in step_categories.groupby("category", observed=True, sort=True):
         fig.add_bar(
-            x=part["step"], y=part["time_ns"] / 1e6, name=str(category),
+            x=part["step"],
+            y=part["time_ns"] / 1e6,
+            name=str(category),
             marker={"color": palette.CATEGORY.get(str(category), palette.OTHER_STEP)},
             customdata=part["kernels"],
             hovertemplate=f"{category}<br>step %{{x}}<br>%{{y:.3f}} ms<br>%{{customdata}} "
-            + ("kernels" if on_gpu else "host ops") + "<extra></extra>",
+            + ("kernels" if on_gpu else "host ops")
+            + "<extra></extra>",
         )
     what = "kernel time" if on_gpu else "host op self time"
     _layout(fig, f"Per-step {what} by category", "ms")

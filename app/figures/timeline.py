@@ -53,8 +53,9 @@ class LaneSet:
     note: str = ""
     webgl: bool = True  # False: SVG rectangles (the overview; see the module's docstring)
 
-    def add_segments(self, starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str,
-                     width: int = LANE_WIDTH_PX) -> None:
+    def add_segments(
+        self, starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, width: int = LANE_WIDTH_PX
+    ) -> None:
         """Every [start, end] drawn on lane y, `width` px thick: WebGL lines, or SVG rectangles."""
         if self.webgl:
             self.traces.append(_segments(starts_ms, ends_ms, y, hover, color, name, width))
@@ -84,8 +85,15 @@ def _segments(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: st
     text = np.full(n * 4, "", dtype=object)
     text[1::4] = hover  # one label per segment, on its middle point: keeps the figure small for the browser
     return go.Scattergl(
-        x=x, y=yy, mode="lines", line={"color": color, "width": width}, name=name, hovertext=text,
-        hoverinfo="text", connectgaps=False, showlegend=True,
+        x=x,
+        y=yy,
+        mode="lines",
+        line={"color": color, "width": width},
+        name=name,
+        hovertext=text,
+        hoverinfo="text",
+        connectgaps=False,
+        showlegend=True,
     )
 
 
@@ -103,10 +111,29 @@ def _bars(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, w
         yy[corner::5] = y + dy
     group = f"{name} {y}"  # the legend entry hides both traces
     return [
-        go.Scatter(x=x, y=yy, mode="none", fill="toself", fillcolor=color, name=name, legendgroup=group,
-                   hoverinfo="skip", showlegend=True),
-        go.Scatter(x=(starts + ends) / 2, y=np.full(n, float(y)), mode="none", hovertext=hover, hoverinfo="text",
-                   hoveron="points", hoverlabel={"bgcolor": color}, name=name, legendgroup=group, showlegend=False),
+        go.Scatter(
+            x=x,
+            y=yy,
+            mode="none",
+            fill="toself",
+            fillcolor=color,
+            name=name,
+            legendgroup=group,
+            hoverinfo="skip",
+            showlegend=True,
+        ),
+        go.Scatter(
+            x=(starts + ends) / 2,
+            y=np.full(n, float(y)),
+            mode="none",
+            hovertext=hover,
+            hoverinfo="text",
+            hoveron="points",
+            hoverlabel={"bgcolor": color},
+            name=name,
+            legendgroup=group,
+            showlegend=False,
+        ),
     ]
 
 
@@ -126,8 +153,13 @@ def _step_of(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     return np.where(inside, row, -1)
 
 
-def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple[int, int] | None,
-                  budget: int = OVERVIEW_SEGMENT_BUDGET) -> None:
+def _phase_traces(
+    lanes: LaneSet,
+    analysis: Analysis,
+    origin: int,
+    window: tuple[int, int] | None,
+    budget: int = OVERVIEW_SEGMENT_BUDGET,
+) -> None:
     steps, gaps = analysis.steps, analysis.gaps
     on_gpu = analysis.summary.on_gpu
     unit = "kernels" if on_gpu else "host ops"
@@ -147,8 +179,10 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
     if len(steps):
         labels = _step_label(steps)
         span_ms = (steps["end_ns"] - steps["start_ns"]).to_numpy() / 1e6
-        hover = [f"{lab}<br>{d:.3f} ms<br>{k} {unit}, {n} launches" for lab, d, k, n in
-                 zip(labels, span_ms, steps["kernels"], steps["launches"], strict=True)]
+        hover = [
+            f"{lab}<br>{d:.3f} ms<br>{k} {unit}, {n} launches"
+            for lab, d, k, n in zip(labels, span_ms, steps["kernels"], steps["launches"], strict=True)
+        ]
         hover = np.asarray(hover, dtype=object)
         kind = steps["kind"].to_numpy()
         decode_rank = np.cumsum(kind == "decode")
@@ -161,23 +195,46 @@ def _phase_traces(lanes: LaneSet, analysis: Analysis, origin: int, window: tuple
         for name, (mask, color) in groups.items():
             if mask.any():
                 part = steps[mask]
-                lanes.add_segments(_ms(part["start_ns"], origin), _ms(part["end_ns"], origin), y,
-                                   hover[mask].tolist(), color, name, LANE_WIDTH_PX + 8)
+                lanes.add_segments(
+                    _ms(part["start_ns"], origin),
+                    _ms(part["end_ns"], origin),
+                    y,
+                    hover[mask].tolist(),
+                    color,
+                    name,
+                    LANE_WIDTH_PX + 8,
+                )
     if len(gaps):
         if len(gaps) > budget:
             gaps = gaps.nlargest(budget, "dur_ns").sort_values("start_ns")
             lanes.note += f"Longest {budget:,} of {len(analysis.gaps):,} gaps drawn. "
         dur_us = gaps["dur_ns"].to_numpy() / 1e3
-        hover = [f"{idle} {d:,.1f} us<br>{c}, {p}<br>step {s}" for d, c, p, s in
-                 zip(dur_us, gaps["cause"], gaps["placement"], gaps["step"], strict=True)]
-        lanes.add_segments(_ms(gaps["start_ns"], origin), _ms(gaps["end_ns"], origin), y, hover,
-                           palette.GAP, f"{idle} gap", LANE_WIDTH_PX - 6)
+        hover = [
+            f"{idle} {d:,.1f} us<br>{c}, {p}<br>step {s}"
+            for d, c, p, s in zip(dur_us, gaps["cause"], gaps["placement"], gaps["step"], strict=True)
+        ]
+        lanes.add_segments(
+            _ms(gaps["start_ns"], origin),
+            _ms(gaps["end_ns"], origin),
+            y,
+            hover,
+            palette.GAP,
+            f"{idle} gap",
+            LANE_WIDTH_PX - 6,
+        )
         longest = labelled_gaps(gaps, span_ns)
         mid = (_ms(longest["start_ns"], origin) + _ms(longest["end_ns"], origin)) / 2
-        lanes.traces.append(go.Scatter(
-            x=mid, y=np.full(len(longest), y + 0.45), mode="text", showlegend=False, hoverinfo="skip",
-            text=[_duration_label(v) for v in longest["dur_ns"]], textfont={"color": palette.GAP, "size": 10},
-        ))
+        lanes.traces.append(
+            go.Scatter(
+                x=mid,
+                y=np.full(len(longest), y + 0.45),
+                mode="text",
+                showlegend=False,
+                hoverinfo="skip",
+                text=[_duration_label(v) for v in longest["dur_ns"]],
+                textfont={"color": palette.GAP, "size": 10},
+            )
+        )
 
 
 def _step_blocks(steps: pd.DataFrame, budget: int) -> pd.DataFrame:
@@ -186,15 +243,17 @@ def _step_blocks(steps: pd.DataFrame, budget: int) -> pd.DataFrame:
     block = np.arange(len(steps)) // size
     grouped = steps.assign(_block=block).groupby("_block", sort=True)
     kinds = grouped["kind"].agg(lambda k: k.iloc[0] if (k == k.iloc[0]).all() else "mixed")
-    return pd.DataFrame({
-        "kind": kinds.to_numpy(),
-        "request": grouped["request"].first().to_numpy(),
-        "index": grouped["index"].first().to_numpy(),
-        "start_ns": grouped["start_ns"].min().to_numpy(),
-        "end_ns": grouped["end_ns"].max().to_numpy(),
-        "kernels": grouped["kernels"].sum().to_numpy(),
-        "launches": grouped["launches"].sum().to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "kind": kinds.to_numpy(),
+            "request": grouped["request"].first().to_numpy(),
+            "index": grouped["index"].first().to_numpy(),
+            "start_ns": grouped["start_ns"].min().to_numpy(),
+            "end_ns": grouped["end_ns"].max().to_numpy(),
+            "kernels": grouped["kernels"].sum().to_numpy(),
+            "launches": grouped["launches"].sum().to_numpy(),
+        }
+    )
 
 
 def _span_ns(analysis: Analysis, window: tuple[int, int] | None) -> int:
@@ -262,8 +321,14 @@ def _window_events(timeline: Timeline, lo: int, hi: int) -> pd.DataFrame:
     return ev.iloc[first:last]
 
 
-def detail_lanes(timeline: Timeline, analysis: Analysis, lo: int, hi: int, origin: int | None = None,
-                 budget: int = DETAIL_EVENT_BUDGET) -> LaneSet:
+def detail_lanes(
+    timeline: Timeline,
+    analysis: Analysis,
+    lo: int,
+    hi: int,
+    origin: int | None = None,
+    budget: int = DETAIL_EVENT_BUDGET,
+) -> LaneSet:
     """Kernel-level lanes for events starting in [lo, hi): GPU streams, then host launch calls.
 
     A CPU-only trace has no GPU lanes; its host ops get one lane per thread instead.
@@ -289,18 +354,32 @@ def detail_lanes(timeline: Timeline, analysis: Analysis, lo: int, hi: int, origi
     step_labels = _step_label(steps) if len(steps) else np.array([], dtype=object)
     for (device, stream), part in gpu.groupby(["device", "stream"], sort=True):
         y = lanes.lane(f"GPU {device} stream {stream}")
-        for label, color, mask in (("kernels", palette.KERNEL, part["kind"] == "kernel"),
-                                   ("copies / sets", palette.COPY, part["kind"] != "kernel")):
+        for label, color, mask in (
+            ("kernels", palette.KERNEL, part["kind"] == "kernel"),
+            ("copies / sets", palette.COPY, part["kind"] != "kernel"),
+        ):
             sub = part[mask]
             if len(sub):
                 lanes.traces.append(_event_trace(sub, steps, step_labels, origin, y, color, f"{label} s{stream}"))
     if gpu.empty:
         for tid, part in host.groupby("tid", sort=True):
-            lanes.traces.append(_event_trace(part, steps, step_labels, origin, lanes.lane(f"host ops (thread {tid})"),
-                                             palette.HOST, f"host ops t{tid}"))
+            lanes.traces.append(
+                _event_trace(
+                    part,
+                    steps,
+                    step_labels,
+                    origin,
+                    lanes.lane(f"host ops (thread {tid})"),
+                    palette.HOST,
+                    f"host ops t{tid}",
+                )
+            )
     elif len(host):
-        lanes.traces.append(_event_trace(host, steps, step_labels, origin, lanes.lane("host launch calls"),
-                                         palette.HOST, "host launch calls"))
+        lanes.traces.append(
+            _event_trace(
+                host, steps, step_labels, origin, lanes.lane("host launch calls"), palette.HOST, "host launch calls"
+            )
+        )
     return lanes
 
 
@@ -315,18 +394,28 @@ def _layer_traces(lanes: LaneSet, analysis: Analysis, origin: int, lo: int, hi: 
         return
     y = lanes.lane(f"{LAYER_LANE} (step {anat.median_step})")
     n = len(starts)
-    hover = [f"layer {i + 1} of {n}<br>{(e - s) / 1e3:,.1f} us" for i, (s, e) in enumerate(zip(starts, ends,
-                                                                                            strict=True))]
+    hover = [
+        f"layer {i + 1} of {n}<br>{(e - s) / 1e3:,.1f} us" for i, (s, e) in enumerate(zip(starts, ends, strict=True))
+    ]
     hover = np.asarray(hover, dtype=object)
     for parity, color in ((0, palette.LAYER_EVEN), (1, palette.LAYER_ODD)):
         mask = np.arange(n) % 2 == parity
         if mask.any():
-            lanes.traces.append(_segments(_ms(starts[mask], origin), _ms(ends[mask], origin), y,
-                                          hover[mask].tolist(), color, "layers" if parity == 0 else "layers (odd)"))
+            lanes.traces.append(
+                _segments(
+                    _ms(starts[mask], origin),
+                    _ms(ends[mask], origin),
+                    y,
+                    hover[mask].tolist(),
+                    color,
+                    "layers" if parity == 0 else "layers (odd)",
+                )
+            )
 
 
-def _event_trace(events: pd.DataFrame, steps: pd.DataFrame, step_labels: np.ndarray, origin: int, y: int,
-                 color: str, name: str):
+def _event_trace(
+    events: pd.DataFrame, steps: pd.DataFrame, step_labels: np.ndarray, origin: int, y: int, color: str, name: str
+):
     ts = events["ts"].to_numpy()
     dur = events["dur"].to_numpy()
     names = events["name"].astype(str).str.slice(0, HOVER_NAME_CHARS).map(for_plotly).to_numpy()
@@ -349,8 +438,9 @@ def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title:
         legend={"orientation": "h", "yanchor": "top", "y": -0.08 - 0.3 / n, "xanchor": "left", "x": 0.0},
         uirevision=title,
     )
-    fig.update_yaxes(tickvals=[-i for i in range(n)], ticktext=lanes.lanes, range=[-(n - 0.4), 0.8],
-                     fixedrange=True, showgrid=False)
+    fig.update_yaxes(
+        tickvals=[-i for i in range(n)], ticktext=lanes.lanes, range=[-(n - 0.4), 0.8], fixedrange=True, showgrid=False
+    )
     fig.update_xaxes(showgrid=True, zeroline=False)
     fig.update_layout(title={"text": f"{title} ({x_title})"})
     return fig
@@ -365,9 +455,17 @@ def empty_figure(message: str):
     written across the lanes as a text trace. Analyze shows it on its landing page; drawing it is what loads (and
     warms up) the Plotly code the trace's overview uses, in the browser and in the server (views/analyze.py)."""
     lanes = LaneSet([], [PHASE_LANE, "GPU busy", "host launch calls"], webgl=False)
-    lanes.traces.append(go.Scatter(x=[50], y=[-(len(lanes.lanes) - 1) / 2], mode="text", text=[message],
-                                   textfont={"size": 15, "color": palette.OTHER_STEP}, hoverinfo="skip",
-                                   showlegend=False))
+    lanes.traces.append(
+        go.Scatter(
+            x=[50],
+            y=[-(len(lanes.lanes) - 1) / 2],
+            mode="text",
+            text=[message],
+            textfont={"size": 15, "color": palette.OTHER_STEP},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
     fig = lanes_figure(lanes, EMPTY_TITLE)
     fig.update_xaxes(range=[0, 100], showticklabels=False)
     return fig

@@ -24,8 +24,9 @@ def _pick_source() -> TraceSource | None:
     with st.expander("Upload a trace", expanded=False):
         st.caption(size_limit_text())
         st.caption(for_markdown(trace_processor_status()))
-        uploaded = st.file_uploader("Drop a trace here (the format is read from the content)", type=ACCEPTED_TYPES,
-                                    key="analyze_upload")
+        uploaded = st.file_uploader(
+            "Drop a trace here (the format is read from the content)", type=ACCEPTED_TYPES, key="analyze_upload"
+        )
         if uploaded is not None:
             result = register_upload(st.session_state, uploaded.name, uploaded.getvalue())
             if result.error:
@@ -46,7 +47,9 @@ def _pick_source() -> TraceSource | None:
         chosen = default_source(sources).key
     keys = list(by_key)
     picked = st.selectbox(
-        "Trace", keys, index=keys.index(chosen),
+        "Trace",
+        keys,
+        index=keys.index(chosen),
         format_func=lambda k: f"{by_key[k].label}  ({ORIGIN_LABEL[by_key[k].origin]})",
         help="Samples ship with Stepscope; past runs come from the Run page; uploads last for this session.",
     )
@@ -64,9 +67,13 @@ def _detail_window(loaded) -> tuple[int, int]:
         if anat is not None and anat.layers.layers and anat.median_step is not None:
             default = (anat.median_step, anat.median_step)  # open on the step drawn as layers
         first_row, last_row = st.slider(
-            "Steps drawn at kernel level", 0, last, default, key=f"detail_steps_{loaded.sha256}",
+            "Steps drawn at kernel level",
+            0,
+            last,
+            default,
+            key=f"detail_steps_{loaded.sha256}",
             help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
-                 "The median decode step is also drawn as layers when it is in the range.",
+            "The median decode step is also drawn as layers when it is in the range.",
         )
         return int(steps["start_ns"].iloc[first_row]), int(steps["end_ns"].iloc[last_row])
     if len(steps) == 1:
@@ -75,8 +82,13 @@ def _detail_window(loaded) -> tuple[int, int]:
     origin = loaded.analysis.time_origin_ns
     span_ms = max(float((ts[-1] - origin) / 1e6), 0.001)
     default_end = float((ts[min(len(ts) - 1, timeline.DETAIL_EVENT_BUDGET)] - origin) / 1e6)
-    lo_ms, hi_ms = st.slider("Time window drawn at kernel level (ms)", 0.0, span_ms,
-                             (0.0, max(default_end, span_ms / 1000)), key=f"detail_ms_{loaded.sha256}")
+    lo_ms, hi_ms = st.slider(
+        "Time window drawn at kernel level (ms)",
+        0.0,
+        span_ms,
+        (0.0, max(default_end, span_ms / 1000)),
+        key=f"detail_ms_{loaded.sha256}",
+    )
     return origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6) + 1
 
 
@@ -89,8 +101,12 @@ def _empty_timeline() -> None:
     also warms up the scatter code the overview draws with, in the browser and in this server
     (bench/browser_open_bench.py measures the click -> first timeline)."""
     st.subheader("Timeline")
-    st.plotly_chart(timeline.empty_figure("Open a trace: its timeline is drawn here"), width="stretch",
-                    key="empty_timeline", config={"staticPlot": True})
+    st.plotly_chart(
+        timeline.empty_figure("Open a trace: its timeline is drawn here"),
+        width="stretch",
+        key="empty_timeline",
+        config={"staticPlot": True},
+    )
 
 
 def _timeline_section(loaded) -> None:
@@ -107,8 +123,10 @@ def _timeline_section(loaded) -> None:
     st.plotly_chart(detail, width="stretch", key="detail_timeline")
     anat = loaded.analysis.anatomy
     if anat is not None and anat.layers.layers and anat.median_step is not None:
-        note = (note or "") + (f"The layers lane shows step {anat.median_step} (the median decode step) as its "
-                               f"{anat.layers.layers} layers when it is in the range. ")
+        note = (note or "") + (
+            f"The layers lane shows step {anat.median_step} (the median decode step) as its "
+            f"{anat.layers.layers} layers when it is in the range. "
+        )
     st.caption((note or "") + "Drag to zoom, double-click to reset; hover a segment for its name, length and step.")
 
 
@@ -124,8 +142,9 @@ def _step_section(loaded) -> None:
     right.plotly_chart(step_charts.busy_idle_chart(steps), width="stretch")
     anat = loaded.analysis.anatomy
     if anat is not None and not anat.step_categories.empty:
-        st.plotly_chart(step_charts.category_chart(anat.step_categories, anat.on_gpu), width="stretch",
-                        key="category_chart")
+        st.plotly_chart(
+            step_charts.category_chart(anat.step_categories, anat.on_gpu), width="stretch", key="category_chart"
+        )
     with st.expander(f"Steps table ({len(steps)} rows; times in ms from trace start)"):
         st.dataframe(tables.steps_table(loaded.analysis), width="stretch", hide_index=True)
 
@@ -139,10 +158,15 @@ def _inside_step_section(loaded) -> None:
     st.subheader(f"Inside a step: categories and layers (step {anat.median_step}, {anat.median_kind})")
     left, right = st.columns([3, 2])
     table = tables.category_table(loaded.analysis).rename(columns={"count": unit})
-    left.dataframe(table, width="stretch", hide_index=True, column_config={
-        "time_us": st.column_config.NumberColumn("time (us)", format="%.1f"),
-        "share_pct": st.column_config.NumberColumn("share", format="%.1f%%"),
-    })
+    left.dataframe(
+        table,
+        width="stretch",
+        hide_index=True,
+        column_config={
+            "time_us": st.column_config.NumberColumn("time (us)", format="%.1f"),
+            "share_pct": st.column_config.NumberColumn("share", format="%.1f%%"),
+        },
+    )
     if not anat.on_gpu:
         left.caption("CPU trace: host ops by self time, each op's time counted in its nearest categorised caller.")
     layers = anat.layers
@@ -171,11 +195,17 @@ def _gap_section(loaded) -> None:
     left, right = st.columns([3, 2])
     table = tables.gaps_table(loaded.analysis)
     shown = table.nlargest(2000, "length_us").sort_index() if len(table) > 2000 else table
-    left.dataframe(shown, width="stretch", hide_index=True, height=300, column_config={
-        "start_ms": st.column_config.NumberColumn("start (ms from trace start)", format="%.3f"),
-        "end_ms": st.column_config.NumberColumn("end (ms)", format="%.3f"),
-        "length_us": st.column_config.NumberColumn("length (us)", format="%.1f"),
-    })
+    left.dataframe(
+        shown,
+        width="stretch",
+        hide_index=True,
+        height=300,
+        column_config={
+            "start_ms": st.column_config.NumberColumn("start (ms from trace start)", format="%.3f"),
+            "end_ms": st.column_config.NumberColumn("end (ms)", format="%.3f"),
+            "length_us": st.column_config.NumberColumn("length (us)", format="%.1f"),
+        },
+    )
     if len(shown) < len(gaps):
         left.caption(f"The longest {len(shown):,} gaps; download the CSV for all.")
     right.plotly_chart(step_charts.gap_histogram(gaps), width="stretch")
@@ -191,10 +221,13 @@ def _kernel_section(loaded) -> None:
     for phase in phases:
         st.markdown(f"**{for_markdown(phase)}**")
         st.dataframe(  # text shown as text; the full name is its own column (hover a cell to read it all)
-            tables.top_kernels_table(top, phase), width="stretch", hide_index=True,
+            tables.top_kernels_table(top, phase),
+            width="stretch",
+            hide_index=True,
             column_config={
-                "kernel": st.column_config.TextColumn("kernel" if loaded.analysis.summary.on_gpu else "host op",
-                                                      width="medium"),
+                "kernel": st.column_config.TextColumn(
+                    "kernel" if loaded.analysis.summary.on_gpu else "host op", width="medium"
+                ),
                 "share_pct": st.column_config.NumberColumn("share", format="%.1f%%"),
                 "full name": st.column_config.TextColumn("full name", width="small"),
             },

@@ -43,8 +43,10 @@ def _layers_text(layers: dict) -> str:
     if not layers or not layers.get("layers"):
         return "layers not counted"
     lu = layers.get("layer_us") or {}
-    return (f"{layers['layers']} layers of {layers.get('kernels_per_layer')}, {lu.get('p50', 0):,.1f} us each "
-            f"(median); head {layers.get('head_us') or 0:,.1f} us, tail {layers.get('tail_us') or 0:,.1f} us")
+    return (
+        f"{layers['layers']} layers of {layers.get('kernels_per_layer')}, {lu.get('p50', 0):,.1f} us each "
+        f"(median); head {layers.get('head_us') or 0:,.1f} us, tail {layers.get('tail_us') or 0:,.1f} us"
+    )
 
 
 def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
@@ -53,21 +55,37 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
         return
     st.subheader("Inside the median decode step")
     unit = "kernels" if on_gpu else "host ops"
-    table = result.categories.rename(columns={
-        "a_us": "A (us)", "b_us": "B (us)", "delta_us": "B - A (us)", "ratio": "B / A",
-        "a_kernels": f"A {unit}", "b_kernels": f"B {unit}",
-    })
+    table = result.categories.rename(
+        columns={
+            "a_us": "A (us)",
+            "b_us": "B (us)",
+            "delta_us": "B - A (us)",
+            "ratio": "B / A",
+            "a_kernels": f"A {unit}",
+            "b_kernels": f"B {unit}",
+        }
+    )
     left, right = st.columns([3, 2])
-    left.dataframe(table, width="stretch", hide_index=True, column_config={
-        "B / A": st.column_config.NumberColumn(format="%.2fx"),
-        "A (us)": st.column_config.NumberColumn(format="%.1f", help=f"A: {name_a}"),
-        "B (us)": st.column_config.NumberColumn(format="%.1f", help=f"B: {name_b}"),
-        "B - A (us)": st.column_config.NumberColumn(format="%+.1f"),
-    })
-    right.plotly_chart(compare_charts.category_bars(result.categories, f"A: {name_a}", f"B: {name_b}"),
-                       width="stretch", key="compare_categories")
-    st.markdown(f"**Layers.** A: {for_markdown(_layers_text(result.layers.get('a', {})))}. "
-                f"B: {for_markdown(_layers_text(result.layers.get('b', {})))}.")
+    left.dataframe(
+        table,
+        width="stretch",
+        hide_index=True,
+        column_config={
+            "B / A": st.column_config.NumberColumn(format="%.2fx"),
+            "A (us)": st.column_config.NumberColumn(format="%.1f", help=f"A: {name_a}"),
+            "B (us)": st.column_config.NumberColumn(format="%.1f", help=f"B: {name_b}"),
+            "B - A (us)": st.column_config.NumberColumn(format="%+.1f"),
+        },
+    )
+    right.plotly_chart(
+        compare_charts.category_bars(result.categories, f"A: {name_a}", f"B: {name_b}"),
+        width="stretch",
+        key="compare_categories",
+    )
+    st.markdown(
+        f"**Layers.** A: {for_markdown(_layers_text(result.layers.get('a', {})))}. "
+        f"B: {for_markdown(_layers_text(result.layers.get('b', {})))}."
+    )
 
 
 def render() -> None:
@@ -92,9 +110,14 @@ def render() -> None:
             st.markdown(f"**{tag}: {for_markdown(item.name)}**")
             components.header(item)
     metrics = result.metrics.drop(columns="metric").rename(
-        columns={"a": f"A: {a.name}", "b": f"B: {b.name}", "delta": "B - A", "ratio": "B / A"})
-    st.dataframe(metrics, width="stretch", hide_index=True,
-                 column_config={"B / A": st.column_config.NumberColumn(format="%.2fx")})
+        columns={"a": f"A: {a.name}", "b": f"B: {b.name}", "delta": "B - A", "ratio": "B / A"}
+    )
+    st.dataframe(
+        metrics,
+        width="stretch",
+        hide_index=True,
+        column_config={"B / A": st.column_config.NumberColumn(format="%.2fx")},
+    )
 
     _inside_step(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)
     st.plotly_chart(compare_charts.itl_overlay(a, b), width="stretch")

@@ -21,8 +21,23 @@ from stepscope.app.uploads import register_upload
 from stepscope.batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
 
 FLEET_KEY = "fleet_folder"
-TABLE_COLUMNS = ("path", "rank", "group", "outlier_reason", "ttft_ms", "itl_p50_ms", "itl_p90_ms", "gpu_busy_pct",
-                 "kernels_per_decode_step", "decode_steps", "device", "model", "mode", "format", "key")
+TABLE_COLUMNS = (
+    "path",
+    "rank",
+    "group",
+    "outlier_reason",
+    "ttft_ms",
+    "itl_p50_ms",
+    "itl_p90_ms",
+    "gpu_busy_pct",
+    "kernels_per_decode_step",
+    "decode_steps",
+    "device",
+    "model",
+    "mode",
+    "format",
+    "key",
+)
 
 
 def _start_batch(root: Path) -> None:
@@ -32,8 +47,13 @@ def _start_batch(root: Path) -> None:
     with st.expander("Analyse a folder of traces into a new batch", expanded=not batch_folders(root)):
         sources = {"samples": samples_dir()}
         if root.is_dir():
-            sources.update({p.name: p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")
-                            and not (p / "traces.parquet").is_file()})
+            sources.update(
+                {
+                    p.name: p
+                    for p in sorted(root.iterdir())
+                    if p.is_dir() and not p.name.startswith(".") and not (p / "traces.parquet").is_file()
+                }
+            )
         name = st.selectbox("Folder of traces", list(sources), key="fleet_batch_source")
         if st.button("Run the batch", key="fleet_batch_run"):
             out = root / f"batch_{name}"
@@ -58,8 +78,10 @@ def render() -> None:
     _start_batch(root)
     folders = batch_folders(root)
     if not folders:
-        st.info("No batch output here yet: run `python -m app.cli batch TRACES --out "
-                f"{for_markdown(root)}/NAME`, or start one above.")
+        st.info(
+            "No batch output here yet: run `python -m app.cli batch TRACES --out "
+            f"{for_markdown(root)}/NAME`, or start one above."
+        )
         return
     by_name = {p.name: p for p in folders}
     names = list(by_name)
@@ -86,8 +108,10 @@ def render() -> None:
     shown = table[[c for c in TABLE_COLUMNS if c in table]]
     st.dataframe(shown, width="stretch", hide_index=True)  # sortable by clicking a column header
     if len(table):
-        labels = {i: f"{Path(str(row.path)).name}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
-                  for i, row in enumerate(table.itertuples())}
+        labels = {
+            i: f"{Path(str(row.path)).name}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
+            for i, row in enumerate(table.itertuples())
+        }
         choice = st.selectbox("Trace", list(labels), format_func=labels.get, key="fleet_open_choice")
         if st.button("Open in Analyze", key="fleet_open"):
             row = table.iloc[choice]

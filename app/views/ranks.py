@@ -33,8 +33,9 @@ from stepscope.parsers import TraceError
 def _pick_source() -> RankSource | None:
     with st.expander("Upload the traces of one run (one file per rank)", expanded=False):
         st.caption(size_limit_text())
-        files = st.file_uploader("Drop every rank's trace here", type=ACCEPTED_TYPES, accept_multiple_files=True,
-                                 key="ranks_upload")
+        files = st.file_uploader(
+            "Drop every rank's trace here", type=ACCEPTED_TYPES, accept_multiple_files=True, key="ranks_upload"
+        )
         if files and len(files) > 1:
             items = tuple((f.name, f.getvalue()) for f in files)
             if st.session_state.get(RANK_UPLOADS_KEY) != items:
@@ -44,17 +45,24 @@ def _pick_source() -> RankSource | None:
             st.info("One file is one rank: drop two or more, or open a single trace on the Analyze page.")
     sources = rank_sources(st.session_state)
     if not sources:
-        st.info("No multi-rank runs yet: upload every rank's trace above, or put a folder of rank traces in the "
-                "runs folder.")
+        st.info(
+            "No multi-rank runs yet: upload every rank's trace above, or put a folder of rank traces in the "
+            "runs folder."
+        )
         return None
     by_key = {s.key: s for s in sources}
     chosen = st.session_state.get(RANKS_KEY)
     if chosen not in by_key:
         chosen = default_rank_source(sources).key
     keys = list(by_key)
-    picked = st.selectbox("Run", keys, index=keys.index(chosen), format_func=lambda k: by_key[k].label,
-                          help="A folder holding one trace per rank; the rank comes from distributedInfo, else "
-                          "the file name (rank-N, TP-N-...), else file order.")
+    picked = st.selectbox(
+        "Run",
+        keys,
+        index=keys.index(chosen),
+        format_func=lambda k: by_key[k].label,
+        help="A folder holding one trace per rank; the rank comes from distributedInfo, else "
+        "the file name (rank-N, TP-N-...), else file order.",
+    )
     st.session_state[RANKS_KEY] = picked
     return by_key[picked]
 
@@ -77,8 +85,11 @@ def _header(loaded: LoadedRanks) -> None:
     for start in range(0, len(cards), 4):
         for column, (label, value) in zip(st.columns(4), cards[start : start + 4], strict=False):
             column.metric(label, value, border=True)
-    st.caption(for_markdown(f"Steps aligned by {run.get('alignment')}; skew from {run.get('skew_basis')}. "
-                            f"{run.get('clock_note', '')}."))
+    st.caption(
+        for_markdown(
+            f"Steps aligned by {run.get('alignment')}; skew from {run.get('skew_basis')}. {run.get('clock_note', '')}."
+        )
+    )
     for warning in run.get("warnings", []):
         st.warning(for_markdown(warning), icon=":material/warning:")
 
@@ -86,8 +97,10 @@ def _header(loaded: LoadedRanks) -> None:
 def _charts(loaded: LoadedRanks) -> None:
     rs = loaded.result.rank_steps
     if rs.empty:
-        st.info("No steps were found on these ranks (a training job, or no forward passes): the communication "
-                "shares above are over each rank's whole trace.")
+        st.info(
+            "No steps were found on these ranks (a training job, or no forward passes): the communication "
+            "shares above are over each rank's whole trace."
+        )
         st.dataframe(loaded.result.totals, width="stretch", hide_index=True)
         return
     st.subheader("Rank x step")
@@ -98,11 +111,19 @@ def _charts(loaded: LoadedRanks) -> None:
     steps = loaded.result.steps
     last = int(steps["step"].max())
     slowest_step = int(steps.loc[steps["step_ns"].idxmax(), "step"])
-    step = st.number_input("Aligned step", min_value=0, max_value=last, value=slowest_step, step=1,
-                           key="ranks_step", help="Opens on the slowest step of the run.")
+    step = st.number_input(
+        "Aligned step",
+        min_value=0,
+        max_value=last,
+        value=slowest_step,
+        step=1,
+        key="ranks_step",
+        help="Opens on the slowest step of the run.",
+    )
     r = loaded.result
-    fig, note = rank_charts.rank_step_timeline(r.ranks, loaded.ranked.timelines, r.analyses, rs, int(step),
-                                               r.same_clock)
+    fig, note = rank_charts.rank_step_timeline(
+        r.ranks, loaded.ranked.timelines, r.analyses, rs, int(step), r.same_clock
+    )
     st.plotly_chart(fig, width="stretch", key="ranks_timeline")
     st.caption(for_markdown(note) + "Drag to zoom, double-click to reset; hover a segment for its name and length.")
     with st.expander(f"Per rank and step ({len(rs)} rows)"):

@@ -47,8 +47,12 @@ def _spec_form():
         left, right = st.columns(2)
         source = left.radio("Model", ["preset", "local model"], horizontal=True)
         presets = sorted(PRESETS)
-        preset = left.selectbox("Preset (real shapes, random weights)", presets, index=presets.index(DEFAULT_PRESET),
-                                format_func=lambda p: f"{p}: {PRESETS[p].description}")
+        preset = left.selectbox(
+            "Preset (real shapes, random weights)",
+            presets,
+            index=presets.index(DEFAULT_PRESET),
+            format_func=lambda p: f"{p}: {PRESETS[p].description}",
+        )
         model = left.text_input("Local model folder", placeholder="/models/Llama-3.2-1B")
         device = right.selectbox("Device", DEVICES)
         mode = right.selectbox("Mode", MODES)
@@ -59,8 +63,13 @@ def _spec_form():
         single = st.form_submit_button("Run", type="primary")
         pair = st.form_submit_button("Run on/off pair (eager vs CUDA graphs; vs compile on CPU) and compare")
     spec = RunSpec(
-        preset=preset, model=(model.strip() or None) if source == "local model" else None, device=device,
-        prompt=prompt or None, prompt_tokens=int(prompt_tokens), new_tokens=int(new_tokens), batch=int(batch),
+        preset=preset,
+        model=(model.strip() or None) if source == "local model" else None,
+        device=device,
+        prompt=prompt or None,
+        prompt_tokens=int(prompt_tokens),
+        new_tokens=int(new_tokens),
+        batch=int(batch),
         mode=mode,
     )
     return spec, single, pair
@@ -118,26 +127,40 @@ def _sweep_form():
     with st.form("sweep_spec"):
         left, middle, right = st.columns(3)
         presets = sorted(PRESETS)
-        preset = left.selectbox("Preset", presets, index=presets.index(SWEEP_DEFAULTS["preset"]), key="sweep_preset",
-                                format_func=lambda p: f"{p}: {PRESETS[p].description}")
+        preset = left.selectbox(
+            "Preset",
+            presets,
+            index=presets.index(SWEEP_DEFAULTS["preset"]),
+            key="sweep_preset",
+            format_func=lambda p: f"{p}: {PRESETS[p].description}",
+        )
         device = left.selectbox("Device", DEVICES, key="sweep_device")
-        min_tokens = middle.number_input("Min prompt tokens", 1, 131072, SWEEP_DEFAULTS["min_tokens"],
-                                         key="sweep_min_tokens")
-        max_tokens = middle.number_input("Max prompt tokens", 1, 131072, SWEEP_DEFAULTS["max_tokens"],
-                                         key="sweep_max_tokens")
+        min_tokens = middle.number_input(
+            "Min prompt tokens", 1, 131072, SWEEP_DEFAULTS["min_tokens"], key="sweep_min_tokens"
+        )
+        max_tokens = middle.number_input(
+            "Max prompt tokens", 1, 131072, SWEEP_DEFAULTS["max_tokens"], key="sweep_max_tokens"
+        )
         points = right.number_input("Points (log-spaced)", 1, 64, SWEEP_DEFAULTS["points"], key="sweep_points")
         repeats = right.number_input("Timed repeats per point (fastest kept)", 1, 20, 3, key="sweep_repeats")
         submitted = st.form_submit_button("Run sweep", type="primary")
-    spec = SweepSpec(preset=preset, device=device, min_tokens=int(min_tokens), max_tokens=int(max_tokens),
-                     points=int(points), repeats=int(repeats))
+    spec = SweepSpec(
+        preset=preset,
+        device=device,
+        min_tokens=int(min_tokens),
+        max_tokens=int(max_tokens),
+        points=int(points),
+        repeats=int(repeats),
+    )
     return spec, submitted
 
 
 def _run_sweep_with_status(spec) -> Path | None:
     from stepscope.collectors.sweep import STAGES
 
-    with st.status(f"Sweeping prefill of {spec.preset}, {spec.min_tokens}-{spec.max_tokens} tokens...",
-                   expanded=True) as status:
+    with st.status(
+        f"Sweeping prefill of {spec.preset}, {spec.min_tokens}-{spec.max_tokens} tokens...", expanded=True
+    ) as status:
         bar = status.progress(0.0, text="starting")
 
         def progress(stage: str, done: int, total: int) -> None:
@@ -160,9 +183,14 @@ def _run_sweep_with_status(spec) -> Path | None:
 def _show_sweep(paths: list[Path]) -> None:
     chosen = st.session_state.get(SWEEP_SHOWN_KEY)
     names = [str(p) for p in paths]
-    picked = st.selectbox("Sweep", names, index=names.index(chosen) if chosen in names else 0,
-                          format_func=lambda p: Path(p).parent.name, key="sweep_pick",
-                          help="Sweeps found in the runs folder (runs/*/sweep.json), newest first.")
+    picked = st.selectbox(
+        "Sweep",
+        names,
+        index=names.index(chosen) if chosen in names else 0,
+        format_func=lambda p: Path(p).parent.name,
+        key="sweep_pick",
+        help="Sweeps found in the runs folder (runs/*/sweep.json), newest first.",
+    )
     st.session_state[SWEEP_SHOWN_KEY] = picked
     try:
         record = load_sweep(picked)
@@ -172,12 +200,17 @@ def _show_sweep(paths: list[Path]) -> None:
     figure, notes = sweep_figure(record)
     st.plotly_chart(figure, width="stretch", key="sweep_chart")
     hardware = record.get("hardware")
-    caption = (f"{for_markdown(record.get('device'))}, {for_markdown(record.get('dtype'))}, batch "
-               f"{for_markdown(record.get('batch'))}; each point the fastest of {for_markdown(record.get('repeats'))} "
-               "timed prefills. ")
-    caption += (f"Expected from {for_markdown(hardware.get('name'))}: {hardware.get('memory_gbps', 0):,.0f} GB/s, "
-                f"{hardware.get('tflops', 0):.3g} TFLOP/s ({for_markdown(hardware.get('source'))})."
-                if isinstance(hardware, dict) else "No hardware figures for this device: no expected curve.")
+    caption = (
+        f"{for_markdown(record.get('device'))}, {for_markdown(record.get('dtype'))}, batch "
+        f"{for_markdown(record.get('batch'))}; each point the fastest of {for_markdown(record.get('repeats'))} "
+        "timed prefills. "
+    )
+    caption += (
+        f"Expected from {for_markdown(hardware.get('name'))}: {hardware.get('memory_gbps', 0):,.0f} GB/s, "
+        f"{hardware.get('tflops', 0):.3g} TFLOP/s ({for_markdown(hardware.get('source'))})."
+        if isinstance(hardware, dict)
+        else "No hardware figures for this device: no expected curve."
+    )
     st.caption(caption)
     for note in notes:
         st.caption(for_markdown(note))
@@ -187,9 +220,11 @@ def _show_sweep(paths: list[Path]) -> None:
 
 def _sweep_section() -> None:
     st.subheader("Prefill sweep")
-    st.caption("Times one prefill forward over a range of prompt lengths against its roofline: where prefill "
-               "turns compute bound, and where one prefill costs as much as one decode step. "
-               "The default (tiny-llama, 16-512 tokens, 6 points) takes seconds on a CPU.")
+    st.caption(
+        "Times one prefill forward over a range of prompt lengths against its roofline: where prefill "
+        "turns compute bound, and where one prefill costs as much as one decode step. "
+        "The default (tiny-llama, 16-512 tokens, 6 points) takes seconds on a CPU."
+    )
     with st.expander("Run a prefill sweep", expanded=not past_sweeps(runs_dir())):
         spec, submitted = _sweep_form()
     if submitted:
@@ -210,8 +245,10 @@ def render() -> None:
         st.error(f"Runs are off: the app is reachable beyond localhost. Set {ALLOW_REMOTE_ENV}=1 to allow them.")
         return
     on_gpu = _cuda_available()
-    st.caption(f"Profiles a generation with torch.profiler and saves it under {for_markdown(runs_dir())}. "
-               f"{'A CUDA GPU is available.' if on_gpu else 'No CUDA GPU here: runs use the CPU.'}")
+    st.caption(
+        f"Profiles a generation with torch.profiler and saves it under {for_markdown(runs_dir())}. "
+        f"{'A CUDA GPU is available.' if on_gpu else 'No CUDA GPU here: runs use the CPU.'}"
+    )
     _generation_section(on_gpu)
     _sweep_section()
 
