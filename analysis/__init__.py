@@ -7,13 +7,18 @@ can start before pandas is loaded.
 
 from __future__ import annotations
 
+if "." not in __name__:  # imported by its bare folder name in a checkout: be the stepscope. module
+    from stepscope._checkout import alias_this
+
+    alias_this(__name__)
+
 import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stepscope.analysis.model import Analysis, Finding, Segmentation
-    from stepscope.analysis.options import AnalysisOptions
-    from stepscope.analysis.pipeline import analyze, one_process
+    from .model import Analysis, Finding, Segmentation
+    from .options import AnalysisOptions
+    from .pipeline import analyze, one_process
 
 __all__ = ["Analysis", "AnalysisOptions", "Finding", "Segmentation", "analyze", "one_process"]
 

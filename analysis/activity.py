@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.categories import _nesting_sort
-from stepscope.analysis.event_rows import isin_ints, kind_mask
-from stepscope.analysis.names import name_matches
-from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+
+from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from .categories import _nesting_sort
+from .event_rows import isin_ints, kind_mask
+from .names import name_matches
 
 SYNC_NAME_PARTS = ("Synchronize", "synchronize")
 LAUNCH_NAME_PARTS = ("Launch", "launch", "MemcpyAsync", "MemsetAsync", "memcpyAsync", "memsetAsync")

@@ -17,25 +17,26 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.activity import Activity, derive_activity
-from stepscope.analysis.categories import (
+
+from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from .activity import Activity, derive_activity
+from .categories import (
     CATEGORIES,
     GENERIC,
     Rule,
     categorize,
     enclosing_categories,
 )
-from stepscope.analysis.event_rows import kind_mask, take_rows
-from stepscope.analysis.host_work import HostWork, host_work
-from stepscope.analysis.layers import LayerResult, detect_layers
-from stepscope.analysis.model import Analysis, Finding
-from stepscope.analysis.roofline.accounting import decode_cost
-from stepscope.analysis.roofline.gpus import match_gpu
-from stepscope.analysis.roofline.hardware import Hardware
-from stepscope.analysis.roofline.model_config import ModelShape
-from stepscope.analysis.roofline.sources import timeline_device
-from stepscope.analysis.steps import _place
-from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from .event_rows import kind_mask, take_rows
+from .host_work import HostWork, host_work
+from .layers import LayerResult, detect_layers
+from .model import Analysis, Finding
+from .roofline.accounting import decode_cost
+from .roofline.gpus import match_gpu
+from .roofline.hardware import Hardware
+from .roofline.model_config import ModelShape
+from .roofline.sources import timeline_device
+from .steps import _place
 
 ROOFLINE_CATEGORIES = ("gemm", "attention")  # the ones a model config gives bytes for
 

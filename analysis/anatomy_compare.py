@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stepscope.analysis.anatomy import Anatomy
-from stepscope.analysis.categories import CATEGORIES
+from .anatomy import Anatomy
+from .categories import CATEGORIES
 
 UNCHANGED = 0.05  # relative change below which a category reads "unchanged"
 

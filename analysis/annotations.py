@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from stepscope.contracts.markers import parse_marker
-from stepscope.parsers.numbers import bounded_int, has_oversized_number
+from ..contracts.markers import parse_marker
+from ..parsers.numbers import bounded_int, has_oversized_number
 
 _VLLM = re.compile(
     r"^execute_(?:(?P<total>\d+)_)?context_(?P<ctx>\d+)\((?P<ctx_detail>[^)]*)\)_generation_(?P<gen>\d+)\("

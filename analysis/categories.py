@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.kernel_names import short_names
+
+from .kernel_names import short_names
 
 CATEGORIES = (
     "gemm",

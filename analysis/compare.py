@@ -10,10 +10,11 @@ import math
 from dataclasses import dataclass, field
 
 import pandas as pd
-from stepscope.analysis.anatomy_compare import anatomy_phrase, compare_anatomy
-from stepscope.analysis.metrics import HEADLINE, Metric, metric
-from stepscope.analysis.model import Analysis
-from stepscope.analysis.summary import Summary
+
+from .anatomy_compare import anatomy_phrase, compare_anatomy
+from .metrics import HEADLINE, Metric, metric
+from .model import Analysis
+from .summary import Summary
 
 COMPARED_METRICS: tuple[Metric, ...] = HEADLINE  # in the registry's order
 METRIC_COLUMNS = ("metric", "label", "unit", "a", "b", "delta", "ratio")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.model import Finding
-from stepscope.analysis.options import AnalysisOptions
-from stepscope.analysis.summary import Summary
+
+from .model import Finding
+from .options import AnalysisOptions
+from .summary import Summary
 
 
 def make_findings(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.activity import Activity
-from stepscope.analysis.event_rows import text_column
-from stepscope.analysis.model import GAP_COLUMNS
+
+from .activity import Activity
+from .event_rows import text_column
+from .model import GAP_COLUMNS
 
 CAUSES = ("launch", "sync", "other")  # the cause column's values, by code
 PLACEMENTS = ("within step", "between steps", "outside generation")

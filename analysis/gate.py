@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from stepscope.analysis.metrics import BY_KEY, Metric
+from .metrics import BY_KEY, Metric
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,

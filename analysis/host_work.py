@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.categories import Rule, host_op_columns
-from stepscope.analysis.event_rows import kind_mask
+
+from .categories import Rule, host_op_columns
+from .event_rows import kind_mask
 
 HostWork = tuple[pd.DataFrame, tuple[str, ...]]  # host_work(): the work frame (not placed in steps) and its notes
 

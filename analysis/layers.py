@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from stepscope.analysis.categories import CATEGORIES
+
+from .categories import CATEGORIES
 
 ATTENTION = CATEGORIES.index("attention")  # category codes are indices into CATEGORIES
 MIN_BLOCK = 3  # kernels in a layer: fewer is a loop inside an op, not a layer

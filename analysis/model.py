@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pandas as pd
-from stepscope.analysis.summary import Summary
+
+from .summary import Summary
 
 if TYPE_CHECKING:  # analysis.anatomy imports this module
-    from stepscope.analysis.anatomy import Anatomy
+    from .anatomy import Anatomy
 
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | empty

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stepscope.analysis.categories import Rule
+from .categories import Rule
 
 
 @dataclass(frozen=True)

@@ -6,19 +6,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.activity import busy_union, derive_activity
-from stepscope.analysis.event_rows import isin_ints, kind_mask
-from stepscope.analysis.findings import make_findings
-from stepscope.analysis.gaps import find_gaps
-from stepscope.analysis.host_work import host_work
-from stepscope.analysis.kernel_names import short_names
-from stepscope.analysis.model import Analysis
-from stepscope.analysis.options import AnalysisOptions
-from stepscope.analysis.sanity import check_analysis
-from stepscope.analysis.step_finding import find_steps
-from stepscope.analysis.steps import measure_steps
-from stepscope.analysis.summary import inter_token_latency_ns, outlier_mask, summarize
-from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+
+from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from .activity import busy_union, derive_activity
+from .event_rows import isin_ints, kind_mask
+from .findings import make_findings
+from .gaps import find_gaps
+from .host_work import host_work
+from .kernel_names import short_names
+from .model import Analysis
+from .options import AnalysisOptions
+from .sanity import check_analysis
+from .step_finding import find_steps
+from .steps import measure_steps
+from .summary import inter_token_latency_ns, outlier_mask, summarize
 
 
 def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
@@ -69,7 +70,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
         time_origin_ns=act.first_ts,
     )
     if options.anatomy:
-        from stepscope.analysis.anatomy import with_anatomy  # imports analysis.model, like this module
+        from .anatomy import with_anatomy  # imports analysis.model, like this module
 
         host_ops = host.result() if host is not None else None
         result = with_anatomy(timeline, result, rules=options.category_rules, activity=act, host=host_ops)

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis import Analysis, AnalysisOptions, analyze
-from stepscope.analysis.activity import busy_union, covered_time, derive_activity
-from stepscope.analysis.categories import categorize
-from stepscope.analysis.model import Finding
-from stepscope.parsers.ranks import RankedRun
-from stepscope.parsers.timeline import GPU_KINDS, Timeline
+
+from ..parsers.ranks import RankedRun
+from ..parsers.timeline import GPU_KINDS, Timeline
+from . import Analysis, AnalysisOptions, analyze
+from .activity import busy_union, covered_time, derive_activity
+from .categories import categorize
+from .model import Finding
 
 STRAGGLER_SHARE = 0.6  # slowest in at least this share of aligned steps
 STRAGGLER_MIN_EXCESS_PCT = 5.0  # and its non-waiting time exceeds the others' median by this much

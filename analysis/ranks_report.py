@@ -10,11 +10,12 @@ import os
 from collections.abc import Callable
 
 import numpy as np
-from stepscope.analysis.options import AnalysisOptions
-from stepscope.analysis.ranks import RankRun, analyze_ranks
-from stepscope.analysis.report import _clean, contract
-from stepscope.parsers.limits import ReadLimits
-from stepscope.parsers.ranks import RankedRun, load_ranks
+
+from ..parsers.limits import ReadLimits
+from ..parsers.ranks import RankedRun, load_ranks
+from .options import AnalysisOptions
+from .ranks import RankRun, analyze_ranks
+from .report import _clean, contract
 
 
 def _percentiles(values: np.ndarray, scale: float) -> dict | None:

@@ -6,9 +6,10 @@ import dataclasses
 import math
 
 import pandas as pd
-from stepscope.analysis.model import Analysis
-from stepscope.analysis.summary import contract_fields
-from stepscope.parsers.timeline import Timeline
+
+from ..parsers.timeline import Timeline
+from .model import Analysis
+from .summary import contract_fields
 
 SUMMARY_KEYS = contract_fields()  # the Summary fields marked for the contract, in order
 

@@ -14,8 +14,9 @@ import math
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.model import Analysis
-from stepscope.analysis.summary import Summary
+
+from .model import Analysis
+from .summary import Summary
 
 # Summary figures that are shares of a whole, in percent.
 PERCENT_KEYS = ("gpu_busy_pct",)

@@ -11,7 +11,8 @@ import json
 import math
 
 import pandas as pd
-from stepscope.analysis.event_rows import name_mask
+
+from .event_rows import name_mask
 
 MAX_DIM = 1 << 31  # a tensor dimension beyond this is not a real shape
 MAX_TOKENS = 1 << 40  # batch x positions beyond this is not a real forward

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.activity import Activity, covered_time
-from stepscope.analysis.model import STEP_COLUMNS
+
+from .activity import Activity, covered_time
+from .model import STEP_COLUMNS
 
 EXTRA_COLUMNS = ("token_ns", "graph_launches")
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.activity import Activity, covered_time
+
+from .activity import Activity, covered_time
 
 CONTRACT = {"contract": True}  # field metadata: the field is a key of the CLI JSON's "summary" object
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 
 import streamlit as st
-from stepscope.analysis import AnalysisOptions
+
+from ..analysis import AnalysisOptions
 
 GAP_US_KEY = "gap_threshold_us"
 REGEX_KEY = "step_regex"

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
-from stepscope.analysis import Analysis, AnalysisOptions, analyze
-from stepscope.analysis.report import contract
-from stepscope.app.stage_timing import stage
-from stepscope.parsers import Timeline, TraceError
-from stepscope.parsers.limits import ReadLimits
+
+from ..analysis import Analysis, AnalysisOptions, analyze
+from ..analysis.report import contract
+from ..parsers import Timeline, TraceError
+from ..parsers.limits import ReadLimits
+from .stage_timing import stage
 
 MAX_CACHED_TRACES = 8
 
@@ -53,15 +54,15 @@ def _known_files() -> dict[_StatKey, str]:
 
 
 def _stat_key(path: Path, stat) -> _StatKey:
-    from stepscope.trace_cache.keys import stat_identity
+    from ..trace_cache.keys import stat_identity
 
     return str(path), *stat_identity(stat)
 
 
 def _known_digest(path: Path, stat) -> str | None:
     """The hash of this exact file state when this server or the stat index has seen it, else None (no read)."""
-    from stepscope.trace_cache.keys import known_digest
-    from stepscope.trace_cache.store import CacheStore
+    from ..trace_cache.keys import known_digest
+    from ..trace_cache.store import CacheStore
 
     return _known_files().get(_stat_key(path, stat)) or known_digest(CacheStore(), path)
 
@@ -76,7 +77,7 @@ def _remember(path: Path, stat, sha: str) -> None:
 def _open_unknown_file(path: Path) -> tuple[str, Timeline]:
     """(hash, Timeline) of a file whose hash is not known, from one read: hashed and parsed from the same bytes
     (or, when its content is already in the on-disk cache under another name or stat, mapped from there)."""
-    from stepscope.trace_cache.timelines import open_trace_cached
+    from ..trace_cache.timelines import open_trace_cached
 
     with st.spinner("Reading the trace..."), stage("parse"):
         return open_trace_cached(path, ReadLimits.from_env())
@@ -89,7 +90,7 @@ def _timeline_of_file(sha256: str, _path: str, _opened: Timeline | None = None) 
     is read through the on-disk cache (a hit maps its Arrow entry, a miss parses)."""
     if _opened is not None:
         return _opened
-    from stepscope.trace_cache.timelines import load_trace_cached
+    from ..trace_cache.timelines import load_trace_cached
 
     with stage("parse"):
         return load_trace_cached(_path, ReadLimits.from_env())
@@ -97,7 +98,7 @@ def _timeline_of_file(sha256: str, _path: str, _opened: Timeline | None = None) 
 
 @st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the upload...")
 def _timeline_of_bytes(sha256: str, _data: bytes) -> Timeline:
-    from stepscope.trace_cache.timelines import parse_bytes_cached
+    from ..trace_cache.timelines import parse_bytes_cached
 
     return parse_bytes_cached(_data, ReadLimits.from_env())
 

@@ -55,7 +55,7 @@ def serve_cached_analyze(argv: Sequence[str]) -> int | None:
         return None
     if not math.isfinite(args.gap_threshold_us):  # inf, nan: the full command's check words the error
         return None
-    from stepscope.trace_cache.results import cached_result
+    from ..trace_cache.results import cached_result
 
     try:
         result = cached_result(args.trace, analyze_options(args.gap_threshold_us, args.step_regex), known_only=True)
@@ -68,7 +68,7 @@ def serve_cached_analyze(argv: Sequence[str]) -> int | None:
     if args.json:
         sys.stdout.write(result.text + "\n")
     else:
-        from stepscope.app.text_report import render_text
+        from .text_report import render_text
 
         sys.stdout.write(render_text(json.loads(result.text)))
     return 0
@@ -80,7 +80,7 @@ def remember_analyze(args: argparse.Namespace, report: dict, notes: list[str]) -
     options = cacheable_options(args)
     if options is None or not os.path.isfile(args.trace):
         return
-    from stepscope.trace_cache.results import store_result
+    from ..trace_cache.results import store_result
 
     with contextlib.suppress(OSError, ValueError):
         store_result(args.trace, options, json.dumps(report, separators=(",", ":")), notes)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 
 import streamlit as st
-from stepscope.analysis.metrics import HEADLINE
-from stepscope.analysis.summary import Summary
-from stepscope.app import tables
-from stepscope.app.cache import LoadedTrace
-from stepscope.app.safe_text import for_markdown
+
+from ..analysis.metrics import HEADLINE
+from ..analysis.summary import Summary
+from . import tables
+from .cache import LoadedTrace
+from .safe_text import for_markdown
 
 SUMMARY_CARDS = HEADLINE  # the registry's headline metrics, in the order the cards appear
 SEVERITY_ICON = {"critical": ":material/error:", "warn": ":material/warning:", "info": ":material/info:"}

@@ -12,11 +12,12 @@ from datetime import datetime
 from pathlib import Path
 
 import streamlit as st
-from stepscope.app.logdir import OutsideLogdirError, TraceFile, configured_logdir, human_size, list_folders, list_traces
-from stepscope.app.logdir import resolve_within as _resolve_within
-from stepscope.app.navigation import ANALYZE_KEY
-from stepscope.app.safe_text import for_markdown
-from stepscope.app.trace_sources import TraceSource
+
+from .logdir import OutsideLogdirError, TraceFile, configured_logdir, human_size, list_folders, list_traces
+from .logdir import resolve_within as _resolve_within
+from .navigation import ANALYZE_KEY
+from .safe_text import for_markdown
+from .trace_sources import TraceSource
 
 PREFIX = "logdir:"
 OPENED_KEY = "logdir_opened"  # session state: relative paths opened this session, oldest first

@@ -7,10 +7,11 @@ made when the user asks (inside a fragment, so only this part reruns) and cached
 from __future__ import annotations
 
 import streamlit as st
-from stepscope.app.cache import LoadedTrace
-from stepscope.app.components import file_base
-from stepscope.app.safe_text import for_markdown
-from stepscope.exporters import open_in_perfetto_html, perfetto_trace_bytes
+
+from ..exporters import open_in_perfetto_html, perfetto_trace_bytes
+from .cache import LoadedTrace
+from .components import file_base
+from .safe_text import for_markdown
 
 EXPORT_EVENTS_PER_S = 30_000  # rough speed of exporters.perfetto_trace, for the button's time estimate
 READY_KEY = "perfetto_ready"  # session state: {sha256 of the traces whose export was asked for}

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
-from stepscope.analysis import AnalysisOptions
-from stepscope.analysis.ranks import RankRun, analyze_ranks
-from stepscope.analysis.ranks_report import run_summary
-from stepscope.app.analysis_settings import current_options
-from stepscope.app.trace_sources import runs_dir, samples_dir
-from stepscope.parsers import TraceError, parse_trace_bytes
-from stepscope.parsers.limits import ReadLimits
-from stepscope.parsers.ranks import RankedRun, find_trace_files, load_ranks, rank_timelines
+
+from ..analysis import AnalysisOptions
+from ..analysis.ranks import RankRun, analyze_ranks
+from ..analysis.ranks_report import run_summary
+from ..parsers import TraceError, parse_trace_bytes
+from ..parsers.limits import ReadLimits
+from ..parsers.ranks import RankedRun, find_trace_files, load_ranks, rank_timelines
+from .analysis_settings import current_options
+from .trace_sources import runs_dir, samples_dir
 
 RANK_UPLOADS_KEY = "rank_uploads"  # session state: ((name, bytes), ...) of the last multi-file upload
 RANKS_KEY = "ranks_source"  # session state: the chosen rank run's key
@@ -88,7 +89,7 @@ def _finish(label: str, ranked: RankedRun, options: AnalysisOptions) -> LoadedRa
 def _ranks_of_folder(
     key: str, gap_threshold_ns: int, step_regex: str | None, _paths: tuple[Path, ...], label: str
 ) -> LoadedRanks:
-    from stepscope.trace_cache.timelines import load_trace_cached
+    from ..trace_cache.timelines import load_trace_cached
 
     ranked = load_ranks(list(_paths), ReadLimits.from_env(), reader=load_trace_cached)  # each rank through the cache
     return _finish(label, ranked, AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex))

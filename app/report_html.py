@@ -23,13 +23,14 @@ from pathlib import Path
 import pandas as pd
 import plotly.io as pio
 import plotly.offline
-from stepscope.analysis.compare import Comparison
-from stepscope.analysis.gap_table import gaps_by_cause
-from stepscope.analysis.metrics import HEADLINE
-from stepscope.analysis.model import Analysis
-from stepscope.app.figures import compare_charts, step_charts, timeline
-from stepscope.exporters.compare_formats import format_delta, format_ratio, format_value
-from stepscope.parsers.timeline import Timeline
+
+from ..analysis.compare import Comparison
+from ..analysis.gap_table import gaps_by_cause
+from ..analysis.metrics import HEADLINE
+from ..analysis.model import Analysis
+from ..exporters.compare_formats import format_delta, format_ratio, format_value
+from ..parsers.timeline import Timeline
+from .figures import compare_charts, step_charts, timeline
 
 MAX_REPORT_BYTES = 8_000_000
 NAME_CHARS = 160  # kernel names run to kilobytes; tables show their start
@@ -252,7 +253,7 @@ def build_report(
 ) -> str:
     """The report as one HTML string, at most max_bytes of UTF-8. `other`: B of a comparison (trace is A)."""
     if other is not None and comparison is None:
-        from stepscope.analysis.compare import compare
+        from ..analysis.compare import compare
 
         comparison = compare(trace.analysis, other.analysis, trace.name, other.name)
     for budgets in BUDGETS:

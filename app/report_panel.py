@@ -7,10 +7,11 @@ to the browser each time, so a button asks for it first, and the bytes are cache
 from __future__ import annotations
 
 import streamlit as st
-from stepscope.analysis.compare import Comparison
-from stepscope.app.cache import LoadedTrace
-from stepscope.app.components import file_base
-from stepscope.app.report_html import build_report
+
+from ..analysis.compare import Comparison
+from .cache import LoadedTrace
+from .components import file_base
+from .report_html import build_report
 
 READY_KEY = "html_report_ready"  # session state: {cache key of each report asked for}
 

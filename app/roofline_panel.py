@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
-from stepscope.analysis.anatomy import with_category_roofline
-from stepscope.analysis.roofline import (
+
+from ..analysis.anatomy import with_category_roofline
+from ..analysis.roofline import (
     GPUS,
     TYPICAL_FRACTIONS,
     Hardware,
@@ -27,14 +28,14 @@ from stepscope.analysis.roofline import (
     run_record_note,
     timeline_device,
 )
-from stepscope.analysis.roofline.compare import format_bytes
-from stepscope.app import components, tables
-from stepscope.app.cache import LoadedTrace
-from stepscope.app.model_shapes import model_shape
-from stepscope.app.safe_text import for_markdown
-from stepscope.app.trace_sources import TraceSource
-from stepscope.collectors.presets import DEFAULT_PRESET, PRESETS
-from stepscope.contracts.run_record import RunRecord
+from ..analysis.roofline.compare import format_bytes
+from ..collectors.presets import DEFAULT_PRESET, PRESETS
+from ..contracts.run_record import RunRecord
+from . import components, tables
+from .cache import LoadedTrace
+from .model_shapes import model_shape
+from .safe_text import for_markdown
+from .trace_sources import TraceSource
 
 CPU_ROW = "CPU (this machine, measured)"
 NO_DEVICE = "(none: skip)"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
-from stepscope.app.analysis_settings import current_options
-from stepscope.app.cache import LoadedTrace, load_path
-from stepscope.app.trace_sources import TraceSource
-from stepscope.app.uploads import load_upload
+from .analysis_settings import current_options
+from .cache import LoadedTrace, load_path
+from .trace_sources import TraceSource
+from .uploads import load_upload
 
 
 def load_source(source: TraceSource, state: MutableMapping) -> LoadedTrace:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.model import Analysis
+
+from ..analysis.model import Analysis
 
 STEP_TIME_COLUMNS = ("start_ns", "end_ns", "token_ns")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from stepscope.analysis.metrics import METRICS
+from ..analysis.metrics import METRICS
 
 
 def render_text(report: dict) -> str:

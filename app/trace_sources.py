@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stepscope.contracts.run_record import RunRecord, read_run_record
+from ..contracts.run_record import RunRecord, read_run_record
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE_FILE = "trace.json.gz"

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from stepscope.app.analysis_settings import current_options
-from stepscope.app.cache import LoadedTrace, load_bytes, sha256_of_bytes
-from stepscope.parsers import TraceError
-from stepscope.parsers.limits import MiB, ReadLimits
+from ..parsers import TraceError
+from ..parsers.limits import MiB, ReadLimits
+from .analysis_settings import current_options
+from .cache import LoadedTrace, load_bytes, sha256_of_bytes
 
 UPLOADS_KEY = "uploads"  # session state: {sha256: (file name, bytes)}
 ACCEPTED_TYPES = ["json", "gz", "pftrace", "perfetto-trace", "sqlite"]  # what parsers read; sniffed by content

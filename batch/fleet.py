@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from stepscope.batch.inputs import rank_run_folders, run_key, sha256_of_file
-from stepscope.parsers.ranks import TRACE_SUFFIXES
+
+from ..parsers.ranks import TRACE_SUFFIXES
+from .inputs import rank_run_folders, run_key, sha256_of_file
 
 FLEET_METRICS = ("ttft_ms", "itl_p50_ms", "gpu_busy_pct", "kernels_per_decode_step")  # the distributions shown
 GROUP_COLUMNS = ("device", "model", "mode")

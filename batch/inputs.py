@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepscope.parsers.errors import TraceError
-from stepscope.parsers.ranks import NOT_TRACES, TRACE_SUFFIXES, find_trace_files, rank_from_name
+from ..parsers.errors import TraceError
+from ..parsers.ranks import NOT_TRACES, TRACE_SUFFIXES, find_trace_files, rank_from_name
 
 HASH_CHUNK = 1 << 22
 

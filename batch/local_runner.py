@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from stepscope.batch.inputs import BatchInput, memory_need_bytes
-from stepscope.batch.work import analyze_one, error_result
+from .inputs import BatchInput, memory_need_bytes
+from .work import analyze_one, error_result
 
 MAX_ATTEMPTS = 3
 IN_FLIGHT_PER_WORKER = 2

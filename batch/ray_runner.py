@@ -9,8 +9,8 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 
-from stepscope.batch.inputs import BatchInput, memory_need_bytes
-from stepscope.batch.work import analyze_one, error_result
+from .inputs import BatchInput, memory_need_bytes
+from .work import analyze_one, error_result
 
 MAX_RETRIES = 3
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from stepscope.batch.inputs import discover, keyed_inputs
-from stepscope.batch.tables import TableSet
-from stepscope.batch.work import error_result
+from .inputs import discover, keyed_inputs
+from .tables import TableSet
+from .work import error_result
 
 FLUSH_EVERY = 64  # results
 FLUSH_SECONDS = 20.0
@@ -72,12 +72,12 @@ def run_batch(
     todo = [i for i in inputs if i.key not in tables.done_keys]
     meter = Progress(len(todo), progress, on_progress)
     if ray_address:
-        from stepscope.batch.ray_runner import run_ray
+        from .ray_runner import run_ray
 
         results = run_ray(todo, ray_address, crash_once_dir)
         runner = "ray"
     else:
-        from stepscope.batch.local_runner import pool_size, run_local
+        from .local_runner import pool_size, run_local
 
         results = run_local(todo, pool_size(todo, workers), crash_once_dir) if todo else iter(())
         runner = "local"

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from stepscope.analysis.metrics import METRICS
-from stepscope.batch.work import CATEGORY_FIELDS, COUNT_METRICS, GAP_FIELDS, ROW_TABLES, STEP_FIELDS, TRACE_FIELDS
+
+from ..analysis.metrics import METRICS
+from .work import CATEGORY_FIELDS, COUNT_METRICS, GAP_FIELDS, ROW_TABLES, STEP_FIELDS, TRACE_FIELDS
 
 SCHEMAS = {
     "traces": pa.schema(

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from stepscope.analysis.metrics import METRICS
+from ..analysis.metrics import METRICS
 
 COUNT_METRICS = ("prefill_steps", "decode_steps")  # integers; every other metric is a float
 TRACE_FIELDS = (
@@ -92,7 +92,7 @@ def _empty(fields: tuple[str, ...]) -> dict:
 
 def category_rows(key: str, timeline, analysis, rank: int | None = None) -> dict:
     """The categories of the median decode step (time in us, kernels or host ops), one row per category."""
-    from stepscope.analysis.anatomy import anatomy
+    from ..analysis.anatomy import anatomy
 
     an = anatomy(timeline, analysis)
     rows = _empty(CATEGORY_FIELDS)
@@ -192,9 +192,9 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
             os._exit(17)
         except FileExistsError:
             pass
-    from stepscope.analysis import analyze
-    from stepscope.parsers.errors import TraceError
-    from stepscope.trace_cache.timelines import (
+    from ..analysis import analyze
+    from ..parsers.errors import TraceError
+    from ..trace_cache.timelines import (
         load_trace_cached,  # the on-disk parse cache; workers write it atomically
     )
 
@@ -204,8 +204,8 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
     rows, parts = [dict(base)], []
     try:
         if Path(path).is_dir():
-            from stepscope.analysis.ranks import analyze_ranks
-            from stepscope.parsers.ranks import load_ranks
+            from ..analysis.ranks import analyze_ranks
+            from ..parsers.ranks import load_ranks
 
             ranked = load_ranks(path)
             result = analyze_ranks(ranked)

@@ -21,9 +21,9 @@ DEFAULT_TRACE = REPO / "bench" / "out" / "gpu" / "gpu_trace.json"
 
 
 def main(argv: list[str]) -> int:
-    from stepscope.analysis import analyze
-    from stepscope.app.figures import timeline as timeline_figures
-    from stepscope.parsers import load_trace
+    from analysis import analyze
+    from app.figures import timeline as timeline_figures
+    from parsers import load_trace
 
     path = Path(argv[0]) if argv else DEFAULT_TRACE
     if not path.exists():

@@ -17,10 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stepscope.analysis import analyze  # noqa: E402
-from stepscope.analysis.report import contract  # noqa: E402
-from stepscope.parsers import parse_trace_bytes  # noqa: E402
-
+from analysis import analyze  # noqa: E402
+from analysis.report import contract  # noqa: E402
+from parsers import parse_trace_bytes  # noqa: E402
 from tests.synthetic_traces import doc, many_tiny_requests  # noqa: E402
 
 

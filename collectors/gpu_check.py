@@ -22,8 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stepscope.contracts.run_record import read_run_record
-
+from ..contracts.run_record import read_run_record
 from .errors import CollectorError
 from .run import RunSpec, run_profiled_generation
 

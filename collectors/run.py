@@ -153,8 +153,8 @@ def _profile_into(
     spec: RunSpec, device: Any, dtype: Any, runs_dir: Path, partial: Path, notify: ProgressCallback
 ) -> Path:
     import torch
-    from stepscope.contracts.run_record import write_run_record
 
+    from ..contracts.run_record import write_run_record
     from .devices import device_name
     from .model_loading import build_preset, load_pretrained
     from .profiling import ProfilerOptions, ProfileWindow

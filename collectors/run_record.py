@@ -13,7 +13,8 @@ import statistics
 from typing import Any
 
 import torch
-from stepscope.contracts.run_record import SCHEMA, RunRecord
+
+from ..contracts.run_record import SCHEMA, RunRecord
 
 
 def versions() -> dict[str, str | None]:

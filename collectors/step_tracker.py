@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from stepscope.contracts.markers import format_marker
+
+from ..contracts.markers import format_marker
 
 
 class StepTracker:

@@ -8,8 +8,8 @@ much as one decode step.
 
 From Python (the app's Run page, app/sweeps.py):
 
-    from stepscope.analysis.roofline import complete_sweep
-    from stepscope.collectors.sweep import SweepSpec, run_prefill_sweep
+    from ..analysis.roofline import complete_sweep
+    from .sweep import SweepSpec, run_prefill_sweep
     result = run_prefill_sweep(SweepSpec(preset="tiny-llama", points=5), out_dir="runs",
                                progress=lambda stage, done, total: ..., complete=complete_sweep)
     result["path"]  # runs/<id>/sweep.json (absent when out_dir is None)
@@ -45,9 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stepscope.contracts.sweep_record import SCHEMA as SWEEP_SCHEMA
-from stepscope.contracts.sweep_record import write_sweep_record
-
+from ..contracts.sweep_record import SCHEMA as SWEEP_SCHEMA
+from ..contracts.sweep_record import write_sweep_record
 from .errors import CollectorError
 from .torch_setup import torch_and_device
 

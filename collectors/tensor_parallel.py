@@ -143,8 +143,8 @@ def _rank_main(rank: int, spec: TPSpec, port: int, out: str) -> None:
 def run_tensor_parallel(spec: TPSpec, out_dir: str | os.PathLike = "runs") -> Path:
     """Run ``spec.ranks`` processes, write one trace per rank plus run.json into a new run folder atomically."""
     import torch.multiprocessing as mp
-    from stepscope.contracts.run_record import write_run_record
 
+    from ..contracts.run_record import write_run_record
     from .presets import preset_config
     from .run_record import build_record, json_safe, timings
 

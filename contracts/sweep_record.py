@@ -37,7 +37,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from stepscope.contracts.run_record import write_json_atomically
+from .run_record import write_json_atomically
 
 SCHEMA = "stepscope.sweep/1"
 SCHEMA_FAMILY = "stepscope.sweep/"

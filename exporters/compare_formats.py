@@ -12,9 +12,9 @@ import math
 import re
 from collections.abc import Sequence
 
-from stepscope.analysis.compare import Comparison
-from stepscope.analysis.gate import GateResult
-from stepscope.analysis.metrics import BY_KEY, format_value
+from ..analysis.compare import Comparison
+from ..analysis.gate import GateResult
+from ..analysis.metrics import BY_KEY, format_value
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]|~$])")  # with < > & as entities: nothing renders as markup
 

@@ -27,8 +27,9 @@ from typing import IO
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.model import Analysis
-from stepscope.parsers.perfetto_reader import (
+
+from ..analysis.model import Analysis
+from ..parsers.perfetto_reader import (
     EXTERNAL_ID_ANNOTATION,
     HOST_LAUNCH_GROUP,
     HOST_OPS_GROUP,
@@ -38,7 +39,7 @@ from stepscope.parsers.perfetto_reader import (
     gpu_lane_name,
     host_lane_name,
 )
-from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 SEQUENCE_ID = 1
 PHASE_CATEGORY = "stepscope.phase"

@@ -19,16 +19,17 @@ from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
-from stepscope.parsers.errors import TraceError
-from stepscope.parsers.kineto_schema import (  # the JSON's shape, as msgspec decodes it
+
+from .errors import TraceError
+from .kineto_schema import (  # the JSON's shape, as msgspec decodes it
     _SKIPPED_TYPES,
     _AnyEvent,
     _Complete,
     _Metadata,
     _TraceDoc,
 )
-from stepscope.parsers.limits import ReadLimits, check_event_count
-from stepscope.parsers.timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
+from .limits import ReadLimits, check_event_count
+from .timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,7 +96,7 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray], limits:
         data = data.pop()
     if not data or not bytes(data[:4096]).strip():
         raise TraceError("the file is empty")
-    from stepscope.parsers.split_decode import SplitNotPossibleError, decode_in_two
+    from .split_decode import SplitNotPossibleError, decode_in_two
 
     max_events = (limits or ReadLimits.from_env()).max_events
     box = [data]  # big files: in pieces, shared with a second process; anything unusual falls back
@@ -137,7 +138,7 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray], limits:
 def read_chrome_trace_file(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
     """A big plain JSON trace read in pieces straight from disk by two processes (split_decode). Raises
     split_decode.SplitNotPossibleError when that cannot be done: the caller reads the whole file instead."""
-    from stepscope.parsers.split_decode import decode_file_in_two
+    from .split_decode import decode_file_in_two
 
     return _timeline(*decode_file_in_two(path, (limits or ReadLimits.from_env()).max_events))
 

@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepscope.parsers import inflate
-from stepscope.parsers.errors import TraceError
+from . import inflate
+from .errors import TraceError
 
 MiB = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"

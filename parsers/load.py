@@ -8,10 +8,10 @@ import os
 import stat
 from pathlib import Path
 
-from stepscope.parsers.errors import TraceError
-from stepscope.parsers.limits import ReadLimits, decode_container, read_trace_bytes
-from stepscope.parsers.run_sidecar import attach_run_json
-from stepscope.parsers.timeline import Timeline
+from .errors import TraceError
+from .limits import ReadLimits, decode_container, read_trace_bytes
+from .run_sidecar import attach_run_json
+from .timeline import Timeline
 
 _FORMATS = "not a Kineto/Chrome JSON trace, Perfetto protobuf trace or Nsight Systems SQLite export"
 
@@ -29,7 +29,7 @@ def read_in_pieces(path: str | os.PathLike, limits: ReadLimits | None = None) ->
     """The Timeline of a big plain JSON trace within the limits, read piece by piece from disk by two
     processes (no whole-file buffer); None for any other file, or when anything about it is unusual: the
     caller then reads the whole file, which also words any error."""
-    from stepscope.parsers.split_decode import MIN_SPLIT_BYTES, SplitNotPossibleError
+    from .split_decode import MIN_SPLIT_BYTES, SplitNotPossibleError
 
     limits = limits or ReadLimits.from_env()
     try:
@@ -39,7 +39,7 @@ def read_in_pieces(path: str | os.PathLike, limits: ReadLimits | None = None) ->
     too_big = st.st_size > min(limits.max_file_bytes, limits.max_decompressed_bytes)
     if not stat.S_ISREG(st.st_mode) or too_big or st.st_size < MIN_SPLIT_BYTES:
         return None
-    from stepscope.parsers.chrome_trace import read_chrome_trace_file
+    from .chrome_trace import read_chrome_trace_file
 
     try:
         return read_chrome_trace_file(path, limits)
@@ -58,7 +58,7 @@ def parse_trace_bytes(
 
 def _parse(owned: list[bytes | bytearray], limits: ReadLimits | None = None) -> Timeline:
     """Sniff the content and read it; `owned` holds the only reference the readers may drop early."""
-    from stepscope.parsers.chrome_trace import looks_like_chrome_trace, read_chrome_trace
+    from .chrome_trace import looks_like_chrome_trace, read_chrome_trace
 
     data = owned[0]
     head = bytes(data[:4096])
@@ -67,8 +67,8 @@ def _parse(owned: list[bytes | bytearray], limits: ReadLimits | None = None) -> 
     if looks_like_chrome_trace(head):
         del data
         return read_chrome_trace(owned, limits)
-    from stepscope.parsers.nsys_reader import looks_like_sqlite, read_nsys_sqlite
-    from stepscope.parsers.perfetto_reader import looks_like_perfetto, read_perfetto
+    from .nsys_reader import looks_like_sqlite, read_nsys_sqlite
+    from .perfetto_reader import looks_like_perfetto, read_perfetto
 
     if looks_like_sqlite(head):
         return read_nsys_sqlite(data, limits)

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from stepscope.parsers.errors import TraceError
-from stepscope.parsers.limits import ReadLimits, check_event_count
-from stepscope.parsers.numbers import int64_column
-from stepscope.parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
+
+from .errors import TraceError
+from .limits import ReadLimits, check_event_count
+from .numbers import int64_column
+from .timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 
 SOURCE_FORMAT = "nsys-sqlite"
 SQLITE_MAGIC = b"SQLite format 3\x00"

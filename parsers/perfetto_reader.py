@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from stepscope.parsers.chrome_trace import CATEGORY_KINDS
-from stepscope.parsers.errors import TraceError
-from stepscope.parsers.limits import ReadLimits, check_event_count
-from stepscope.parsers.numbers import MAX_TIME
-from stepscope.parsers.timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
-from stepscope.parsers.trace_processor import TRACE_PROCESSOR_ENV, find_trace_processor
+
+from .chrome_trace import CATEGORY_KINDS
+from .errors import TraceError
+from .limits import ReadLimits, check_event_count
+from .numbers import MAX_TIME
+from .timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
+from .trace_processor import TRACE_PROCESSOR_ENV, find_trace_processor
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepscope.parsers.errors import TraceError
-from stepscope.parsers.limits import ReadLimits
-from stepscope.parsers.load import load_trace
-from stepscope.parsers.timeline import Timeline
+from .errors import TraceError
+from .limits import ReadLimits
+from .load import load_trace
+from .timeline import Timeline
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".sqlite", ".perfetto-trace", ".pftrace", ".pb", ".gz")
 NOT_TRACES = ("run.json",)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from stepscope.contracts.run_record import RunRecord, read_run_record
-from stepscope.parsers.timeline import Timeline
+from ..contracts.run_record import RunRecord, read_run_record
+from .timeline import Timeline
 
 
 def read_run_json(trace_path: Path) -> RunRecord | None:

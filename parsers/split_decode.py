@@ -39,13 +39,15 @@ from typing import TYPE_CHECKING
 
 import msgspec
 import msgspec.structs
-from stepscope.parsers.errors import TraceError
-from stepscope.parsers.file_pieces import FileChangedError, FileSource
-from stepscope.parsers.kineto_schema import _AnyEvent, _TraceDoc
+
+from .errors import TraceError
+from .file_pieces import FileChangedError, FileSource
+from .kineto_schema import _AnyEvent, _TraceDoc
 
 if TYPE_CHECKING:
     import numpy as np
-    from stepscope.parsers.chrome_trace import _ColumnBuilder
+
+    from .chrome_trace import _ColumnBuilder
 
 MIN_SPLIT_BYTES = 16 << 20  # below this the one-process reader is as fast
 PIECE_BYTES = 8 << 20  # JSON text decoded at once: about 40k Kineto events
@@ -142,7 +144,7 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
     """The events from `start` (just after '[' or a proven comma) to the comma `stop` (None: to the end of the
     file), or None when that text does not parse as events. Raises SplitNotPossibleError for what only the
     one-process reader handles (invalid UTF-8, values out of range)."""
-    from stepscope.parsers.chrome_trace import _ColumnBuilder  # numpy: after the fork, in each process
+    from .chrome_trace import _ColumnBuilder  # numpy: after the fork, in each process
 
     tail = None
     try:
@@ -373,7 +375,7 @@ def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:
 
 def _merge_all(ordered: list[_Piece]) -> tuple[_ColumnBuilder, int, object]:
     """One builder from the pieces' builders, in file order (first labels in the file win, as in one pass)."""
-    from stepscope.parsers.chrome_trace import _ColumnBuilder
+    from .chrome_trace import _ColumnBuilder
 
     builder = _ColumnBuilder()
     count = 0
@@ -574,7 +576,7 @@ def _piece_header(index: int, piece: _Piece) -> tuple[dict, dict[str, np.ndarray
 
 
 def _rebuilt(header: dict, columns: dict[str, np.ndarray]) -> _Piece:
-    from stepscope.parsers.chrome_trace import _ColumnBuilder
+    from .chrome_trace import _ColumnBuilder
 
     b = _ColumnBuilder()
     for col, array in columns.items():

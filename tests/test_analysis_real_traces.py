@@ -9,9 +9,9 @@ from collections import defaultdict
 from itertools import pairwise
 
 import pytest
-from stepscope.analysis import analyze
-from stepscope.parsers import load_trace, parse_trace_bytes
 
+from analysis import analyze
+from parsers import load_trace, parse_trace_bytes
 from tests.conftest import real_trace
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")  # Kineto's names, written out here on purpose

@@ -8,9 +8,9 @@ Per forward: a 2 us embedding lookup, five (4 us launch, 10 us kernel) pairs, a 
 from __future__ import annotations
 
 import pytest
-from stepscope.analysis import AnalysisOptions, analyze
-from stepscope.parsers import parse_trace_bytes
 
+from analysis import AnalysisOptions, analyze
+from parsers import parse_trace_bytes
 from tests.synthetic_traces import doc, synthetic_generation
 
 

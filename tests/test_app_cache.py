@@ -13,11 +13,11 @@ import shutil
 
 import pytest
 import streamlit as st
-from stepscope.app import cache as app_cache
-from stepscope.parsers import load_trace
-from stepscope.trace_cache import keys, timelines
 
+from app import cache as app_cache
+from parsers import load_trace
 from tests.synthetic_traces import doc, synthetic_generation
+from trace_cache import keys, timelines
 
 
 @pytest.fixture

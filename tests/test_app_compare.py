@@ -6,11 +6,12 @@ import math
 from dataclasses import asdict
 
 import pandas as pd
-from stepscope.analysis.compare import COMPARED_METRICS, METRIC_COLUMNS, compare, summary_value
-from stepscope.analysis.model import Analysis, Segmentation
-from stepscope.analysis.summary import Summary
-from stepscope.app.trace_sources import TraceSource, default_pair, default_source
-from stepscope.contracts.run_record import RunRecord
+
+from analysis.compare import COMPARED_METRICS, METRIC_COLUMNS, compare, summary_value
+from analysis.model import Analysis, Segmentation
+from analysis.summary import Summary
+from app.trace_sources import TraceSource, default_pair, default_source
+from contracts.run_record import RunRecord
 
 
 def _analysis(**summary) -> Analysis:
@@ -119,9 +120,8 @@ def test_comparison_carries_per_category_deltas_and_layers():
     """The shipped CPU samples (real captures): eager against torch.compile, both tiny-llama (4 layers)."""
     import json
 
-    from stepscope.analysis import analyze
-    from stepscope.parsers import load_trace
-
+    from analysis import analyze
+    from parsers import load_trace
     from tests.conftest import ROOT
 
     eager, compiled = (

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis import analyze
-from stepscope.app import tables
-from stepscope.app.figures import timeline
-from stepscope.parsers import load_trace
 
+from analysis import analyze
+from app import tables
+from app.figures import timeline
+from parsers import load_trace
 from tests.conftest import ROOT
 
 EAGER = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
-from stepscope.app.report_html import build_report, write_report
 
+from app.report_html import build_report, write_report
 from tests.test_report_html import HOSTILE, _report_trace, synthetic_steps
 
 pytestmark = pytest.mark.browser

@@ -15,10 +15,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from stepscope.collectors.errors import CollectorError
-from stepscope.collectors.prompts import BYTE_ID_OFFSET, byte_level_ids, counted_ids
-from stepscope.collectors.run import RunSpec, run_profiled_generation
-from stepscope.contracts.markers import parse_marker
+from collectors.errors import CollectorError
+from collectors.prompts import BYTE_ID_OFFSET, byte_level_ids, counted_ids
+from collectors.run import RunSpec, run_profiled_generation
+from contracts.markers import parse_marker
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_KEYS = {"schema", "spec", "versions", "device", "model", "dtype", "timings", "trace", "created"}
@@ -142,7 +142,7 @@ def test_missing_cuda_is_a_clear_error(tmp_path):
 
 
 def test_model_that_does_not_fit_is_refused_before_allocating(tmp_path, monkeypatch):
-    import stepscope.collectors.model_loading as model_loading
+    import collectors.model_loading as model_loading
 
     monkeypatch.setattr(model_loading, "free_memory_bytes", lambda device: 1 << 30)
     with pytest.raises(CollectorError, match="does not fit"):
@@ -152,7 +152,8 @@ def test_model_that_does_not_fit_is_refused_before_allocating(tmp_path, monkeypa
 
 def test_local_model_folder_and_remote_code_permission(tmp_path):
     import torch
-    from stepscope.collectors.model_loading import build_preset
+
+    from collectors.model_loading import build_preset
 
     folder = tmp_path / "model"
     build_preset("tiny-qwen2", torch.device("cpu"), torch.float32, 1, 16).model.save_pretrained(folder)
@@ -172,7 +173,8 @@ def test_local_model_folder_and_remote_code_permission(tmp_path):
 
 def test_second_run_on_a_device_waits_and_says_why(tmp_path):
     import torch
-    from stepscope.collectors.locking import device_lock
+
+    from collectors.locking import device_lock
 
     messages = []
     released = threading.Event()
@@ -219,9 +221,10 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path):
 def test_static_cache_loop_decodes_like_hf_generate():
     """The decode step the cuda-graph mode captures, run eagerly on the CPU, gives HF's greedy tokens."""
     import torch
-    from stepscope.collectors.decode_loops import DecodeSettings, StaticCacheLoop
-    from stepscope.collectors.model_loading import build_preset
-    from stepscope.collectors.prompts import prompt_ids
+
+    from collectors.decode_loops import DecodeSettings, StaticCacheLoop
+    from collectors.model_loading import build_preset
+    from collectors.prompts import prompt_ids
 
     cpu = torch.device("cpu")
     model = build_preset("tiny-llama", cpu, torch.float32, 2, 32).model
@@ -249,10 +252,11 @@ def test_static_cache_loop_decodes_like_hf_generate():
 def test_hf_compiled_call_is_marked_from_outside():
     """HF's GPU compile path, forced onto the CPU with dynamo's eager backend (cheap)."""
     import torch
-    from stepscope.collectors.decode_loops import DecodeSettings, HFGenerateLoop
-    from stepscope.collectors.model_loading import build_preset
-    from stepscope.collectors.prompts import prompt_ids
-    from stepscope.collectors.step_tracker import StepTracker
+
+    from collectors.decode_loops import DecodeSettings, HFGenerateLoop
+    from collectors.model_loading import build_preset
+    from collectors.prompts import prompt_ids
+    from collectors.step_tracker import StepTracker
 
     cpu = torch.device("cpu")
     model = build_preset("tiny-qwen2", cpu, torch.float32, 1, 16).model

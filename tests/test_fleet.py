@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pandas as pd
-from stepscope.batch.fleet import batch_folders, load_fleet, openable_trace, slowest
+
+from batch.fleet import batch_folders, load_fleet, openable_trace, slowest
 
 
 def _write(folder, rows):
@@ -67,7 +68,7 @@ def test_a_rank_row_opens_only_while_its_run_is_unchanged(tmp_path):
     import shutil
     from pathlib import Path
 
-    from stepscope.batch.inputs import run_key
+    from batch.inputs import run_key
 
     run = tmp_path / "tp2"
     shutil.copytree(Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_tiny-llama_tp2_eager", run)

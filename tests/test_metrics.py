@@ -6,8 +6,9 @@ import math
 from dataclasses import fields
 
 import pytest
-from stepscope.analysis.metrics import HEADLINE, METRICS, format_value, metric
-from stepscope.analysis.summary import RooflineSummary, Summary, contract_fields
+
+from analysis.metrics import HEADLINE, METRICS, format_value, metric
+from analysis.summary import RooflineSummary, Summary, contract_fields
 
 
 def test_every_metric_reads_a_summary_field_and_says_which_way_is_better():

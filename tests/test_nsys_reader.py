@@ -8,10 +8,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from stepscope.analysis import analyze
-from stepscope.parsers import TraceError, load_trace, parse_trace_bytes
-from stepscope.parsers.chrome_trace import read_chrome_trace
 
+from analysis import analyze
+from parsers import TraceError, load_trace, parse_trace_bytes
+from parsers.chrome_trace import read_chrome_trace
 from tests import synthetic_traces as st
 
 SCHEMA = """

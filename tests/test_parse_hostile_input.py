@@ -8,8 +8,8 @@ import math
 import random
 
 import pytest
-from stepscope.parsers import ReadLimits, TraceError, load_trace, parse_trace_bytes
 
+from parsers import ReadLimits, TraceError, load_trace, parse_trace_bytes
 from tests.synthetic_traces import doc, kernel, launch, write
 
 SMALL = ReadLimits(max_file_bytes=5 << 20, max_decompressed_bytes=20 << 20)

@@ -13,8 +13,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from stepscope.parsers import load_trace
 
+from parsers import load_trace
 from tests.conftest import REAL_TRACES, real_trace
 
 NAMES = sorted(p.name for p in REAL_TRACES.glob("*.json*")) if REAL_TRACES.is_dir() else []

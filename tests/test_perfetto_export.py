@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stepscope.analysis import analyze
-from stepscope.app.cli import main
-from stepscope.exporters import open_in_perfetto_html, perfetto_trace_bytes, write_perfetto
-from stepscope.parsers import load_trace, parse_trace_bytes
-from stepscope.parsers.chrome_trace import read_chrome_trace
-from stepscope.parsers.timeline import COLUMNS
 
+from analysis import analyze
+from app.cli.main import main
+from exporters import open_in_perfetto_html, perfetto_trace_bytes, write_perfetto
+from parsers import load_trace, parse_trace_bytes
+from parsers.chrome_trace import read_chrome_trace
+from parsers.timeline import COLUMNS
 from tests import synthetic_traces as st
 
 ROOT = Path(__file__).resolve().parents[1]

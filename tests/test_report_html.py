@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
-from stepscope.analysis import analyze
-from stepscope.analysis.report import contract
-from stepscope.app.report_html import MAX_REPORT_BYTES, ReportTooLargeError, ReportTrace, build_report, write_report
-from stepscope.parsers import load_trace
 
+from analysis import analyze
+from analysis.report import contract
+from app.report_html import MAX_REPORT_BYTES, ReportTooLargeError, ReportTrace, build_report, write_report
+from parsers import load_trace
 from tests.synthetic_traces import annotation, doc, kernel, write
 
 HOSTILE = "</script><script>window.__pwned=1</script><img src=x onerror=alert(1)>"

@@ -9,8 +9,9 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from stepscope.analysis.model import Analysis, Segmentation
-from stepscope.analysis.roofline import (
+
+from analysis.model import Analysis, Segmentation
+from analysis.roofline import (
     Hardware,
     calibrate_cpu,
     compute_bound_prompt_tokens,
@@ -27,9 +28,8 @@ from stepscope.analysis.roofline import (
     shape_from_run_record,
     with_roofline,
 )
-from stepscope.analysis.summary import Summary
-from stepscope.collectors.presets import PRESETS
-
+from analysis.summary import Summary
+from collectors.presets import PRESETS
 from tests.conftest import ROOT
 
 SEED_H100 = Hardware("H100 (seed)", 3350e9, 700e12)
@@ -299,9 +299,8 @@ def test_run_json_beside_a_trace_gives_the_model_and_the_device(tmp_path):
 
 
 def test_real_trace_device_names_reach_the_table():
-    from stepscope.analysis.roofline import timeline_device
-    from stepscope.parsers import load_trace
-
+    from analysis.roofline import timeline_device
+    from parsers import load_trace
     from tests.conftest import real_trace
 
     for name, row in (

@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from stepscope.analysis import analyze
-from stepscope.app.figures import timeline as timeline_figures
-from stepscope.parsers import load_trace
 
+from analysis import analyze
+from app.figures import timeline as timeline_figures
+from parsers import load_trace
 from tests.synthetic_traces import synthetic_generation, write
 
 

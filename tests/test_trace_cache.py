@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from stepscope.parsers import load_trace
-from stepscope.trace_cache import keys, timelines
-from stepscope.trace_cache.results import cached_analyze_json, store_result
-from stepscope.trace_cache.store import CacheStore
 
+from parsers import load_trace
 from tests.conftest import ROOT, real_trace
 from tests.synthetic_traces import synthetic_generation, write
+from trace_cache import keys, timelines
+from trace_cache.results import cached_analyze_json, store_result
+from trace_cache.store import CacheStore
 
 SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
 
@@ -278,8 +278,8 @@ def test_options_outside_the_key_are_never_served_or_stored(tmp_path):
 def test_a_lowered_read_limit_refuses_a_cached_trace(tmp_path, trace, monkeypatch):
     """Entries are per read limits: a trace cached under the defaults is refused (one line, exit 2) once
     STEPSCOPE_MAX_EVENTS is below its event count, by the library and by a warm command line alike."""
-    from stepscope.parsers import TraceError
-    from stepscope.parsers.limits import ReadLimits
+    from parsers import TraceError
+    from parsers.limits import ReadLimits
 
     cache = tmp_path / "cache"
     events = json.loads(trace.read_text())["traceEvents"]
@@ -328,7 +328,7 @@ def test_open_hands_back_the_content_hash(store, trace):
 def test_the_fast_path_never_hashes_a_file_it_does_not_know(tmp_path, trace, monkeypatch):
     """A first open is answered by the full command, which reads the file once; the fast path only looks up the
     stat index (hashing an unknown file there would read it twice)."""
-    from stepscope.app import cli_cached
+    from app import cli_cached
 
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
 
@@ -341,9 +341,8 @@ def test_the_fast_path_never_hashes_a_file_it_does_not_know(tmp_path, trace, mon
 
 def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monkeypatch):
     """`analyze DIR` caches every rank's Timeline; stepscope.load caches too (and cache=False leaves it alone)."""
-    from stepscope.app.cli import main
-
     import stepscope
+    from app.cli.main import main
 
     folder = ROOT / "sample_traces" / "cpu_tiny-llama_tp2_eager"
     cache = tmp_path / "cache"
@@ -368,7 +367,7 @@ def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monk
 @pytest.fixture
 def pieces_from_disk(monkeypatch):
     """Small files take the path of a big plain JSON file: read in pieces from disk by two processes."""
-    from stepscope.parsers import split_decode
+    from parsers import split_decode
 
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 4096)

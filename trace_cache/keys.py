@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from stepscope.trace_cache.store import CacheStore
+from .store import CacheStore
 
 PARSER_VERSION = 2  # bump whenever a reader's output (the Timeline) changes (2: grid/block columns, ranks meta)
 RESULT_VERSION = 1  # bump whenever the analyze JSON changes for the same Timeline and options

@@ -12,8 +12,8 @@ import json
 import os
 from dataclasses import dataclass
 
-from stepscope.trace_cache.keys import file_digest, hash_text, known_digest, result_entry_name
-from stepscope.trace_cache.store import CacheStore
+from .keys import file_digest, hash_text, known_digest, result_entry_name
+from .store import CacheStore
 
 _TAG = "stepscope-result/1"
 

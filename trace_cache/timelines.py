@@ -17,13 +17,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stepscope.parsers import Timeline, TraceError
-from stepscope.parsers.limits import ReadLimits, decode_container, read_file_bytes, read_trace_bytes
-from stepscope.parsers.load import _parse, read_in_pieces
-from stepscope.parsers.run_sidecar import attach_run_json
-from stepscope.parsers.split_decode import while_decoding
-from stepscope.parsers.timeline import DeviceInfo, TraceMeta
-from stepscope.trace_cache.keys import (
+from ..parsers import Timeline, TraceError
+from ..parsers.limits import ReadLimits, decode_container, read_file_bytes, read_trace_bytes
+from ..parsers.load import _parse, read_in_pieces
+from ..parsers.run_sidecar import attach_run_json
+from ..parsers.split_decode import while_decoding
+from ..parsers.timeline import DeviceInfo, TraceMeta
+from .keys import (
     PARSER_VERSION,
     hash_bytes,
     hash_file,
@@ -32,7 +32,7 @@ from stepscope.trace_cache.keys import (
     remember_digest,
     timeline_entry_name,
 )
-from stepscope.trace_cache.store import CacheStore
+from .store import CacheStore
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -180,7 +180,7 @@ def load_trace_cached(
     Raises TraceError like load_trace."""
     path = Path(path)
     if not use_cache:
-        from stepscope.parsers import load_trace
+        from ..parsers import load_trace
 
         return load_trace(path, limits)
     return open_trace_cached(path, limits, store)[1]

@@ -9,19 +9,19 @@
 No torch, Streamlit or Plotly here.
 """
 
-from stepscope.analysis.roofline.accounting import LayerCost, PhaseCost, decode_cost, kv_bytes_per_token, prefill_cost
-from stepscope.analysis.roofline.compare import PHASE_COLUMNS, RooflineReport, roofline_report, with_roofline
-from stepscope.analysis.roofline.cpu_calibration import calibrate_cpu
-from stepscope.analysis.roofline.gpus import GPUS, TYPICAL_FRACTIONS, gpu_by_name, match_gpu
-from stepscope.analysis.roofline.hardware import (
+from .accounting import LayerCost, PhaseCost, decode_cost, kv_bytes_per_token, prefill_cost
+from .compare import PHASE_COLUMNS, RooflineReport, roofline_report, with_roofline
+from .cpu_calibration import calibrate_cpu
+from .gpus import GPUS, TYPICAL_FRACTIONS, gpu_by_name, match_gpu
+from .hardware import (
     Estimate,
     Hardware,
     compute_bound_prompt_tokens,
     estimate,
     phase_estimates,
 )
-from stepscope.analysis.roofline.model_config import ModelShape, read_config_file, shape_from_config
-from stepscope.analysis.roofline.sources import (
+from .model_config import ModelShape, read_config_file, shape_from_config
+from .sources import (
     find_run_record,
     hardware_for,
     roofline_for_trace,
@@ -29,8 +29,8 @@ from stepscope.analysis.roofline.sources import (
     shape_from_run_record,
     timeline_device,
 )
-from stepscope.analysis.roofline.sweep_expected import complete_sweep, sweep_hardware
-from stepscope.analysis.roofline.sweep_record import SWEEP_COLUMNS, load_sweep, sweep_frame
+from .sweep_expected import complete_sweep, sweep_hardware
+from .sweep_record import SWEEP_COLUMNS, load_sweep, sweep_frame
 
 __all__ = [
     "GPUS",

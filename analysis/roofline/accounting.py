@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stepscope.analysis.roofline.model_config import ModelShape
+from .model_config import ModelShape
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.model import Analysis, Finding
-from stepscope.analysis.roofline.accounting import decode_cost, kv_bytes_per_token, prefill_cost
-from stepscope.analysis.roofline.hardware import Estimate, Hardware, compute_bound_prompt_tokens, estimate
-from stepscope.analysis.roofline.model_config import ModelShape
-from stepscope.analysis.summary import RooflineSummary
+
+from ..model import Analysis, Finding
+from ..summary import RooflineSummary
+from .accounting import decode_cost, kv_bytes_per_token, prefill_cost
+from .hardware import Estimate, Hardware, compute_bound_prompt_tokens, estimate
+from .model_config import ModelShape
 
 PHASE_COLUMNS = (
     "phase",  # prefill | decode

@@ -12,7 +12,8 @@ import functools
 import time
 
 import numpy as np
-from stepscope.analysis.roofline.hardware import Hardware
+
+from .hardware import Hardware
 
 _COPY_BYTES = 64 << 20
 _MATMUL_N = 1024

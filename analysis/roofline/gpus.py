@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from stepscope.analysis.roofline.hardware import Hardware
+from .hardware import Hardware
 
 GIB = 1 << 30
 TYPICAL_FRACTIONS = {"memory": 0.8, "flops": 0.7}  # a starting point for the UI's editable fractions

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from stepscope.analysis.roofline.accounting import PhaseCost, decode_cost, prefill_cost
-from stepscope.analysis.roofline.model_config import ModelShape
+from .accounting import PhaseCost, decode_cost, prefill_cost
+from .model_config import ModelShape
 
 
 @dataclass(frozen=True)

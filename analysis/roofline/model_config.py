@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stepscope.contracts.run_record import parse_run_record
+from ...contracts.run_record import parse_run_record
 
 DTYPE_BYTES = {
     "float32": 4,

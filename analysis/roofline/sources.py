@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stepscope.analysis.model import Analysis
-from stepscope.analysis.roofline.compare import RooflineReport, roofline_report
-from stepscope.analysis.roofline.cpu_calibration import calibrate_cpu
-from stepscope.analysis.roofline.gpus import match_gpu
-from stepscope.analysis.roofline.hardware import Hardware
-from stepscope.analysis.roofline.model_config import ModelShape, shape_from_config
-from stepscope.contracts.run_record import MAX_BYTES as RUN_RECORD_MAX_BYTES
-from stepscope.contracts.run_record import RunRecord, parse_run_record, read_run_record, run_record_path
-from stepscope.contracts.run_schema import run_record_problems
-from stepscope.parsers.timeline import Timeline
+from ...contracts.run_record import MAX_BYTES as RUN_RECORD_MAX_BYTES
+from ...contracts.run_record import RunRecord, parse_run_record, read_run_record, run_record_path
+from ...contracts.run_schema import run_record_problems
+from ...parsers.timeline import Timeline
+from ..model import Analysis
+from .compare import RooflineReport, roofline_report
+from .cpu_calibration import calibrate_cpu
+from .gpus import match_gpu
+from .hardware import Hardware
+from .model_config import ModelShape, shape_from_config
 
 
 def find_run_record(trace_path: str | Path) -> RunRecord | None:

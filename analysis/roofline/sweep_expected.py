@@ -11,11 +11,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from stepscope.analysis.roofline.accounting import decode_cost, prefill_cost
-from stepscope.analysis.roofline.cpu_calibration import calibrate_cpu
-from stepscope.analysis.roofline.gpus import match_gpu
-from stepscope.analysis.roofline.hardware import Hardware, compute_bound_prompt_tokens, estimate
-from stepscope.analysis.roofline.model_config import shape_from_config
+from .accounting import decode_cost, prefill_cost
+from .cpu_calibration import calibrate_cpu
+from .gpus import match_gpu
+from .hardware import Hardware, compute_bound_prompt_tokens, estimate
+from .model_config import shape_from_config
 
 EQUAL_COST_MARGIN = 1.10  # expected prefill above this times the decode step no longer "costs as much"
 

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from stepscope.contracts.sweep_record import read_sweep_record
+
+from ...contracts.sweep_record import read_sweep_record
 
 SWEEP_COLUMNS = ("prompt_tokens", "measured_ms", "expected_ms", "memory_ms", "compute_ms", "bound", "bytes", "flops")
 

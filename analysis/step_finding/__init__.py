@@ -18,11 +18,13 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.annotations import oversized_step_warnings
-from stepscope.analysis.event_rows import kind_mask
-from stepscope.analysis.model import Segmentation
-from stepscope.analysis.shapes import shape_warnings
-from stepscope.analysis.step_finding.annotated import (
+
+from ...parsers.timeline import Timeline
+from ..annotations import oversized_step_warnings
+from ..event_rows import kind_mask
+from ..model import Segmentation
+from ..shapes import shape_warnings
+from .annotated import (
     profiler_steps,
     regex_unmatched,
     sglang_annotations,
@@ -31,11 +33,10 @@ from stepscope.analysis.step_finding.annotated import (
     user_regex,
     vllm_annotations,
 )
-from stepscope.analysis.step_finding.device_patterns import graph_replays, kernel_pattern, nothing
-from stepscope.analysis.step_finding.embedding import embedding_lookup
-from stepscope.analysis.step_finding.frames import BOUNDARY_COLUMNS, Found, Views, boundary_frame
-from stepscope.analysis.step_finding.host_forwards import host_forwards
-from stepscope.parsers.timeline import Timeline
+from .device_patterns import graph_replays, kernel_pattern, nothing
+from .embedding import embedding_lookup
+from .frames import BOUNDARY_COLUMNS, Found, Views, boundary_frame
+from .host_forwards import host_forwards
 
 Strategy = Callable[[Views], Found | None]
 

@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.annotations import (
+
+from ..annotations import (
     StepLabel,
     profiler_step_label,
     regex_label,
@@ -19,9 +20,9 @@ from stepscope.analysis.annotations import (
     stepscope_label,
     vllm_label,
 )
-from stepscope.analysis.event_rows import kind_mask
-from stepscope.analysis.names import name_matches
-from stepscope.analysis.step_finding.frames import Found, Views, boundary_frame, empty_frame
+from ..event_rows import kind_mask
+from ..names import name_matches
+from .frames import Found, Views, boundary_frame, empty_frame
 
 TRAINING_NAME = re.compile(r"Backward|autograd::engine|Optimizer\.step")
 
@@ -143,7 +144,7 @@ def _kinds_by_position(steps: pd.DataFrame) -> pd.DataFrame:
 
 def _label_profiler_steps(steps: pd.DataFrame, emb: pd.DataFrame) -> pd.DataFrame:
     """Give each ProfilerStep the kind and tokens of the first forward inside it."""
-    from stepscope.analysis.step_finding.embedding import token_shape
+    from .embedding import token_shape
 
     steps = steps.copy()
     pos = np.searchsorted(emb["ts"].to_numpy(), steps["start_ns"].to_numpy(), side="left")

@@ -7,8 +7,9 @@ pattern may be one piece of a forward rather than the whole of it; their confide
 from __future__ import annotations
 
 import numpy as np
-from stepscope.analysis.kernel_pattern import repeating_pattern
-from stepscope.analysis.step_finding.frames import Found, Views, boundary_frame
+
+from ..kernel_pattern import repeating_pattern
+from .frames import Found, Views, boundary_frame
 
 
 def graph_replays(views: Views) -> Found | None:
@@ -55,6 +56,6 @@ def kernel_pattern(views: Views) -> Found | None:
 
 def nothing(views: Views) -> Found:
     note = "nothing in the trace looks like token generation"
-    from stepscope.analysis.step_finding.frames import empty_frame
+    from .frames import empty_frame
 
     return views.result(empty_frame(), "none", 0.5, note, evidence=[note])

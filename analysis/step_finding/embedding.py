@@ -12,11 +12,12 @@ import re
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.event_rows import kind_mask, name_mask
-from stepscope.analysis.names import name_matches
-from stepscope.analysis.shapes import clean_dims
-from stepscope.analysis.shapes import token_shape as checked_token_shape
-from stepscope.analysis.step_finding.frames import (
+
+from ..event_rows import kind_mask, name_mask
+from ..names import name_matches
+from ..shapes import clean_dims
+from ..shapes import token_shape as checked_token_shape
+from .frames import (
     BOUNDARY_COLUMNS,
     GRAPH_LAUNCHES,
     Found,

@@ -13,9 +13,10 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.event_rows import kind_mask, name_mask, take_rows
-from stepscope.analysis.model import Segmentation
-from stepscope.parsers.timeline import Timeline
+
+from ...parsers.timeline import Timeline
+from ..event_rows import kind_mask, name_mask, take_rows
+from ..model import Segmentation
 
 BOUNDARY_COLUMNS = ("start_ns", "host_end_ns", "kind", "request", "index", "tokens", "batch", "label")
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
@@ -127,7 +128,7 @@ class Views:
 
     @cached_property
     def embeddings(self) -> pd.DataFrame:
-        from stepscope.analysis.step_finding.embedding import token_embeddings
+        from .embedding import token_embeddings
 
         return token_embeddings(self.ops_named(("aten::embedding",)))
 

@@ -26,9 +26,10 @@ import re
 
 import numpy as np
 import pandas as pd
-from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask
-from stepscope.analysis.names import name_matches
-from stepscope.analysis.step_finding.frames import Found, Views, boundary_frame, requests_opened_by
+
+from ..event_rows import isin_ints, kind_mask, name_mask
+from ..names import name_matches
+from .frames import Found, Views, boundary_frame, requests_opened_by
 
 SPAN_KINDS = ("python", "cpu_op", "annotation")
 ATEN_OP = re.compile(r"^aten::")
@@ -246,7 +247,7 @@ def _shapes_inside(emb: pd.DataFrame, start: np.ndarray, end: np.ndarray):
     """(tokens, batch) per forward from the first token-embedding lookup inside it, or (None, None) when the
     lookups carry no shapes. A forward with no lookup (compiled, graph-replayed) decodes one token per
     sequence of the forward before it."""
-    from stepscope.analysis.step_finding.embedding import token_shape
+    from .embedding import token_shape
 
     if emb.empty:
         return None, None

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from stepscope.app.cli.options import add_analysis_options, read_and_analyze
+from .options import add_analysis_options, read_and_analyze
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -32,16 +32,16 @@ def run_analyze(args: argparse.Namespace) -> int:
         args.trace = str(rank_files[0])
     notes: list[str] = []
     timeline, result = read_and_analyze(args, notes)  # reads first: analysis modules load while it decodes
-    from stepscope.analysis.report import contract
+    from ...analysis.report import contract
 
     report = contract(timeline, result)
     for note in notes:
         print(note, file=sys.stderr)
     if not args.no_cache:
-        from stepscope.app.cli_cached import remember_analyze
+        from ..cli_cached import remember_analyze
 
         remember_analyze(args, report, notes)  # only when every option it used is part of the cache key
-    from stepscope.app.text_report import render_text
+    from ..text_report import render_text
 
     return _emit(report, args.json, render_text)
 
@@ -63,21 +63,21 @@ def _rank_files(source: str) -> list:
 
     if Path(source).is_file() or (not Path(source).is_dir() and not glob.has_magic(source)):
         return []  # a file, or a missing one (load_trace says "cannot open ...")
-    from stepscope.parsers.ranks import find_trace_files
+    from ...parsers.ranks import find_trace_files
 
     return find_trace_files(source)  # TraceError "no trace files in ..." when there are none
 
 
 def _run_ranks(args: argparse.Namespace, paths: list) -> int:
     """DESIGN.md's ``{"ranks": [...], "run": {...}}`` for a folder or glob of rank traces, or its readable form."""
-    from stepscope.analysis import AnalysisOptions
-    from stepscope.analysis.ranks_report import analyze_run_folder
-    from stepscope.app.cli.options import check_analysis_options
+    from ...analysis import AnalysisOptions
+    from ...analysis.ranks_report import analyze_run_folder
+    from .options import check_analysis_options
 
     check_analysis_options(args)
     options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
-    from stepscope.app.text_report import render_ranks_text
-    from stepscope.trace_cache.timelines import load_trace_cached
+    from ...trace_cache.timelines import load_trace_cached
+    from ..text_report import render_ranks_text
 
     def reader(path, limits):  # every rank through the cache (a reopened run maps each rank's Arrow file)
         return load_trace_cached(path, limits, use_cache=not args.no_cache)

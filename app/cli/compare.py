@@ -13,14 +13,14 @@ import json
 import sys
 from pathlib import Path
 
-from stepscope.app.cli.errors import UserError
-from stepscope.app.cli.options import add_analysis_options, read_and_analyze
+from .errors import UserError
+from .options import add_analysis_options, read_and_analyze
 
 EXIT_GATE_FAILED = 1
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from stepscope.analysis.gate import GATE_SYNTAX, gate_help
+    from ...analysis.gate import GATE_SYNTAX, gate_help
 
     compare = subparsers.add_parser(
         "compare",
@@ -59,10 +59,10 @@ def load(path: str, args: argparse.Namespace) -> tuple:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from stepscope.analysis.compare import compare
-    from stepscope.analysis.gate import evaluate_gates, parse_gates
-    from stepscope.analysis.report import contract
-    from stepscope.exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
+    from ...analysis.compare import compare
+    from ...analysis.gate import evaluate_gates, parse_gates
+    from ...analysis.report import contract
+    from ...exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
 
     if args.json and args.format not in (None, "json"):
         raise UserError(f"--json and --format {args.format} disagree")

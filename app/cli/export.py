@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from stepscope.app.cli.errors import UserError
-from stepscope.app.cli.options import add_analysis_options, read_and_analyze
-from stepscope.parsers.trace_processor import trace_processor_status
+from ...parsers.trace_processor import trace_processor_status
+from .errors import UserError
+from .options import add_analysis_options, read_and_analyze
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run_export(args: argparse.Namespace) -> int:
     """Load, analyse, write; print where it went and what it holds. Raises TraceError/ValueError/UserError."""
-    from stepscope.exporters import write_perfetto
+    from ...exporters import write_perfetto
 
     timeline, result = read_and_analyze(args)
     try:

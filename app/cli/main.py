@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from stepscope.app.cli.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
+from .errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
 
 __all__ = ["EXIT_BAD_INPUT", "UserError", "build_parser", "main"]
 
@@ -35,13 +35,13 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from stepscope.app.cli_cached import serve_cached_analyze
+    from ..cli_cached import serve_cached_analyze
 
     served = serve_cached_analyze(sys.argv[1:] if argv is None else argv)  # a cached result: no heavy imports
     if served is not None:
         return served
     args = build_parser().parse_args(argv)
-    from stepscope.parsers import TraceError
+    from ...parsers import TraceError
 
     try:
         return args.handler(args)
@@ -116,8 +116,8 @@ def _prog() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from stepscope.app.cli import analyze, compare, export, report, roofline, run, sweep, webapp
-    from stepscope.batch.cli import add_batch_parser
+    from ...batch.cli import add_batch_parser
+    from . import analyze, compare, export, report, roofline, run, sweep, webapp
 
     parser = OneLineErrorParser(prog=_prog(), description="Stepscope: where every token's time goes.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)

@@ -36,8 +36,8 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
 
     The trace is read through the on-disk Timeline cache (trace_cache; `--no-cache` bypasses it). Notes for
     stderr go to `notes` when given (the analyze command caches them with its result), else are printed."""
-    from stepscope.parsers.split_decode import while_decoding
-    from stepscope.trace_cache.timelines import load_trace_cached
+    from ...parsers.split_decode import while_decoding
+    from ...trace_cache.timelines import load_trace_cached
 
     check_analysis_options(args)
     rules = _rules(args)  # before reading: a bad --categories or --model fails fast
@@ -46,7 +46,7 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
     # imported while the forked child decodes.
     with while_decoding(_import_analysis):
         timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False))
-    from stepscope.analysis import AnalysisOptions, analyze
+    from ...analysis import AnalysisOptions, analyze
 
     options = AnalysisOptions(
         gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex, category_rules=rules
@@ -75,7 +75,7 @@ def _import_analysis() -> None:
 def _rules(args: argparse.Namespace) -> tuple:
     if not getattr(args, "categories", None):
         return ()
-    from stepscope.analysis.categories import load_rules
+    from ...analysis.categories import load_rules
 
     return load_rules(args.categories)  # ValueError: one line
 
@@ -83,7 +83,7 @@ def _rules(args: argparse.Namespace) -> tuple:
 def _model(args: argparse.Namespace):
     if not getattr(args, "model", None):
         return None
-    from stepscope.app.model_shapes import model_shape
+    from ..model_shapes import model_shape
 
     return model_shape(args.model)
 
@@ -92,8 +92,8 @@ def with_model(trace_path: str, timeline, result, model=None, notes: list[str] |
     """Expected-vs-measured findings and the per-category roofline when a run.json beside the trace
     names the model (and the device is known); else the per-category roofline for `model` (--model).
     Notes for stderr are appended to `notes` when given, else printed."""
-    from stepscope.analysis.anatomy import with_category_roofline
-    from stepscope.analysis.roofline import roofline_for_trace, timeline_device, with_roofline
+    from ...analysis.anatomy import with_category_roofline
+    from ...analysis.roofline import roofline_for_trace, timeline_device, with_roofline
 
     def note(text: str) -> None:
         if notes is None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from stepscope.app.cli.errors import UserError
-from stepscope.app.cli.options import add_analysis_options
+from .errors import UserError
+from .options import add_analysis_options
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,9 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run_report(args: argparse.Namespace) -> int:
     """Load, analyse, build, write atomically. Raises TraceError/ValueError/UserError."""
-    from stepscope.analysis.report import contract
-    from stepscope.app.cli.compare import load, trace_label
-    from stepscope.app.report_html import ReportTrace, build_report, write_report
+    from ...analysis.report import contract
+    from ..report_html import ReportTrace, build_report, write_report
+    from .compare import load, trace_label
 
     traces = []
     for path in [args.trace] + ([args.vs] if args.vs else []):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from stepscope.app.cli.errors import UserError
+from .errors import UserError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -33,10 +33,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from stepscope.analysis.roofline import complete_sweep
-    from stepscope.collectors.errors import CollectorError
-    from stepscope.collectors.run import _quiet_libraries
-    from stepscope.collectors.sweep import STAGES, SweepSpec, run_prefill_sweep
+    from ...analysis.roofline import complete_sweep
+    from ...collectors.errors import CollectorError
+    from ...collectors.run import _quiet_libraries
+    from ...collectors.sweep import STAGES, SweepSpec, run_prefill_sweep
 
     _quiet_libraries()
     spec = SweepSpec(

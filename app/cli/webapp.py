@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from stepscope.app.cli.errors import EXIT_INTERRUPTED
+from .errors import EXIT_INTERRUPTED
 
 APP_SCRIPT = Path(__file__).resolve().parents[1] / "streamlit_app.py"
 
@@ -51,7 +51,7 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
 
 
 def run_app(args: argparse.Namespace) -> int:
-    from stepscope.app.logdir import LOGDIR_ENV
+    from ..logdir import LOGDIR_ENV
 
     logdir = str(logdir_path(args))
     env = dict(os.environ, STEPSCOPE_RUNS_DIR=logdir, **{LOGDIR_ENV: logdir})

@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-from stepscope.app.figures import palette
-from stepscope.app.figures.timeline import detail_lanes
+
+from . import palette
+from .timeline import detail_lanes
 
 if TYPE_CHECKING:  # only .name, .timeline and .analysis are read: the HTML report passes its own records
-    from stepscope.app.cache import LoadedTrace
+    from ..cache import LoadedTrace
 
 COLORS = (palette.TRACE_A, palette.TRACE_B)
 

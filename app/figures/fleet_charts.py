@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
-from stepscope.analysis.metrics import metric
-from stepscope.app.safe_text import for_plotly
+
+from ...analysis.metrics import metric
+from ..safe_text import for_plotly
 
 HEIGHT = 320
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from stepscope.app.figures import timeline as tl
-from stepscope.parsers.timeline import Timeline
+
+from ...parsers.timeline import Timeline
+from . import timeline as tl
 
 # heatmap choices: label -> column of RankRun.rank_steps (ns)
 HEATMAP_COLUMNS = {

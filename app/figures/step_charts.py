@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from stepscope.app.figures import palette
+
+from . import palette
 
 CHART_HEIGHT = 300
 GAP_LENGTH_BINS_US = (0, 10, 100, 1_000, 10_000, 100_000, np.inf)

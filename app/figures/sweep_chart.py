@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 
 import plotly.graph_objects as go
-from stepscope.analysis.roofline import sweep_frame
-from stepscope.app.figures import palette
-from stepscope.app.safe_text import for_plotly
+
+from ...analysis.roofline import sweep_frame
+from ..safe_text import for_plotly
+from . import palette
 
 CHART_HEIGHT = 440
 MEASURED = palette.PREFILL

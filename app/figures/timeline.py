@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from stepscope.analysis.model import Analysis
-from stepscope.app.figures import palette
-from stepscope.app.safe_text import for_plotly
-from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+
+from ...analysis.model import Analysis
+from ...parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from ..safe_text import for_plotly
+from . import palette
 
 DETAIL_EVENT_BUDGET = 20_000  # segments drawn in the detail view
 OVERVIEW_SEGMENT_BUDGET = 2_500  # per lane in the overview: ~2 per pixel column; more are not seen, only waited for

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import streamlit as st
-from stepscope.app import components, logdir_panel, perfetto_panel, report_panel, roofline_panel, tables
-from stepscope.app.analysis_settings import settings_expander
-from stepscope.app.figures import step_charts, timeline
-from stepscope.app.logdir import configured_logdir
-from stepscope.app.navigation import ANALYZE_KEY
-from stepscope.app.safe_text import for_markdown
-from stepscope.app.source_loading import load_source
-from stepscope.app.stage_timing import mark, stage
-from stepscope.app.trace_sources import TraceSource, all_sources, default_source
-from stepscope.app.uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload_names
-from stepscope.parsers import TraceError
-from stepscope.parsers.trace_processor import trace_processor_status
+
+from ...parsers import TraceError
+from ...parsers.trace_processor import trace_processor_status
+from .. import components, logdir_panel, perfetto_panel, report_panel, roofline_panel, tables
+from ..analysis_settings import settings_expander
+from ..figures import step_charts, timeline
+from ..logdir import configured_logdir
+from ..navigation import ANALYZE_KEY
+from ..safe_text import for_markdown
+from ..source_loading import load_source
+from ..stage_timing import mark, stage
+from ..trace_sources import TraceSource, all_sources, default_source
+from ..uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload_names
 
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
@@ -271,6 +272,3 @@ def _below_timeline(loaded, source, roofline_line) -> None:
     components.downloads(loaded, "analyze")
     report_panel.report_download(loaded)
     perfetto_panel.perfetto_downloads(loaded)
-
-
-render()

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import streamlit as st
-from stepscope.analysis.compare import compare
-from stepscope.app import components, report_panel
-from stepscope.app.figures import compare_charts
-from stepscope.app.navigation import COMPARE_KEYS
-from stepscope.app.safe_text import for_markdown
-from stepscope.app.source_loading import load_source
-from stepscope.app.trace_sources import TraceSource, all_sources, default_pair
-from stepscope.app.uploads import upload_names
-from stepscope.parsers import TraceError
+
+from ...analysis.compare import compare
+from ...parsers import TraceError
+from .. import components, report_panel
+from ..figures import compare_charts
+from ..navigation import COMPARE_KEYS
+from ..safe_text import for_markdown
+from ..source_loading import load_source
+from ..trace_sources import TraceSource, all_sources, default_pair
+from ..uploads import upload_names
 
 
 def _pick_pair() -> tuple[TraceSource, TraceSource] | None:
@@ -133,6 +134,3 @@ def render() -> None:
         for item, tag in zip(loaded, ("a", "b"), strict=True):
             st.markdown(f"**{for_markdown(item.name)}**")
             components.downloads(item, f"compare_{tag}")
-
-
-render()

@@ -7,18 +7,16 @@ Only folders under the fleet root (STEPSCOPE_FLEET_ROOT, else the runs folder) a
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
-
 import streamlit as st
-from stepscope.app.figures import fleet_charts
-from stepscope.app.navigation import ANALYZE_KEY, go_to
-from stepscope.app.safe_text import for_markdown
-from stepscope.app.trace_sources import fleet_root, samples_dir
-from stepscope.app.uploads import register_upload
-from stepscope.batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
+
+from ...batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
+from ..figures import fleet_charts
+from ..navigation import ANALYZE_KEY, go_to
+from ..safe_text import for_markdown
+from ..trace_sources import fleet_root, samples_dir
+from ..uploads import register_upload
 
 FLEET_KEY = "fleet_folder"
 TABLE_COLUMNS = (
@@ -42,7 +40,7 @@ TABLE_COLUMNS = (
 
 def _start_batch(root: Path) -> None:
     """Run a batch over a folder of traces (the samples, or a folder under the root) with a live progress bar."""
-    from stepscope.batch.runner import run_batch
+    from ...batch.runner import run_batch
 
     with st.expander("Analyse a folder of traces into a new batch", expanded=not batch_folders(root)):
         sources = {"samples": samples_dir()}
@@ -129,6 +127,3 @@ def render() -> None:
     if len(errors):
         with st.expander(f"Error rows ({len(errors)})"):
             st.dataframe(errors[["path", "error"]], width="stretch", hide_index=True)
-
-
-render()

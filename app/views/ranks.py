@@ -6,17 +6,14 @@ files uploaded together, can be picked. Numbers come from analysis/ranks.py; thi
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
-
 import streamlit as st
-from stepscope.analysis.metrics import format_value
-from stepscope.app import components
-from stepscope.app.analysis_settings import settings_expander
-from stepscope.app.figures import rank_charts
-from stepscope.app.rank_runs import (
+
+from ...analysis.metrics import format_value
+from ...parsers import TraceError
+from .. import components
+from ..analysis_settings import settings_expander
+from ..figures import rank_charts
+from ..rank_runs import (
     RANK_UPLOADS_KEY,
     RANKS_KEY,
     LoadedRanks,
@@ -25,9 +22,8 @@ from stepscope.app.rank_runs import (
     load_rank_source,
     rank_sources,
 )
-from stepscope.app.safe_text import for_markdown
-from stepscope.app.uploads import ACCEPTED_TYPES, size_limit_text
-from stepscope.parsers import TraceError
+from ..safe_text import for_markdown
+from ..uploads import ACCEPTED_TYPES, size_limit_text
 
 
 def _pick_source() -> RankSource | None:
@@ -148,6 +144,3 @@ def render() -> None:
         components.finding_alerts(loaded.result.findings)
     else:
         st.write("No straggler, communication-bound steps or imbalance above the thresholds.")
-
-
-render()

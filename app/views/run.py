@@ -12,15 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
-from stepscope.analysis.roofline import load_sweep, sweep_frame
-from stepscope.app.exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
-from stepscope.app.figures.sweep_chart import sweep_figure
-from stepscope.app.navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
-from stepscope.app.safe_text import for_markdown
-from stepscope.app.sweeps import past_sweeps, run_sweep
-from stepscope.app.trace_sources import runs_dir
-from stepscope.collectors.errors import CollectorError
-from stepscope.collectors.presets import DEFAULT_PRESET, PRESETS
+
+from ...analysis.roofline import load_sweep, sweep_frame
+from ...collectors.errors import CollectorError
+from ...collectors.presets import DEFAULT_PRESET, PRESETS
+from ..exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
+from ..figures.sweep_chart import sweep_figure
+from ..navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
+from ..safe_text import for_markdown
+from ..sweeps import past_sweeps, run_sweep
+from ..trace_sources import runs_dir
 
 MODES = ("eager", "cuda-graph", "compile")  # collectors.decode_loops.MODES, without importing torch to list them
 DEVICES = ("auto", "cpu", "cuda")
@@ -41,7 +42,7 @@ def _pair_modes(on_gpu: bool) -> tuple[str, str]:
 
 
 def _spec_form():
-    from stepscope.collectors.run import RunSpec
+    from ...collectors.run import RunSpec
 
     with st.form("run_spec"):
         left, right = st.columns(2)
@@ -77,7 +78,7 @@ def _spec_form():
 
 def _run(spec, status) -> Path:
     """One collectors run with its stages shown as a progress bar inside the status box."""
-    from stepscope.collectors.run import STAGES, run_profiled_generation
+    from ...collectors.run import STAGES, run_profiled_generation
 
     bar = status.progress(0.0, text=f"{spec.mode}: starting")
 
@@ -122,7 +123,7 @@ def _generation_section(on_gpu: bool) -> None:
 
 
 def _sweep_form():
-    from stepscope.collectors.sweep import SweepSpec
+    from ...collectors.sweep import SweepSpec
 
     with st.form("sweep_spec"):
         left, middle, right = st.columns(3)
@@ -156,7 +157,7 @@ def _sweep_form():
 
 
 def _run_sweep_with_status(spec) -> Path | None:
-    from stepscope.collectors.sweep import STAGES
+    from ...collectors.sweep import STAGES
 
     with st.status(
         f"Sweeping prefill of {spec.preset}, {spec.min_tokens}-{spec.max_tokens} tokens...", expanded=True
@@ -251,6 +252,3 @@ def render() -> None:
     )
     _generation_section(on_gpu)
     _sweep_section()
-
-
-render()
