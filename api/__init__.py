@@ -54,7 +54,7 @@ class Trace:
 
     def html_report(self, path: str | os.PathLike, vs: Trace | None = None) -> Path:
         """Write the self-contained HTML report (plotly.js inside, opens offline); returns its path."""
-        from ..app.report_html import ReportTrace, build_report, write_report
+        from ..exporters.report_html import ReportTrace, build_report, write_report
 
         traces = [ReportTrace(t.name, t.timeline, t.analysis, t.report) for t in (self, vs) if t is not None]
         write_report(build_report(*traces), path)

