@@ -68,7 +68,7 @@ def serve_cached_analyze(argv: Sequence[str]) -> int | None:
     if args.json:
         sys.stdout.write(result.text + "\n")
     else:
-        from .text_report import render_text
+        from ..exporters.text_report import render_text
 
         sys.stdout.write(render_text(json.loads(result.text)))
     return 0

@@ -1,6 +1,6 @@
 """Page pieces shared by Analyze and Compare: summary cards, how steps were found, findings, downloads.
 
-Every string that came from a trace goes through app.safe_text before Markdown sees it.
+Every string that came from a trace goes through exporters.safe_text before Markdown sees it.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import streamlit as st
 
 from ..analysis.metrics import HEADLINE
 from ..analysis.summary import Summary
+from ..exporters.safe_text import for_markdown
 from . import tables
 from .cache import LoadedTrace
-from .safe_text import for_markdown
 
 SUMMARY_CARDS = HEADLINE  # the registry's headline metrics, in the order the cards appear
 SEVERITY_ICON = {"critical": ":material/error:", "warn": ":material/warning:", "info": ":material/info:"}

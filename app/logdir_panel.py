@@ -13,10 +13,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from ..exporters.safe_text import for_markdown
 from .logdir import OutsideLogdirError, TraceFile, configured_logdir, human_size, list_folders, list_traces
 from .logdir import resolve_within as _resolve_within
 from .navigation import ANALYZE_KEY
-from .safe_text import for_markdown
 from .trace_sources import TraceSource
 
 PREFIX = "logdir:"

@@ -1,30 +1,21 @@
-"""Page files and session-state keys shared between pages, so a page can hand a choice to another."""
+"""Session-state keys shared between pages, so a page can hand a choice to another, and switching pages."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-PAGE_FILES = {
-    "analyze": "views/analyze.py",
-    "run": "views/run.py",
-    "compare": "views/compare.py",
-    "ranks": "views/ranks.py",
-    "fleet": "views/fleet.py",
-}
-_REGISTERED: dict[str, object] = {}  # the st.Page objects of the running app, set by streamlit_app.py
 ANALYZE_KEY = "analyze_source"  # session state: the source key Analyze shows
 COMPARE_KEYS = "compare_sources"  # session state: (key a, key b) Compare shows
-
-
-def register_pages(pages: dict[str, object]) -> None:
-    """Remember the app's st.Page objects: switching by page object keeps st.navigation's menu and layout."""
-    _REGISTERED.clear()
-    _REGISTERED.update(pages)
+PAGES_KEY = "_stepscope_pages"  # session state: this session's st.Page objects (app/pages.py)
 
 
 def go_to(page: str) -> None:
-    """Switch page; outside st.navigation (a page run on its own, as in tests) just rerun in place."""
+    """Switch page by its st.Page object, which keeps st.navigation's menu and layout; outside st.navigation (a
+    page run on its own, as in tests) just rerun in place. The pages are this session's: a server runs many."""
+    target = st.session_state.get(PAGES_KEY, {}).get(page)
+    if target is None:
+        st.rerun()
     try:
-        st.switch_page(_REGISTERED.get(page) or PAGE_FILES[page])
+        st.switch_page(target)
     except st.errors.StreamlitAPIException:
         st.rerun()

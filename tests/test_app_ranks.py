@@ -22,6 +22,7 @@ from streamlit.testing.v1 import AppTest
 from app.navigation import ANALYZE_KEY
 from app.rank_runs import RANK_UPLOADS_KEY, RANKS_KEY
 from batch.runner import run_batch
+from tests.app_pages import page_test
 from tests.app_samples import XSS_KERNEL, sample_folder
 from tests.conftest import real_trace
 
@@ -39,7 +40,7 @@ def samples(tmp_path, monkeypatch) -> Path:
 
 
 def _page(name: str) -> AppTest:
-    return AppTest.from_file(str(PAGES / name), default_timeout=TIMEOUT_S)
+    return page_test(name, TIMEOUT_S)
 
 
 def _allreduce_ms_per_step(trace: Path, starts_us, ends_us) -> list[float]:

@@ -11,9 +11,9 @@ import gzip
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from app.navigation import ANALYZE_KEY
+from tests.app_pages import page_test
 from tests.conftest import REAL_TRACES
 
 PAGE = Path(__file__).resolve().parents[1] / "app" / "views" / "analyze.py"
@@ -35,7 +35,7 @@ def samples(tmp_path_factory) -> Path:
 def test_analyze_page_renders_each_real_trace(samples, name, monkeypatch, tmp_path):
     monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(samples))
     monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
-    at = AppTest.from_file(str(PAGE), default_timeout=120)
+    at = page_test("analyze", 120)
     at.session_state[ANALYZE_KEY] = f"sample:{name.split('.json')[0]}"
     at.run()
     assert not at.exception, [e.message for e in at.exception]

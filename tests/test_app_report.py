@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app_pages import page_test
+
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "app" / "views"
 SAMPLES = REPO / "sample_traces"
@@ -32,7 +34,7 @@ def _download_labels(at: AppTest) -> list[str]:
 
 @pytest.mark.parametrize(("page", "what"), [("analyze.py", "this trace"), ("compare.py", "this comparison")])
 def test_report_is_made_on_request(samples, page, what):
-    at = AppTest.from_file(str(PAGES / page), default_timeout=120).run()
+    at = page_test(page, 120).run()
     assert not at.exception
     assert not any(label.startswith("Download HTML report") for label in _download_labels(at))  # not before asked
     prepare = next(b for b in at.button if b.label == f"Prepare HTML report of {what}")

@@ -182,7 +182,8 @@ def test_run_passes_its_options_to_the_collector():
 
 
 def test_missing_collect_extra_is_one_line(monkeypatch, capsys):
-    from app.cli import main, run
+    from app.cli import run
+    from app.cli.main import main
 
     def no_torch(args):
         raise ModuleNotFoundError("No module named 'torch'", name="torch")

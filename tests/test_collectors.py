@@ -142,7 +142,7 @@ def test_missing_cuda_is_a_clear_error(tmp_path):
 
 
 def test_model_that_does_not_fit_is_refused_before_allocating(tmp_path, monkeypatch):
-    import stepscope.collectors.model_loading as model_loading
+    import collectors.model_loading as model_loading
 
     monkeypatch.setattr(model_loading, "free_memory_bytes", lambda device: 1 << 30)
     with pytest.raises(CollectorError, match="does not fit"):

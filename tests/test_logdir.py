@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
 
 from app import logdir
 from app.logdir import OutsideLogdirError, configured_logdir, list_folders, list_traces, resolve_within
 from app.logdir_panel import OPENED_KEY, open_trace, opened_sources
 from app.navigation import ANALYZE_KEY
 from parsers import load_trace
+from tests.app_pages import page_test
 from tests.synthetic_traces import doc, synthetic_generation
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,7 +136,7 @@ def test_analyze_page_opens_a_trace_from_the_logdir(tmp_path, monkeypatch):
     monkeypatch.setenv("STEPSCOPE_LOGDIR", str(logs))
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     st.cache_data.clear()  # an earlier test may hold the same sample's Timeline in Streamlit's in-memory cache
-    at = AppTest.from_file(str(REPO / "app" / "views" / "analyze.py"), default_timeout=120).run()
+    at = page_test("analyze", 120).run()
     assert not at.exception
     pick = at.selectbox(key="logdir_pick")
     assert pick.value == "eager/trace.json.gz"
@@ -169,7 +169,7 @@ def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monk
 def test_landing_page_shows_the_timeline_frame_until_a_trace_is_opened(tmp_path, monkeypatch):
     """AppTest: with nothing open, Analyze draws the empty timeline frame (a real Plotly chart, so the browser
     loads Plotly's code before the click); opening a trace replaces it with the trace's overview."""
-    from app.figures.timeline import EMPTY_TITLE, OVERVIEW_TITLE
+    from exporters.figures.timeline import EMPTY_TITLE, OVERVIEW_TITLE
 
     logs, empty = tmp_path / "logs", tmp_path / "empty"
     (logs / "run").mkdir(parents=True)
@@ -187,7 +187,7 @@ def test_landing_page_shows_the_timeline_frame_until_a_trace_is_opened(tmp_path,
     def charts(at) -> list[dict]:
         return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
-    at = AppTest.from_file(str(REPO / "app" / "views" / "analyze.py"), default_timeout=120).run()
+    at = page_test("analyze", 120).run()
     assert not at.exception
     (frame,) = charts(at)
     assert frame["layout"]["title"]["text"].startswith(EMPTY_TITLE)

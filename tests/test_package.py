@@ -40,20 +40,9 @@ def wheel_files(tmp_path_factory) -> list[str]:
     pytest.importorskip("setuptools")
     source = tmp_path_factory.mktemp("source")
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "runs", "build", "*.egg-info")
-    for name in (
-        "stepscope",
-        "contracts",
-        "collectors",
-        "parsers",
-        "trace_cache",
-        "analysis",
-        "exporters",
-        "batch",
-        "app",
-        "sample_traces",
-    ):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=skip)
+    packages = [p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name != "tests"]
+    for name in [*packages, "sample_traces"]:
+        shutil.copytree(ROOT / name, source / name, ignore=skip)
     for name in ("setup.py", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
@@ -76,12 +65,13 @@ def test_wheel_puts_every_folder_under_stepscope(wheel_files):
     assert {t for t in tops if not t.endswith(".dist-info")} == {"stepscope"}
     for module in (
         "stepscope/__init__.py",
-        "stepscope/api.py",
+        "stepscope/api/__init__.py",
+        "stepscope/_checkout.py",
         "stepscope/app/cli/main.py",
         "stepscope/app/cli/compare.py",
         "stepscope/app/streamlit_app.py",
         "stepscope/app/views/analyze.py",
-        "stepscope/app/figures/timeline.py",
+        "stepscope/exporters/figures/timeline.py",
         "stepscope/analysis/roofline/__init__.py",
         "stepscope/analysis/metrics.py",
         "stepscope/parsers/__init__.py",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from analysis import analyze
-from app.cli import main
+from app.cli.main import main
 from exporters import open_in_perfetto_html, perfetto_trace_bytes, write_perfetto
 from parsers import load_trace, parse_trace_bytes
 from parsers.chrome_trace import read_chrome_trace

@@ -13,7 +13,7 @@ import pytest
 
 from analysis import analyze
 from analysis.report import contract
-from app.report_html import MAX_REPORT_BYTES, ReportTooLargeError, ReportTrace, build_report, write_report
+from exporters.report_html import MAX_REPORT_BYTES, ReportTooLargeError, ReportTrace, build_report, write_report
 from parsers import load_trace
 from tests.synthetic_traces import annotation, doc, kernel, write
 

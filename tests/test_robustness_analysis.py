@@ -186,7 +186,7 @@ def test_the_shipped_run_json_passes_the_schema():
     ],
 )
 def test_bad_option_values_give_one_error_line(argv, tmp_path, capsys):
-    from app.cli import main
+    from app.cli.main import main
 
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps(doc(synthetic_generation(decode_steps=2))))

@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from app import exposure
 from app.navigation import ANALYZE_KEY
 from app.uploads import UPLOADS_KEY, register_upload
+from tests.app_pages import page_test
 from tests.app_samples import sample_folder, synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +72,7 @@ def test_upload_handler_turns_any_reader_failure_into_one_line(samples, monkeypa
 def test_a_failed_upload_keeps_the_previous_trace_open(samples, monkeypatch):
     state: dict = {}
     good = register_upload(state, "mine.json.gz", gzip.compress(json.dumps(synthetic_trace()).encode())).key
-    at = AppTest.from_file(str(REPO / "app" / "views" / "analyze.py"), default_timeout=TIMEOUT_S)
+    at = page_test("analyze", TIMEOUT_S)
     at.session_state[UPLOADS_KEY] = state[UPLOADS_KEY]
     at.session_state[ANALYZE_KEY] = good
     at.run()
@@ -96,7 +97,7 @@ def test_beyond_localhost_the_run_page_is_gone_and_a_warning_shows(samples, list
     assert not at.exception
     assert any("listens on 0.0.0.0" in w.value for w in at.sidebar.warning)
     assert "warning: Stepscope listens on 0.0.0.0" in capsys.readouterr().err
-    run = AppTest.from_file(str(REPO / "app" / "views" / "run.py"), default_timeout=TIMEOUT_S).run()
+    run = page_test("run", TIMEOUT_S).run()
     assert not run.exception
     assert run.error and "Runs are off" in run.error[0].value
     assert not [b for b in run.button if b.label == "Run"]
@@ -106,7 +107,7 @@ def test_beyond_localhost_the_run_page_is_gone_and_a_warning_shows(samples, list
 def test_beyond_localhost_the_operator_can_turn_runs_on(samples, listening_everywhere, monkeypatch):
     pytest.importorskip("torch")
     monkeypatch.setenv(exposure.ALLOW_REMOTE_ENV, "1")
-    run = AppTest.from_file(str(REPO / "app" / "views" / "run.py"), default_timeout=TIMEOUT_S).run()
+    run = page_test("run", TIMEOUT_S).run()
     assert not run.exception and not run.error
     assert [b for b in run.button if b.label == "Run"]
 
@@ -126,7 +127,7 @@ def test_a_model_folder_outside_the_roots_is_refused(samples, tmp_path, monkeypa
     assert exposure.inside_roots(root / "m", exposure.model_roots())
     assert not exposure.inside_roots(root / "m" / ".." / ".." / "elsewhere", exposure.model_roots())
     assert not exposure.inside_roots(root / "escape", exposure.model_roots())  # a symlink out is out
-    at = AppTest.from_file(str(REPO / "app" / "views" / "run.py"), default_timeout=TIMEOUT_S).run()
+    at = page_test("run", TIMEOUT_S).run()
     next(r for r in at.radio if r.label == "Model").set_value("local model")
     next(t for t in at.text_input if t.label == "Local model folder").set_value("/etc")
     next(b for b in at.button if b.label == "Run").click().run()
@@ -137,7 +138,7 @@ def test_a_model_folder_outside_the_roots_is_refused(samples, tmp_path, monkeypa
 def test_runs_are_bounded(samples, monkeypatch):
     pytest.importorskip("torch")
     monkeypatch.setenv("STEPSCOPE_MAX_BATCH", "4")
-    at = AppTest.from_file(str(REPO / "app" / "views" / "run.py"), default_timeout=TIMEOUT_S).run()
+    at = page_test("run", TIMEOUT_S).run()
     batch = next(n for n in at.number_input if n.label == "Batch")
     new_tokens = next(n for n in at.number_input if n.label == "New tokens")
     assert batch.max == 4 and new_tokens.max == 1024

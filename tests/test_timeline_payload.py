@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from analysis import analyze
-from app.figures import timeline as timeline_figures
+from exporters.figures import timeline as timeline_figures
 from parsers import load_trace
 from tests.synthetic_traces import synthetic_generation, write
 

@@ -342,7 +342,7 @@ def test_the_fast_path_never_hashes_a_file_it_does_not_know(tmp_path, trace, mon
 def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monkeypatch):
     """`analyze DIR` caches every rank's Timeline; stepscope.load caches too (and cache=False leaves it alone)."""
     import stepscope
-    from app.cli import main
+    from app.cli.main import main
 
     folder = ROOT / "sample_traces" / "cpu_tiny-llama_tp2_eager"
     cache = tmp_path / "cache"

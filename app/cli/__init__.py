@@ -1,10 +1,7 @@
 """Command line: `stepscope analyze|compare|report|export|roofline|run|sweep|batch|app ...`
 (or `python -m app.cli ...`).
 
-The entry point lives in app.cli.main; this file only re-exports it, so that `python -m app.cli` (which
-imports this package before running __main__) loads no code twice.
+The entry point is app.cli.main (`main()` for tests and scripts, `run()` for the command). Nothing is
+re-exported here: a package attribute named like one of its submodules (this package's `main`) would be
+replaced by the submodule as soon as it is imported under its bare name (tests/test_module_names.py).
 """
-
-from .main import EXIT_BAD_INPUT, UserError, build_parser, main
-
-__all__ = ["EXIT_BAD_INPUT", "UserError", "build_parser", "main"]

@@ -41,7 +41,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         from ..cli_cached import remember_analyze
 
         remember_analyze(args, report, notes)  # only when every option it used is part of the cache key
-    from ..text_report import render_text
+    from ...exporters.text_report import render_text
 
     return _emit(report, args.json, render_text)
 
@@ -76,8 +76,8 @@ def _run_ranks(args: argparse.Namespace, paths: list) -> int:
 
     check_analysis_options(args)
     options = AnalysisOptions(gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex)
+    from ...exporters.text_report import render_ranks_text
     from ...trace_cache.timelines import load_trace_cached
-    from ..text_report import render_ranks_text
 
     def reader(path, limits):  # every rank through the cache (a reopened run maps each rank's Arrow file)
         return load_trace_cached(path, limits, use_cache=not args.no_cache)

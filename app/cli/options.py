@@ -83,7 +83,7 @@ def _rules(args: argparse.Namespace) -> tuple:
 def _model(args: argparse.Namespace):
     if not getattr(args, "model", None):
         return None
-    from ..model_shapes import model_shape
+    from ...analysis.roofline.model_source import model_shape
 
     return model_shape(args.model)
 

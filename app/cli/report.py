@@ -1,4 +1,4 @@
-"""`report TRACE [--vs OTHER] -o report.html`: one self-contained HTML file to share (see app.report_html)."""
+"""`report TRACE [--vs OTHER] -o report.html`: one self-contained HTML file to share (see exporters.report_html)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run_report(args: argparse.Namespace) -> int:
     """Load, analyse, build, write atomically. Raises TraceError/ValueError/UserError."""
     from ...analysis.report import contract
-    from ..report_html import ReportTrace, build_report, write_report
+    from ...exporters.report_html import ReportTrace, build_report, write_report
     from .compare import load, trace_label
 
     traces = []

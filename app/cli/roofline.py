@@ -40,7 +40,7 @@ def run_roofline(args: argparse.Namespace) -> int:
     """Print the table or the JSON object. Raises UserError (bad flags) or ValueError (bad model)."""
     from ...analysis.roofline import compute_bound_prompt_tokens, decode_cost, estimate, kv_bytes_per_token
     from ...analysis.roofline.hardware import phase_estimates
-    from ..model_shapes import model_shape
+    from ...analysis.roofline.model_source import model_shape
 
     for name in ("prompt_tokens", "new_tokens", "batch"):
         if not 1 <= getattr(args, name) <= MAX_COUNT:

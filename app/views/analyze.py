@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ...exporters.figures import step_charts, timeline
+from ...exporters.safe_text import for_markdown
 from ...parsers import TraceError
 from ...parsers.trace_processor import trace_processor_status
 from .. import components, logdir_panel, perfetto_panel, report_panel, roofline_panel, tables
 from ..analysis_settings import settings_expander
-from ..figures import step_charts, timeline
 from ..logdir import configured_logdir
 from ..navigation import ANALYZE_KEY
-from ..safe_text import for_markdown
 from ..source_loading import load_source
 from ..stage_timing import mark, stage
 from ..trace_sources import TraceSource, all_sources, default_source
@@ -272,6 +272,3 @@ def _below_timeline(loaded, source, roofline_line) -> None:
     components.downloads(loaded, "analyze")
     report_panel.report_download(loaded)
     perfetto_panel.perfetto_downloads(loaded)
-
-
-render()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis.compare import compare
+from ...exporters.figures import compare_charts
+from ...exporters.safe_text import for_markdown
 from ...parsers import TraceError
 from .. import components, report_panel
-from ..figures import compare_charts
 from ..navigation import COMPARE_KEYS
-from ..safe_text import for_markdown
 from ..source_loading import load_source
 from ..trace_sources import TraceSource, all_sources, default_pair
 from ..uploads import upload_names
@@ -134,6 +134,3 @@ def render() -> None:
         for item, tag in zip(loaded, ("a", "b"), strict=True):
             st.markdown(f"**{for_markdown(item.name)}**")
             components.downloads(item, f"compare_{tag}")
-
-
-render()

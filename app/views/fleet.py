@@ -7,17 +7,14 @@ Only folders under the fleet root (STEPSCOPE_FLEET_ROOT, else the runs folder) a
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
 
 import streamlit as st
 
 from ...batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
-from ..figures import fleet_charts
+from ...exporters.figures import fleet_charts
+from ...exporters.safe_text import for_markdown
 from ..navigation import ANALYZE_KEY, go_to
-from ..safe_text import for_markdown
 from ..trace_sources import fleet_root, samples_dir
 from ..uploads import register_upload
 
@@ -130,6 +127,3 @@ def render() -> None:
     if len(errors):
         with st.expander(f"Error rows ({len(errors)})"):
             st.dataframe(errors[["path", "error"]], width="stretch", hide_index=True)
-
-
-render()

@@ -6,18 +6,14 @@ files uploaded together, can be picked. Numbers come from analysis/ranks.py; thi
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `streamlit run` puts app/ first, not the repo
-
 import streamlit as st
 
 from ...analysis.metrics import format_value
+from ...exporters.figures import rank_charts
+from ...exporters.safe_text import for_markdown
 from ...parsers import TraceError
 from .. import components
 from ..analysis_settings import settings_expander
-from ..figures import rank_charts
 from ..rank_runs import (
     RANK_UPLOADS_KEY,
     RANKS_KEY,
@@ -27,7 +23,6 @@ from ..rank_runs import (
     load_rank_source,
     rank_sources,
 )
-from ..safe_text import for_markdown
 from ..uploads import ACCEPTED_TYPES, size_limit_text
 
 
@@ -149,6 +144,3 @@ def render() -> None:
         components.finding_alerts(loaded.result.findings)
     else:
         st.write("No straggler, communication-bound steps or imbalance above the thresholds.")
-
-
-render()

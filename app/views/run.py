@@ -16,10 +16,10 @@ import streamlit as st
 from ...analysis.roofline import load_sweep, sweep_frame
 from ...collectors.errors import CollectorError
 from ...collectors.presets import DEFAULT_PRESET, PRESETS
+from ...exporters.figures.sweep_chart import sweep_figure
+from ...exporters.safe_text import for_markdown
 from ..exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
-from ..figures.sweep_chart import sweep_figure
 from ..navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
-from ..safe_text import for_markdown
 from ..sweeps import past_sweeps, run_sweep
 from ..trace_sources import runs_dir
 
@@ -252,6 +252,3 @@ def render() -> None:
     )
     _generation_section(on_gpu)
     _sweep_section()
-
-
-render()

@@ -28,8 +28,8 @@ from ..analysis.compare import Comparison
 from ..analysis.gap_table import gaps_by_cause
 from ..analysis.metrics import HEADLINE
 from ..analysis.model import Analysis
-from ..exporters.compare_formats import format_delta, format_ratio, format_value
 from ..parsers.timeline import Timeline
+from .compare_formats import format_delta, format_ratio, format_value
 from .figures import compare_charts, step_charts, timeline
 
 MAX_REPORT_BYTES = 8_000_000

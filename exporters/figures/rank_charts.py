@@ -82,7 +82,7 @@ def rank_step_timeline(
     step: int,
     same_clock: bool,
 ) -> tuple[go.Figure, str]:
-    """One aligned step drawn at kernel (host-op) level, one lane group per rank (app/figures/timeline.py lanes).
+    """One aligned step drawn at kernel (host-op) level, one lane group per rank (exporters/figures/timeline.py lanes).
 
     On one clock every rank shares the time axis (ms from the earliest rank's step start), so skew shows as
     shifted ends; across clocks each rank starts at its own step start.

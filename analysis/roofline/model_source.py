@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis.roofline import ModelShape, read_config_file, shape_from_config
+from . import ModelShape, read_config_file, shape_from_config
 
 _PRESET_MODEL_TYPES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Phi3Config": "phi3"}
 
@@ -14,7 +14,7 @@ _PRESET_MODEL_TYPES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Phi3Conf
 def model_shape(model: str, dtype: str = "bfloat16") -> ModelShape:
     """A ModelShape for a preset name, else a model folder, config.json or run.json; ValueError
     with a one-line message otherwise."""
-    from ..collectors.presets import PRESETS  # torch-free at import
+    from ...collectors.presets import PRESETS  # torch-free at import
 
     preset = PRESETS.get(model)
     if preset is not None:

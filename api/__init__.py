@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+if "." not in __name__:  # imported by its bare folder name in a checkout: be the stepscope. module
+    from stepscope._checkout import alias_this
+
+    alias_this(__name__)
+
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -9,11 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from stepscope.analysis import Analysis, AnalysisOptions
-from stepscope.analysis import analyze as _analyze
-from stepscope.analysis.compare import Comparison
-from stepscope.analysis.compare import compare as _compare
-from stepscope.parsers import Timeline
+from ..analysis import Analysis, AnalysisOptions
+from ..analysis import analyze as _analyze
+from ..analysis.compare import Comparison
+from ..analysis.compare import compare as _compare
+from ..parsers import Timeline
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,7 @@ class Trace:
     @cached_property
     def report(self) -> dict:
         """The analyze --json object (DESIGN.md's contract)."""
-        from stepscope.analysis.report import contract
+        from ..analysis.report import contract
 
         return contract(self.timeline, self.analysis)
 
@@ -49,7 +54,7 @@ class Trace:
 
     def html_report(self, path: str | os.PathLike, vs: Trace | None = None) -> Path:
         """Write the self-contained HTML report (plotly.js inside, opens offline); returns its path."""
-        from stepscope.app.report_html import ReportTrace, build_report, write_report
+        from ..exporters.report_html import ReportTrace, build_report, write_report
 
         traces = [ReportTrace(t.name, t.timeline, t.analysis, t.report) for t in (self, vs) if t is not None]
         write_report(build_report(*traces), path)
@@ -74,7 +79,7 @@ class TraceComparison:
 
     def gate(self, *exprs: str) -> list:
         """Check gates such as "itl_p50_ms<=1.05x"; each result has .ok and .line()."""
-        from stepscope.analysis.gate import evaluate_gates, parse_gates
+        from ..analysis.gate import evaluate_gates, parse_gates
 
         return evaluate_gates(parse_gates(exprs), self.a.analysis.summary, self.b.analysis.summary)
 
@@ -97,7 +102,7 @@ def load(
     Read through the on-disk cache (STEPSCOPE_CACHE_DIR) like the command line and the app, so a notebook
     reopening a big trace maps it instead of parsing it; `cache=False` reads the file afresh.
     Raises stepscope.parsers.TraceError with a one-line reason for a file it cannot read."""
-    from stepscope.trace_cache.timelines import load_trace_cached
+    from ..trace_cache.timelines import load_trace_cached
 
     path = Path(path)
     timeline = load_trace_cached(path, use_cache=cache)
