@@ -44,6 +44,15 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
 
 
 def _step(row) -> dict:
+    return {**_step_basics(row), **_step_time_split(row)}
+
+
+def _step_time_split(row) -> dict:
+    """The idle parts before the step's first device work and after its last (DESIGN.md, 2026-12-01)."""
+    return {"gpu_lead_us": row.gpu_lead_ns / 1000.0, "gpu_tail_us": row.gpu_tail_ns / 1000.0}
+
+
+def _step_basics(row) -> dict:
     return {
         "kind": row.kind,
         "request": int(row.request),

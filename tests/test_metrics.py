@@ -50,6 +50,17 @@ def test_contract_keys_and_cards_are_unchanged():
         "kernels_per_decode_step",
         "launches_per_decode_step",
         "gpu_idle_per_decode_step_us",
+        # added 2026-12-01 (issue 29): per-step figures of the main kind, whatever it is
+        "step_kind",
+        "steps_of_kind",
+        "step_ms",
+        "tokens_per_step",
+        "tokens_per_s",
+        "kernels_per_step",
+        "launches_per_step",
+        "gpu_idle_per_step_us",
+        "gpu_lead_per_step_us",
+        "gpu_tail_per_step_us",
     )
     assert [m.card for m in HEADLINE] == [
         "TTFT",
