@@ -36,6 +36,7 @@ from .roofline.gpus import match_gpu
 from .roofline.hardware import Hardware
 from .roofline.model_config import ModelShape
 from .roofline.sources import timeline_device
+from .step_figures import main_kind
 from .steps import _place
 
 ROOFLINE_CATEGORIES = ("gemm", "attention")  # the ones a model config gives bytes for
@@ -53,6 +54,7 @@ class Anatomy:
     roofline: dict  # per-category roofline of the median step, or {"status": why not}
     notes: tuple[str, ...] = field(default_factory=tuple)
     hardware: Hardware | None = None  # the device the roofline reads bandwidth from (matched from the trace or given)
+    role: str = ""  # which step median_step is, in words ("step 3, the only mixed step"): analysis.anatomy.step_role
 
     def steps_json(self, n_steps: int) -> list[dict[str, dict[str, float]]]:
         """`step_json` of every step 0..n_steps-1 in one pass (the CLI JSON's per-step `categories`)."""
@@ -112,7 +114,7 @@ class Anatomy:
     def summary(self) -> dict:
         """The `summary.anatomy` object for the CLI JSON."""
         unit = "kernels" if self.on_gpu else "host ops"
-        out = {"step": self.median_step, "step_kind": self.median_kind, "unit": unit}
+        out = {"step": self.median_step, "step_kind": self.median_kind, "step_role": self.role, "unit": unit}
         out.update(self.layers.as_dict())
         out["categories"] = self.median_categories()
         out["roofline"] = self.roofline
@@ -171,12 +173,13 @@ def anatomy(
     median = median_step(analysis)
     kind = str(steps["kind"].iloc[median]) if median is not None else None
     if median is not None and kind != "decode":
-        notes.append(f"no decode step: layers are read from the {kind} step with the most work")
+        notes.append(f"no decode step: categories and layers are read from {step_role(steps, median)}")
     layers = _layers_of(work, median, on_gpu)
     if hardware is None and on_gpu:
         hardware = match_gpu(*timeline_device(timeline))
     roofline = category_roofline(step_categories, steps, median, model, hardware)
-    return Anatomy(on_gpu, work, step_categories, median, kind, layers, roofline, tuple(notes), hardware)
+    role = step_role(steps, median)
+    return Anatomy(on_gpu, work, step_categories, median, kind, layers, roofline, tuple(notes), hardware, role)
 
 
 def with_anatomy(
@@ -279,20 +282,30 @@ def _per_step(work: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def median_step(analysis: Analysis) -> int | None:
-    """The decode step (outliers left out) whose span is the median; without decode steps, the
-    step with the most kernels."""
+    """The step of the main kind (decode when there is decode, else mixed, verify, prefill: analysis.step_figures),
+    outliers left out, whose span is the median: the step the per-step figures describe."""
     steps = analysis.steps
-    if steps.empty:
-        return None
-    decode = (steps["kind"] == "decode").to_numpy()
+    kind = main_kind(steps)
+    if kind is None:
+        return int(np.argmax(steps["kernels"].to_numpy())) if len(steps) else None
+    of_kind = (steps["kind"] == kind).to_numpy()
     if "outlier" in steps:
-        kept = decode & ~steps["outlier"].to_numpy(dtype=bool)
-        decode = kept if kept.any() else decode
-    if decode.any():
-        rows = np.flatnonzero(decode)
-        span = (steps["end_ns"] - steps["start_ns"]).to_numpy()[rows]
-        return int(rows[np.argsort(span, kind="stable")[(len(rows) - 1) // 2]])
-    return int(np.argmax(steps["kernels"].to_numpy()))
+        kept = of_kind & ~steps["outlier"].to_numpy(dtype=bool)
+        of_kind = kept if kept.any() else of_kind
+    rows = np.flatnonzero(of_kind)
+    span = (steps["end_ns"] - steps["start_ns"]).to_numpy()[rows]
+    return int(rows[np.argsort(span, kind="stable")[(len(rows) - 1) // 2]])
+
+
+def step_role(steps: pd.DataFrame, row: int | None) -> str:
+    """Which step the anatomy read, in words for captions: "step 12, the median decode step (of 31)"."""
+    if row is None:
+        return "no step"
+    kind = str(steps["kind"].iloc[row])
+    count = int((steps["kind"] == kind).sum())
+    if count == 1:
+        return f"step {row}, the only {kind} step"
+    return f"step {row}, the median {kind} step (of {count})"
 
 
 def _layers_of(work: pd.DataFrame, step: int | None, on_gpu: bool) -> LayerResult:

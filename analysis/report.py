@@ -27,6 +27,7 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
     return {
         "format": timeline.meta.source_format,
         "device": timeline.device_name,
+        "device_source": timeline.device_source[1],  # deviceProperties | run.json | how its properties named it
         "events": len(timeline.events),
         "segmentation": {
             "method": analysis.segmentation.method,

@@ -26,7 +26,7 @@ import plotly.offline
 
 from ..analysis.compare import Comparison
 from ..analysis.gap_table import gaps_by_cause
-from ..analysis.metrics import HEADLINE
+from ..analysis.metrics import card_metrics
 from ..analysis.model import Analysis
 from ..parsers.timeline import Timeline
 from .compare_formats import format_delta, format_ratio, format_value
@@ -112,9 +112,10 @@ def _cards(summary) -> str:
     """The app's summary cards (the registry's headline metrics), as HTML."""
     on_gpu = summary.on_gpu
     cards = []
-    for m in HEADLINE:
+    for m, card in card_metrics(summary):
+        label = card if on_gpu or m.cpu_label is None else m.cpu_label
         cards.append(
-            f'<div class="card"><div class="label">{esc(m.label_for(on_gpu))}</div>'
+            f'<div class="card"><div class="label">{esc(label)}</div>'
             f'<div class="value">{esc(m.format(m.value(summary)))}</div></div>'
         )
     note = (

@@ -26,12 +26,13 @@ def render_text(report: dict) -> str:
         lines += [
             "",
             f"{'step':>5} {'kind':<8} {'req':>3} {'idx':>4} {'span us':>10} {'kernels':>8} "
-            f"{'launches':>8} {'busy us':>10} {'idle us':>10}",
+            f"{'launches':>8} {'busy us':>10} {'idle us':>10} {'lead us':>10} {'tail us':>10}",
         ]
         for i, st in enumerate(report["steps"][:40]):
             lines.append(
                 f"{i:>5} {st['kind']:<8} {st['request']:>3} {st['index']:>4} {st['end_us'] - st['start_us']:>10.1f} "
-                f"{st['kernels']:>8} {st['launches']:>8} {st['gpu_busy_us']:>10.1f} {st['gpu_idle_us']:>10.1f}"
+                f"{st['kernels']:>8} {st['launches']:>8} {st['gpu_busy_us']:>10.1f} {st['gpu_idle_us']:>10.1f} "
+                f"{st.get('gpu_lead_us', 0):>10.1f} {st.get('gpu_tail_us', 0):>10.1f}"
             )
         if len(report["steps"]) > 40:
             lines.append(f"  ... {len(report['steps']) - 40} more (use --json for all)")
@@ -51,7 +52,8 @@ def anatomy_lines(anatomy: dict) -> list[str]:
     if anatomy.get("step") is None:
         return ["", "inside a step: no step found"]
     kind = anatomy.get("step_kind")
-    lines = ["", f"inside step {anatomy['step']} ({kind}, the median decode step when there is one)"]
+    role = anatomy.get("step_role") or f"step {anatomy['step']} ({kind})"
+    lines = ["", f"inside {role}"]
     total = sum(c["time_us"] for c in cats.values()) or 1.0
     lines.append(f"{'category':<15}{unit:>9}{'time us':>12}{'share':>8}")
     for name, c in sorted(cats.items(), key=lambda kv: -kv[1]["time_us"]):

@@ -52,7 +52,10 @@ def meta_to_json(meta: TraceMeta) -> dict:
         "source_format": meta.source_format,
         "event_count": meta.event_count,
         "base_time_ns": meta.base_time_ns,
-        "devices": [[d.ordinal, d.name, d.sm_count, d.memory_bytes] for d in meta.devices.values()],
+        "devices": [
+            [d.ordinal, d.name, d.sm_count, d.memory_bytes, d.compute_major, d.compute_minor, d.warp_size]
+            for d in meta.devices.values()
+        ],
         "device_keys": list(meta.devices),
         "process_names": [[k, v] for k, v in meta.process_names.items()],
         "thread_names": [[p, t, v] for (p, t), v in meta.thread_names.items()],
