@@ -88,6 +88,10 @@ class Anatomy:
         return self.step_json(self.median_step) if self.median_step is not None else {}
 
     def findings(self) -> tuple[Finding, ...]:
+        """What the step spends its time on (category_findings) and the per-category roofline's finding."""
+        return category_findings(self) + self._roofline_findings()
+
+    def _roofline_findings(self) -> tuple[Finding, ...]:
         """The per-category roofline's finding: the category furthest below its roofline."""
         roof = self.roofline
         if roof.get("status") != "ok" or not roof.get("finding"):
@@ -108,6 +112,7 @@ class Anatomy:
                     "achieved_gb_s": worst["achieved_gb_s"],
                     "pct_of_roofline": worst["pct_of_roofline"],
                 },
+                cost_us=max(float(worst["time_us"]) - float(worst["floor_us"]), 0.0),  # in this one step
             ),
         )
 
@@ -210,8 +215,69 @@ def with_category_roofline(analysis: Analysis, model: ModelShape | None, hardwar
 
 
 def _joined(findings: tuple[Finding, ...], anat: Anatomy) -> tuple[Finding, ...]:
-    own = {f.id for f in anat.findings()} | {"category-roofline"}
+    own = {f.id for f in anat.findings()} | {"category-roofline", "category-share", "category-dominant"}
     return tuple(f for f in findings if f.id not in own) + anat.findings()
+
+
+FUSABLE = ("elementwise", "norm", "rotary")  # small memory-bound kernels that fusion removes
+FUSABLE_SHARE_SHOWN = 0.30  # their share of a step's kernel time above which it is a finding
+DOMINANT_SHARE = 0.50  # one category above this share of a step's kernel time sets the step's time
+_DOMINANT_ADVICE = {
+    "gemm": "the weight GEMMs set the step's time: compare them with their roofline (--model) and check the "
+    "GEMM backend's tuning for these shapes",
+    "moe": "the expert GEMMs set the step's time: check the fused-MoE kernel's tuning for this batch and how evenly "
+    "tokens spread over the experts",
+    "attention": "attention sets the step's time: long contexts or an unfused attention backend (check the backend "
+    "and the KV cache's dtype)",
+    "communication": "collectives set the step's time: overlap them with compute or use fewer ranks",
+    "sampling": "sampling sets the step's time: keep it on the GPU and fused (top-k/top-p kernels)",
+}
+
+
+def category_findings(anat: Anatomy) -> tuple[Finding, ...]:
+    """What the anatomy's step spends its kernel (host-op) time on, when one part says what to change: small
+    memory-bound kernels (elementwise, norm, rotary) above FUSABLE_SHARE_SHOWN of it, or a single category above
+    DOMINANT_SHARE. Priced by that time summed over every step of the same kind."""
+    cats = anat.median_categories()
+    total = sum(c["time_us"] for c in cats.values())
+    if anat.median_step is None or total <= 0:
+        return ()
+    unit = "kernel" if anat.on_gpu else "host-op"
+    of_kind = anat.step_categories[anat.step_categories["kind"] == anat.median_kind]
+    kind_us = of_kind.groupby("category", observed=True)["time_ns"].sum() / 1e3
+    out: list[Finding] = []
+    fusable = {c: cats[c]["time_us"] for c in FUSABLE if c in cats and cats[c]["time_us"] > 0}
+    share = sum(fusable.values()) / total
+    if share >= FUSABLE_SHARE_SHOWN:
+        parts = ", ".join(f"{c} {t / 1e3:,.2f} ms ({t / total:.0%})" for c, t in fusable.items())
+        names = ", ".join(fusable)
+        out.append(
+            Finding(
+                "category-share",
+                "warn" if share >= 0.5 else "info",
+                f"{share:.0%} of the {anat.median_kind} step's {unit} time is {names}",
+                f"In {anat.role}: {parts} of {total / 1e3:,.2f} ms. These are small memory-bound kernels that "
+                "fusion removes: torch.compile, or fused RMSNorm, rotary and SiLU-and-multiply kernels (the "
+                "inference engines' own).",
+                {"share": share, "time_us": sum(fusable.values()), "step_time_us": total},
+                cost_us=float(sum(kind_us.get(c, 0.0) for c in fusable)),
+            )
+        )
+    top, top_us = max(cats.items(), key=lambda kv: kv[1]["time_us"])[0], max(c["time_us"] for c in cats.values())
+    if top_us / total >= DOMINANT_SHARE and top not in FUSABLE:
+        advice = _DOMINANT_ADVICE.get(top, f"{top} kernels set the step's time")
+        out.append(
+            Finding(
+                "category-dominant",
+                "info",
+                f"{top} takes {top_us / total:.0%} of the {anat.median_kind} step's {unit} time",
+                f"In {anat.role}: {top} {top_us / 1e3:,.2f} ms of {total / 1e3:,.2f} ms ({cats[top]['kernels']} "
+                f"{unit}s): {advice}.",
+                {"share": top_us / total, "time_us": top_us, "step_time_us": total},
+                cost_us=float(kind_us.get(top, 0.0)),
+            )
+        )
+    return tuple(out)
 
 
 def _refine_by_module(ev: pd.DataFrame, category: pd.Categorical, rules: tuple[Rule, ...]) -> tuple:

@@ -48,6 +48,9 @@ class Finding:
     title: str
     detail: str
     evidence: dict[str, float] = field(default_factory=dict)
+    # the time in the trace this finding accounts for (summed over the steps it concerns), None where it has no
+    # time of its own (a comparison of phases, a roofline ratio); the JSON adds it as cost_us and cost_pct
+    cost_us: float | None = None
 
 
 @dataclass(frozen=True)

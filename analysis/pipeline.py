@@ -12,6 +12,7 @@ from .activity import busy_union, derive_activity
 from .event_rows import isin_ints, kind_mask
 from .findings import make_findings
 from .gaps import find_gaps
+from .host_calls import long_host_call
 from .host_work import host_work
 from .kernel_names import short_names
 from .model import Analysis
@@ -57,7 +58,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
     outliers = outlier_mask(steps, itl, options.outlier_factor)
     gaps = find_gaps(act, busy_by_device, steps, options.gap_threshold_ns)
     summary = summarize(steps, act, busy_all, itl, outliers)
-    findings = make_findings(steps, gaps, summary, outliers, options)
+    findings = make_findings(steps, gaps, summary, outliers, options) + long_host_call(act, busy_all, steps)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
     result = Analysis(
         steps=steps,

@@ -9,7 +9,7 @@ import json
 
 import streamlit as st
 
-from ..analysis.metrics import HEADLINE, card_metrics
+from ..analysis.metrics import HEADLINE, card_metrics, format_value
 from ..analysis.summary import Summary
 from ..exporters.safe_text import for_markdown
 from . import tables
@@ -64,7 +64,7 @@ def findings_list(loaded: LoadedTrace) -> None:
 def finding_alerts(findings) -> None:
     """Each finding as an alert box coloured by severity."""
     for finding in findings:
-        body = f"**{for_markdown(finding.title)}**  \n{for_markdown(finding.detail)}"
+        body = f"**{for_markdown(finding.title)}**  \n{for_markdown(finding.detail)}" + _cost_line(finding)
         icon = SEVERITY_ICON.get(finding.severity)
         if finding.severity == "critical":
             st.error(body, icon=icon)
@@ -72,6 +72,12 @@ def finding_alerts(findings) -> None:
             st.warning(body, icon=icon)
         else:
             st.info(body, icon=icon)
+
+
+def _cost_line(finding) -> str:
+    """The time the finding accounts for (analysis: Finding.cost_us), as the findings' last line."""
+    cost = getattr(finding, "cost_us", None)
+    return f"  \n*Costs {format_value(cost, 'us')} of the trace's step time.*" if cost else ""
 
 
 def file_base(name: str) -> str:

@@ -190,7 +190,9 @@ def _finding(row: dict, hardware: Hardware, idle_share: float | None, on_gpu: bo
         detail += f" {idle_share:.0%} of each decode step {device}: time the floor does not account for."
         evidence["idle_share"] = idle_share
     severity = "info" if eff >= LOW_EFFICIENCY_PCT else "warn"
-    return Finding(f"roofline-{phase}", severity, title, detail, evidence)
+    # priced by the time above the floor: (median measured - expected) over the steps measured
+    cost_us = max(row["measured_ms"] - row["expected_ms"], 0.0) * row["steps"] * 1e3
+    return Finding(f"roofline-{phase}", severity, title, detail, evidence, cost_us=float(cost_us))
 
 
 def format_bytes(n: float) -> str:
