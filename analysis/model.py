@@ -54,6 +54,16 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class TraceFacts:
+    """What ran, as far as the trace says (analysis.trace_facts): Compare warns when two traces differ in them."""
+
+    device: str | None = None
+    device_source: str | None = None  # deviceProperties | run.json | the identification's evidence
+    engine: str | None = None  # vLLM | SGLang | HF transformers | Stepscope collector
+    engine_source: str | None = None  # what decided it
+
+
+@dataclass(frozen=True)
 class Analysis:
     steps: pd.DataFrame  # STEP_COLUMNS + token_ns, graph_launches, itl_ns, outlier (left out of ITL figures)
     gaps: pd.DataFrame  # GAP_COLUMNS, ordered by start
@@ -64,3 +74,4 @@ class Analysis:
     busy_intervals: dict[int, tuple] = field(default_factory=dict)  # device -> (starts_ns, ends_ns) arrays
     time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
     anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)
+    facts: TraceFacts = field(default_factory=TraceFacts)  # device and engine (analysis.trace_facts)

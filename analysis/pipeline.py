@@ -21,6 +21,7 @@ from .sanity import check_analysis
 from .step_finding import find_steps
 from .steps import measure_steps
 from .summary import inter_token_latency_ns, outlier_mask, summarize
+from .trace_facts import trace_facts
 
 
 def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
@@ -69,6 +70,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
         top_kernels=_top_kernels(act, steps, work_step),
         busy_intervals=busy_by_device,
         time_origin_ns=act.first_ts,
+        facts=trace_facts(timeline),
     )
     if options.anatomy:
         from .anatomy import with_anatomy  # imports analysis.model, like this module

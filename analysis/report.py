@@ -29,6 +29,8 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
         "format": timeline.meta.source_format,
         "device": timeline.device_name,
         "device_source": timeline.device_source[1],  # deviceProperties | run.json | how its properties named it
+        "engine": analysis.facts.engine,
+        "engine_source": analysis.facts.engine_source,
         "events": len(timeline.events),
         "segmentation": {
             "method": analysis.segmentation.method,

@@ -40,6 +40,7 @@ class RooflineSummary:
     decode_bound: str | None = None
     decode_bytes: int | None = None
     decode_flops: int | None = None
+    model: str | None = None  # the model shape's name the figures are for
 
 
 @dataclass(frozen=True)

@@ -211,6 +211,7 @@ def _summary(phases: pd.DataFrame, shape, hardware, batch: int, idle_share) -> R
         "kv_bytes_per_token": kv_bytes_per_token(shape),
         "compute_bound_prompt_tokens": compute_bound_prompt_tokens(shape, hardware, batch),
         "decode_idle_share": idle_share,
+        "model": shape.name,
     }
     by_phase = {r["phase"]: r for r in phases.to_dict("records")}
     for p in ("prefill", "decode"):
