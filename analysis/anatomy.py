@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 from .activity import Activity, derive_activity
+from .annotations import engine_batch
 from .categories import (
     CATEGORIES,
     GENERIC,
@@ -31,7 +32,7 @@ from .event_rows import kind_mask, take_rows
 from .host_work import HostWork, host_work
 from .layers import LayerResult, detect_layers
 from .model import Analysis, Finding
-from .roofline.accounting import decode_cost
+from .roofline.accounting import expert_weight_bytes, kv_read_tokens, layer_weight_bytes
 from .roofline.gpus import match_gpu
 from .roofline.hardware import Hardware
 from .roofline.model_config import ModelShape
@@ -405,10 +406,13 @@ def category_roofline(
     model: ModelShape | None,
     hardware: Hardware | None,
 ) -> dict:
-    """Bytes each category must move in the median decode step against its measured time.
+    """Bytes each category must move in the anatomy's step against its measured time.
 
-    gemm: every layer's weights plus lm_head, read once per step; attention: the KV cache of the
-    step's context. Whatever is neither is shown as overhead (time with no byte floor here).
+    gemm: every layer's weights (an MoE model's routed experts apart) plus lm_head, read once per step; moe (an
+    MoE model): the routed experts the step's tokens reach (analysis.roofline.accounting.touched_experts);
+    attention: the KV cache the step reads. Batch and context come from the engine's annotation where it states
+    them (vLLM), else from the token counts of the request's earlier steps (decode steps only). Whatever is in
+    none of these categories is shown as overhead (time with no byte floor here).
     """
     if row is None:
         return {"status": "no step to read"}
@@ -416,42 +420,31 @@ def category_roofline(
         return {"status": "needs a model (run.json beside the trace, the app's picker or --model PRESET)"}
     if hardware is None:
         return {"status": "needs the device's memory bandwidth (device not in the GPU table)"}
-    if steps["kind"].iloc[row] != "decode":
-        return {"status": "the per-category roofline is for decode steps; this trace has none"}
-    context = step_context(steps, row)
-    batch = steps["batch"].iloc[row]
-    batch = int(batch) if not pd.isna(batch) else 1
-    if context is None:
-        return {"status": "needs the step's context length (token counts of earlier steps unknown)"}
-    cost = decode_cost(model, context=max(context, 0), batch=batch)
+    shape = _step_shape(steps, row, model)
+    if isinstance(shape, str):
+        return {"status": shape}
+    sequences, tokens, context, kv_read, source = shape
+    kv_token = model.kv_elements_per_token_layer * model.dtype_bytes
+    experts = expert_weight_bytes(model, tokens)
+    head = (model.embedding_params + model.hidden) * model.dtype_bytes
     floor_bytes = {
-        "gemm": cost.layers * model.layer_matrix_params * model.dtype_bytes + cost.head_weight_bytes,
-        "attention": cost.kv_read_bytes,
+        # the layers' matrices (norms and biases are not GEMM work), lm_head's too
+        "gemm": layer_weight_bytes(model, tokens)
+        - experts
+        - model.layers * model.layer_small_params * model.dtype_bytes
+        + head,
+        "attention": model.layers * kv_read * kv_token,
     }
+    categories = ROOFLINE_CATEGORIES
+    if model.is_moe:
+        floor_bytes["moe"] = experts
+        categories = (*ROOFLINE_CATEGORIES, "moe")
     groups = _gemm_groups(model)
     mine = step_categories[step_categories["step"] == row]
     time_ns = dict(zip(mine["category"].astype(str), mine["time_ns"], strict=True))
     bw = hardware.memory_bytes_per_s
-    rows = []
-    for cat in ROOFLINE_CATEGORIES:
-        t = float(time_ns.get(cat, 0))
-        b = float(floor_bytes[cat])
-        floor_us = b / bw * 1e6
-        rows.append(
-            {
-                "category": cat,
-                "bytes": int(b),
-                "time_us": t / 1e3,
-                "floor_us": floor_us,
-                "achieved_gb_s": (b / (t / 1e9) / 1e9) if t > 0 else None,
-                "pct_of_roofline": (100.0 * floor_us / (t / 1e3)) if t > 0 else None,
-            }
-        )
-        if rows[-1]["pct_of_roofline"] is not None and rows[-1]["pct_of_roofline"] > 100:
-            rows[-1]["note"] = (
-                f"faster than {bw / 1e9:.0f} GB/s allows: the bytes came from cache, or the bandwidth figure is low"
-            )
-    overhead = {c: float(t) / 1e3 for c, t in time_ns.items() if c not in ROOFLINE_CATEGORIES and t > 0}
+    rows = [_category_row(cat, float(time_ns.get(cat, 0)), float(floor_bytes[cat]), bw) for cat in categories]
+    overhead = {c: float(t) / 1e3 for c, t in time_ns.items() if c not in categories and t > 0}
     measured = [r for r in rows if r["pct_of_roofline"] is not None]
     finding = None
     if measured:
@@ -467,13 +460,52 @@ def category_roofline(
         "hardware": hardware.name,
         "memory_gb_s": bw / 1e9,
         "context": context,
-        "batch": batch,
+        "batch": sequences,
+        "tokens": tokens,
+        "source": source,
         "categories": rows,
         "gemm_groups_bytes": groups,
         "overhead_us": overhead,
         "overhead_total_us": sum(overhead.values()),
         "finding": finding,
     }
+
+
+def _step_shape(steps: pd.DataFrame, row: int, model: ModelShape) -> tuple | str:
+    """(sequences, new tokens, cached tokens per sequence, cached tokens read per layer over the batch, source)
+    of a step, or why they are unknown."""
+    label = str(steps["label"].iloc[row]) if "label" in steps else ""
+    stated = engine_batch(label)
+    if stated is not None and stated.sequences >= 1 and stated.tokens >= 1:
+        context = round(max(stated.kv_tokens - stated.tokens, 0) / stated.sequences)
+        read = stated.sequences * kv_read_tokens(model, context)
+        return stated.sequences, stated.tokens, context, read, "engine annotation"
+    if steps["kind"].iloc[row] != "decode":
+        return "the per-category roofline needs a decode step, or an engine annotation that states the batch"
+    context = step_context(steps, row)
+    if context is None:
+        return "needs the step's context length (token counts of earlier steps unknown)"
+    batch = steps["batch"].iloc[row]
+    batch = int(batch) if not pd.isna(batch) else 1
+    context = max(context, 0)
+    return batch, batch, context, batch * kv_read_tokens(model, context), "earlier steps' token counts"
+
+
+def _category_row(category: str, time_ns: float, floor: float, bandwidth: float) -> dict:
+    floor_us = floor / bandwidth * 1e6
+    out = {
+        "category": category,
+        "bytes": int(floor),
+        "time_us": time_ns / 1e3,
+        "floor_us": floor_us,
+        "achieved_gb_s": (floor / (time_ns / 1e9) / 1e9) if time_ns > 0 else None,
+        "pct_of_roofline": (100.0 * floor_us / (time_ns / 1e3)) if time_ns > 0 else None,
+    }
+    if out["pct_of_roofline"] is not None and out["pct_of_roofline"] > 100:
+        out["note"] = (
+            f"faster than {bandwidth / 1e9:.0f} GB/s allows: the bytes came from cache, or the bandwidth figure is low"
+        )
+    return out
 
 
 def _gemm_groups(model: ModelShape) -> dict[str, int]:

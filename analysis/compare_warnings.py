@@ -18,7 +18,7 @@ from .step_figures import main_steps
 
 def pair_warnings(a: Analysis, b: Analysis) -> list[str]:
     """What makes B not like for like with A, one sentence each; [] when nothing does."""
-    checks = (_platform, _device, _engine, _model, _step_kind, _batch)
+    checks = (_platform, _device, _ranks, _engine, _model, _step_kind, _batch)
     return [w for check in checks if (w := check(a, b))]
 
 
@@ -42,6 +42,11 @@ def _same_device(da: str, db: str) -> bool:
     if ra is not None and rb is not None:
         return ra.name == rb.name
     return " ".join(da.lower().split()) == " ".join(db.lower().split())
+
+
+def _ranks(a: Analysis, b: Analysis) -> str | None:
+    ra, rb = a.facts.world_size, b.facts.world_size
+    return None if ra == rb else f"different parallelism: A is one of {ra} rank(s), B one of {rb}"
 
 
 def _engine(a: Analysis, b: Analysis) -> str | None:

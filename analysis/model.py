@@ -61,6 +61,7 @@ class TraceFacts:
     device_source: str | None = None  # deviceProperties | run.json | the identification's evidence
     engine: str | None = None  # vLLM | SGLang | HF transformers | Stepscope collector
     engine_source: str | None = None  # what decided it
+    world_size: int = 1  # ranks of the torch.distributed job (Kineto's distributedInfo), 1 when not said
 
 
 @dataclass(frozen=True)

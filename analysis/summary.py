@@ -41,6 +41,15 @@ class RooflineSummary:
     decode_bytes: int | None = None
     decode_flops: int | None = None
     model: str | None = None  # the model shape's name the figures are for
+    # against the GPU window (a step's first device work to its last) as well as its span; mixed steps (engine
+    # annotations state their batch)
+    prefill_window_pct: float | None = None
+    decode_window_pct: float | None = None
+    mixed_expected_ms: float | None = None
+    mixed_measured_ms: float | None = None
+    mixed_roofline_pct: float | None = None
+    mixed_window_pct: float | None = None
+    mixed_bound: str | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,14 @@ _ENGINES = (  # (engine, pattern on distinct event names)
 def trace_facts(timeline: Timeline) -> TraceFacts:
     device, device_source = timeline.device_source
     engine, engine_source = engine_of(timeline.events["name"])
-    return TraceFacts(device, device_source, engine, engine_source)
+    return TraceFacts(device, device_source, engine, engine_source, world_size(timeline))
+
+
+def world_size(timeline: Timeline) -> int:
+    """The job's ranks from Kineto's distributedInfo (a bounded positive int), else 1."""
+    info = timeline.meta.extra.get("distributed")
+    value = info.get("world_size") if isinstance(info, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1 << 16 else 1
 
 
 def engine_of(names: pd.Series) -> tuple[str | None, str | None]:
