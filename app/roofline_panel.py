@@ -8,6 +8,7 @@ Nothing is computed here: every number comes from the RooflineReport.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -29,7 +30,8 @@ from ..analysis.roofline import (
     timeline_device,
 )
 from ..analysis.roofline.compare import format_bytes
-from ..analysis.roofline.model_source import model_shape
+from ..analysis.roofline.model_config import ModelShape, shape_from_config, shape_from_form
+from ..analysis.roofline.model_source import model_shape, preset_names
 from ..collectors.presets import DEFAULT_PRESET, PRESETS
 from ..contracts.run_record import RunRecord
 from ..exporters.safe_text import for_markdown
@@ -38,6 +40,8 @@ from .cache import LoadedTrace
 from .trace_sources import TraceSource
 
 CPU_ROW = "CPU (this machine, measured)"
+CUSTOM_MODEL = "(your own: config.json or sizes)"
+CONFIG_MAX_BYTES = 1 << 20
 NO_DEVICE = "(none: skip)"
 NO_MODEL = "(none: skip)"
 DTYPES = ("bfloat16", "float16", "float32")
@@ -55,6 +59,7 @@ class RooflineChoice:
     prompt_tokens: int | None
     memory_fraction: float
     flops_fraction: float
+    shape: ModelShape | None = None  # a model given as a config.json or the small form (preset CUSTOM_MODEL)
 
 
 @st.cache_resource(show_spinner="Measuring this machine's memory bandwidth and matmul throughput (once)...")
@@ -85,7 +90,9 @@ def cached_report(
         if trace_path is None:
             return None
         return roofline_for_trace(trace_path, _loaded.analysis, *timeline_device(_loaded.timeline), hardware=hardware)
-    shape = model_shape(choice.preset, choice.dtype)
+    shape = choice.shape if choice.preset == CUSTOM_MODEL else model_shape(choice.preset, choice.dtype)
+    if shape is None:
+        return None
     return roofline_report(_loaded.analysis, shape, hardware, prompt_tokens=choice.prompt_tokens)
 
 
@@ -118,15 +125,18 @@ def _controls(loaded: LoadedTrace, record: RunRecord | None) -> RooflineChoice:
         "on the spot (right when the trace was made here, as the app's own runs are).",
     )
     preset, dtype, prompt_tokens = None, "bfloat16", None
+    shape = None
     if record is None:
-        presets = [NO_MODEL, *sorted(PRESETS)]
+        presets = [NO_MODEL, *preset_names(), CUSTOM_MODEL]
         picked = cols[1].selectbox(
             "Model (no run.json beside this trace)",
             presets,
             index=0,
             key=f"roofline_model_{key}",
-            format_func=lambda p: p if p == NO_MODEL else f"{p}: {PRESETS[p].description}",
-            help=f"The model whose bytes and FLOPs set the floor; the presets' shapes (e.g. {DEFAULT_PRESET}).",
+            format_func=_preset_label,
+            help=f"The model whose bytes and FLOPs set the floor: a family preset (Llama 3, Qwen3, Qwen3-MoE, "
+            f"gpt-oss, DeepSeek-V3, Mistral), a collectors preset (e.g. {DEFAULT_PRESET}), or your own "
+            "config.json or sizes.",
         )
         preset = None if picked == NO_MODEL else picked
         default_dtype = "float32" if device == CPU_ROW else "bfloat16"
@@ -171,6 +181,8 @@ def _controls(loaded: LoadedTrace, record: RunRecord | None) -> RooflineChoice:
         f"peak; real kernels reach about {typical_m:.0%} of the bandwidth and {typical_f:.0%} of the FLOPs "
         "(Typical). A measured CPU is already at its best measured figures."
     )
+    if preset == CUSTOM_MODEL:
+        shape = custom_model(key, dtype)
     return RooflineChoice(
         device,
         preset,
@@ -178,7 +190,63 @@ def _controls(loaded: LoadedTrace, record: RunRecord | None) -> RooflineChoice:
         int(prompt_tokens) if prompt_tokens else None,
         float(memory_fraction),
         float(flops_fraction),
+        shape,
     )
+
+
+def _preset_label(name: str) -> str:
+    if name in (NO_MODEL, CUSTOM_MODEL):
+        return name
+    preset = PRESETS.get(name)
+    return f"{name}: {preset.description}" if preset is not None else name
+
+
+def custom_model(key: str, dtype: str) -> ModelShape | None:
+    """A model from a config.json (uploaded: read as JSON only, never unpickled) or from a small form of sizes;
+    None (with the reason shown) until it describes one."""
+    with st.expander("Your model: a config.json or its sizes", expanded=True):
+        upload = st.file_uploader("config.json", type=["json"], key=f"roofline_config_{key}")
+        if upload is not None:
+            try:
+                if upload.size > CONFIG_MAX_BYTES:
+                    raise ValueError(f"a config.json is a few kB, not {upload.size:,} bytes")
+                config = json.loads(upload.getvalue().decode("utf-8"))
+                if not isinstance(config, dict):
+                    raise ValueError("it does not hold a JSON object")
+                return shape_from_config(config, dtype=dtype, name=str(config.get("_name_or_path") or upload.name))
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                st.error(f"Cannot use this config.json: {for_markdown(' '.join(str(exc).split())[:200])}")
+                return None
+        return _form_model(key, dtype)
+
+
+def _form_model(key: str, dtype: str) -> ModelShape | None:
+    cols = st.columns(5)
+    sizes = {
+        "layers": cols[0].number_input("Layers", 1, 1000, 32, key=f"rf_layers_{key}"),
+        "hidden": cols[1].number_input("Hidden", 1, 1 << 17, 4096, key=f"rf_hidden_{key}"),
+        "heads": cols[2].number_input("Heads", 1, 1024, 32, key=f"rf_heads_{key}"),
+        "kv_heads": cols[3].number_input("KV heads", 1, 1024, 8, key=f"rf_kv_{key}"),
+        "vocab": cols[4].number_input("Vocab", 1, 1 << 22, 128256, key=f"rf_vocab_{key}"),
+    }
+    cols = st.columns(4)
+    experts = int(cols[0].number_input("Experts (0: dense)", 0, 4096, 0, key=f"rf_experts_{key}"))
+    per_token = int(cols[1].number_input("Experts per token", 0, 4096, 0, key=f"rf_topk_{key}"))
+    active_b = cols[2].number_input("Active parameters (B)", 0.0, 10_000.0, 0.0, key=f"rf_active_{key}")
+    total_b = cols[3].number_input("Parameters (B, dense)", 0.0, 10_000.0, 8.0, key=f"rf_total_{key}")
+    try:
+        return shape_from_form(
+            "your model",
+            dtype=dtype,
+            experts=experts,
+            experts_per_token=per_token,
+            active_parameters=active_b * 1e9 or None,
+            parameters=total_b * 1e9 or None,
+            **{k: int(v) for k, v in sizes.items()},
+        )
+    except ValueError as exc:
+        st.info(f"Not a model yet: {for_markdown(exc)}.")
+        return None
 
 
 def _flops_text(flops: float) -> str:
@@ -201,7 +269,10 @@ def phase_table(report: RooflineReport) -> pd.DataFrame:
             "expected ms": p["expected_ms"],
             "measured ms": p["measured_ms"],
             "% of roofline": p["efficiency_pct"],
+            "GPU window ms": p["window_ms"],
+            "% over the window": p["window_efficiency_pct"],
             "binding resource": p["bound"].map(resource),
+            "batch from": p["source"],
             "bytes": p["bytes"].map(format_bytes),
             "FLOPs": p["flops"].map(_flops_text),
         }
@@ -231,7 +302,7 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
     if choice.device == NO_DEVICE:
         st.info("Pick the device the trace ran on to see how far each phase is from what it allows.")
         return None
-    if record is None and choice.preset is None:
+    if record is None and (choice.preset is None or (choice.preset == CUSTOM_MODEL and choice.shape is None)):
         note = run_record_note(source.path) if source.path is not None else None
         st.info(
             f"{for_markdown(note)}. Pick the model it ran (a preset's shapes) to see the roofline."
@@ -257,6 +328,10 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
             "expected ms": st.column_config.NumberColumn(format="%.3f"),
             "measured ms": st.column_config.NumberColumn(format="%.3f"),
             "% of roofline": st.column_config.NumberColumn(format="%.0f%%", help="expected / measured"),
+            "GPU window ms": st.column_config.NumberColumn(
+                format="%.3f", help="the median step's first device work to its last"
+            ),
+            "% over the window": st.column_config.NumberColumn(format="%.0f%%", help="expected / GPU window"),
             "context": st.column_config.NumberColumn(help="cached tokens before the step (mean)"),
         },
     )
@@ -291,7 +366,7 @@ def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None
     anat = loaded.analysis.anatomy
     if anat is None or anat.median_step is None:
         return
-    st.subheader("Roofline per category (median decode step)")
+    st.subheader(f"Roofline per category ({anat.role or 'the median decode step'})")
     if report is None:
         st.info(
             "The per-category roofline needs a model and a device: pick them under Expected vs measured "
@@ -305,7 +380,8 @@ def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None
     st.caption(
         f"{for_markdown(roofline['model'])} on {for_markdown(roofline['hardware'])} at "
         f"{roofline['memory_gb_s']:,.0f} GB/s; step {anat.median_step}, context {roofline['context']} tokens, "
-        f"batch {roofline['batch']}. gemm reads every layer's weights and lm_head once; attention reads the KV "
+        f"batch {roofline['batch']} (from {for_markdown(roofline.get('source', 'the steps'))}). gemm reads every "
+        "layer's weights and lm_head once; moe the experts the step's tokens reach; attention reads the KV "
         "cache; the rest has no byte floor here and counts as overhead."
     )
     st.dataframe(
