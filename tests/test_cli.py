@@ -24,7 +24,9 @@ STEP_KEYS = {
     "gpu_busy_us",
     "gpu_idle_us",
     "categories",
-}  # categories: issue 12's added key
+    "gpu_lead_us",
+    "gpu_tail_us",
+}  # categories: issue 12's added key; gpu_lead_us, gpu_tail_us: issue 29's (2026-12-01)
 SUMMARY_KEYS = {
     "prefill_steps",
     "decode_steps",
@@ -36,6 +38,17 @@ SUMMARY_KEYS = {
     "launches_per_decode_step",
     "gpu_idle_per_decode_step_us",
     "anatomy",
+    # issue 29's (2026-12-01): per-step figures of the main step kind
+    "step_kind",
+    "steps_of_kind",
+    "step_ms",
+    "tokens_per_step",
+    "tokens_per_s",
+    "kernels_per_step",
+    "launches_per_step",
+    "gpu_idle_per_step_us",
+    "gpu_lead_per_step_us",
+    "gpu_tail_per_step_us",
 }  # anatomy: issue 12's added key
 
 
@@ -50,14 +63,24 @@ def test_json_contract_on_a_synthetic_generation(tmp_path):
     result = run_cli("analyze", str(path), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert set(report) == {"format", "device", "events", "segmentation", "requests", "steps", "summary", "findings"}
+    assert set(report) == {
+        "format",
+        "device",
+        "events",
+        "segmentation",
+        "requests",
+        "steps",
+        "summary",
+        "findings",
+        *("device_source", "engine", "engine_source"),  # added by issue 29 (2026-12-01)
+    }
     assert report["format"] == "kineto-json" and report["device"] == "Synthetic GPU"
     assert set(report["segmentation"]) == {"method", "confidence", "warnings", "evidence"}
     assert report["segmentation"]["evidence"] and all(isinstance(e, str) for e in report["segmentation"]["evidence"])
     assert report["steps"] and all(set(s) == STEP_KEYS for s in report["steps"])
     assert set(report["summary"]) == SUMMARY_KEYS
     assert set(report["summary"]["itl_ms"]) == {"p50", "p90", "p99", "mean"}
-    assert all(set(f) == {"id", "severity", "title", "detail"} for f in report["findings"])
+    assert all(set(f) == {"id", "severity", "title", "detail", "cost_us", "cost_pct"} for f in report["findings"])
     assert [s["kind"] for s in report["steps"]] == ["prefill"] + ["decode"] * 5
 
 
