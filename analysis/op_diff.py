@@ -36,20 +36,22 @@ def per_step_ops(analysis: Analysis) -> tuple[pd.DataFrame, str | None, int]:
     work = anat.work
     mine = work[np.isin(work["step"].to_numpy(), rows.index.to_numpy())]
     n = len(rows)
+    # grouped on the categorical short names (a million kernels, a few hundred names): strings only for the groups
     frame = pd.DataFrame(
         {
-            "name": mine["short"].astype(str).to_numpy(),
-            "category": mine["category"].astype(str).to_numpy(),
+            "name": mine["short"].to_numpy(),
+            "category": mine["category"].to_numpy(),
             "count": np.ones(len(mine), dtype=np.int64),  # each row is one kernel, copy or host op
             "us": mine["time_ns"].to_numpy(dtype=float) / 1e3,
         }
     )
-    grouped = frame.groupby("name", sort=True).agg(
+    grouped = frame.groupby("name", sort=True, observed=True).agg(
         category=("category", "first"), count=("count", "sum"), us=("us", "sum")
     )
     grouped["count"] = grouped["count"] / n
     grouped["us"] = grouped["us"] / n
-    return grouped.reset_index(), kind, n
+    out = grouped.reset_index()
+    return out.assign(name=out["name"].astype(str), category=out["category"].astype(str)), kind, n
 
 
 def op_diff(a: Analysis, b: Analysis, top: int = TOP) -> dict:
