@@ -66,7 +66,9 @@ class TraceFacts:
 
 @dataclass(frozen=True)
 class Analysis:
-    steps: pd.DataFrame  # STEP_COLUMNS + token_ns, graph_launches, itl_ns, outlier (left out of ITL figures)
+    # STEP_COLUMNS + token_ns, graph_launches, gpu_lead_ns, gpu_tail_ns (idle before the first device work and after
+    # the last), lead_host_ns (the lead's part before the first launch call), itl_ns, outlier (left out of ITL)
+    steps: pd.DataFrame
     gaps: pd.DataFrame  # GAP_COLUMNS, ordered by start
     summary: Summary  # headline figures; analysis.report picks the CLI contract's keys from it
     findings: tuple[Finding, ...]

@@ -84,3 +84,22 @@ def test_analyze_page_shows_a_mixed_step_with_its_own_figures(samples, monkeypat
     assert cards["Kernels / mixed step"] == "413"
     assert any("AMD Instinct MI300X" in c.value for c in at.caption)  # the device its properties name
     assert any("step 0, the only mixed step" in h.value for h in at.subheader)
+
+
+def test_roofline_of_a_real_rocm_trace_from_its_device_annotation_and_a_family_preset(samples, monkeypatch, tmp_path):
+    """vLLM's gpt-oss full-graph decode on ROCm: the device comes from its properties (MI300X), the batch and
+    context from vLLM's annotation, the model from the gpt-oss-120b preset picked here."""
+    monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(samples))
+    monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
+    at = page_test("analyze", 180)
+    at.session_state[ANALYZE_KEY] = "sample:tracelens_vllm_gptoss_decode_fullgraph_rocm"
+    at.run()
+    assert next(s for s in at.selectbox if s.label == "Device").value == "MI300X"
+    next(s for s in at.selectbox if s.label.startswith("Model")).set_value("gpt-oss-120b").run()
+    assert not at.exception, [e.message for e in at.exception]
+    table = next(d.value for d in at.dataframe if "% of roofline" in d.value.columns)
+    row = table[table["phase"] == "decode"].iloc[0]
+    assert row["batch from"] == "engine annotations" and row["context"] == 1720  # (55086 - 32) / 32 per sequence
+    assert row["GPU window ms"] < row["measured ms"]  # the 8.4 ms lead is outside the window
+    cats = next(d.value for d in at.dataframe if "floor (us)" in d.value.columns or "floor_us" in d.value.columns)
+    assert "moe" in set(cats["category"])
