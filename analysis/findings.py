@@ -10,6 +10,12 @@ from .options import AnalysisOptions
 from .step_figures import main_steps
 from .summary import Summary
 
+# A finding is given only when it pays its way (DESIGN.md's finding table)
+SYNC_SHARE_SHOWN = 0.01  # GPU idle behind syncs below this share of the steps is no finding
+LAUNCH_SHARE_SHOWN = 0.05  # launch calls below this share of a step are no finding (they cost nothing to speak of)
+LEAD_SHARE_SHOWN = 0.10  # a lead below this share of the step is no finding
+LEAD_MIN_US = 100.0  # nor one below this
+
 
 def make_findings(
     steps: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, outliers: np.ndarray, options: AnalysisOptions
@@ -130,10 +136,6 @@ def _sync_every_step(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary,
     ]
 
 
-SYNC_SHARE_SHOWN = 0.01  # GPU idle behind syncs below this share of the steps is no finding
-LAUNCH_SHARE_SHOWN = 0.05  # launch calls below this share of a step are no finding (they cost nothing to speak of)
-
-
 def _launch_overhead(decode: pd.DataFrame, summary: Summary, kind: str = "decode") -> list[Finding]:
     launches = float(decode["launches"].median())
     mean_call_us = summary.launch_call_mean_us
@@ -160,10 +162,6 @@ def _launch_overhead(decode: pd.DataFrame, summary: Summary, kind: str = "decode
             cost_us=per_step_us * len(decode),
         )
     ]
-
-
-LEAD_SHARE_SHOWN = 0.10  # a lead below this share of the step is no finding
-LEAD_MIN_US = 100.0
 
 
 def gpu_lead(steps: pd.DataFrame, kind: str, on_gpu: bool = True) -> list[Finding]:
@@ -195,7 +193,9 @@ def gpu_lead(steps: pd.DataFrame, kind: str, on_gpu: bool = True) -> list[Findin
             "before the profiler started is not recorded), a graph was uploaded on its first replay, or the launch "
             "blocked."
         )
-    first = " The first step of a trace may lead because of work the profiler did not record." if each == "the" else ""
+    recorded = "work from before the profiler started" in cause
+    first = " The first step of a trace may lead because of work the profiler did not record." if not recorded else ""
+    first = first if each == "the" else ""
     return [
         Finding(
             f"gpu-lead-{kind}",
