@@ -36,7 +36,8 @@ SUMMARY_KEYS = {
     "launches_per_decode_step",
     "gpu_idle_per_decode_step_us",
     "anatomy",
-}  # anatomy: issue 12's added key
+    "gaps",
+}  # anatomy: issue 12's added key; gaps: issue 23's (what --gap-threshold-us changes)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
