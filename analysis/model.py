@@ -9,8 +9,9 @@ import pandas as pd
 
 from .summary import Summary
 
-if TYPE_CHECKING:  # analysis.anatomy imports this module
+if TYPE_CHECKING:  # analysis.anatomy and analysis.roofline import this module
     from .anatomy import Anatomy
+    from .roofline.compare import RooflineReport
 
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | empty
@@ -78,3 +79,4 @@ class Analysis:
     time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
     anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)
     facts: TraceFacts = field(default_factory=TraceFacts)  # device and engine (analysis.trace_facts)
+    roofline: RooflineReport | None = None  # expected vs measured per phase, when a model and device are known

@@ -38,6 +38,7 @@ SUMMARY_KEYS = {
     "launches_per_decode_step",
     "gpu_idle_per_decode_step_us",
     "anatomy",
+    "gaps",
     # issue 29's (2026-12-01): per-step figures of the main step kind
     "step_kind",
     "steps_of_kind",
@@ -49,7 +50,7 @@ SUMMARY_KEYS = {
     "gpu_idle_per_step_us",
     "gpu_lead_per_step_us",
     "gpu_tail_per_step_us",
-}  # anatomy: issue 12's added key
+}  # anatomy: issue 12's added key; gaps: issue 23's (what --gap-threshold-us changes)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from .model_presets import ANALYSIS_PRESETS, analysis_preset
 _PRESET_MODEL_TYPES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Phi3Config": "phi3"}
 
 
-def model_shape(model: str, dtype: str = "bfloat16") -> ModelShape:
+def model_shape(model: str, dtype: str | None = None) -> ModelShape:
     """A ModelShape for a preset name (a collectors preset, else a family preset of
     analysis.roofline.model_presets), else a model folder, config.json or run.json; ValueError
     with a one-line message otherwise."""
