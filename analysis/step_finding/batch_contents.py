@@ -1,0 +1,422 @@
+"""What each forward holds: how many sequences, how many new positions, how many of them prefill, which model.
+
+Runs on the boundary frame of the strategy that found the forwards, when that strategy read shapes (aten::embedding
+lookups with record_shapes). The evidence, most exact first:
+
+- a causal mask built on the host per sequence before a packed forward (one `[.., q_i, k_i]` triu_ per sequence,
+  the q_i summing to the forward's new positions; HF continuous batching with sdpa): each sequence's new positions
+  and cached length, so decodes (q = 1 after a prompt), prefill chunks and newly joined sequences (k = q) are exact;
+- the token ids' shape: `[B, S]` is a padded batch of B sequences (beams, left-padded prompts) advancing S positions
+  each; `[1, N]` or `[N]` sampled as S > 1 rows after the forward (the sampling op's `[S, vocab]` input) is a packed
+  batch of S sequences (vLLM, SGLang, generate_batch), decode when N == S;
+- the attention's key length against its query length: a forward that reads only its own positions starts its
+  sequences afresh (a new request); one that reads a growing cache continues them;
+- two token-embedding tables used in turn: the narrower model's forwards are a draft model's (speculative decoding).
+
+Kinds follow: decode (every sequence one token), prefill (every sequence prefilling), mixed (both), verify (a target
+forward scoring more than one position per decoding sequence), draft, empty. `opens` counts the requests that join.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+import numpy as np
+import pandas as pd
+
+from ..shapes import clean_dims, token_shape
+from .frames import Found, Views
+
+SAMPLING_OPS = ("aten::argmax", "aten::multinomial", "aten::softmax", "aten::log_softmax", "aten::topk", "aten::sort")
+ATTENTION_OPS = (
+    "aten::scaled_dot_product_attention",
+    "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention",
+    "aten::_scaled_dot_product_cudnn_attention",
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+)
+MASK_BLOCK_OPS = ("aten::triu_",)
+READS_SHAPES = ("embedding-lookup", "host-forwards", "profiler-steps")  # strategies whose forwards hold lookups
+
+
+@dataclass
+class Reading:
+    """Per forward, what the trace's shapes say (-1 or None: not recorded)."""
+
+    table: list = field(default_factory=list)  # (rows, width) of the token-embedding table, None
+    ids_batch: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # rows of the token ids, -1
+    ids_positions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # positions per row, -1
+    packed_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # ids given as [1, N] or [N]
+    sampled: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # rows sampled after it, -1
+    query: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # attention query length, -1
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # attention key length, -1
+    blocks: list = field(default_factory=list)  # per-sequence (q, k) mask blocks, or None
+
+
+def compose(views: Views, found: Found) -> Found:
+    """The strategy's forwards with their composition read from the trace, kinds and requests re-derived where
+    it is exact enough; for the strategies that read annotations, only the counts the kinds imply."""
+    bounds = found.bounds
+    if bounds.empty:
+        return found
+    if found.segmentation.method not in READS_SHAPES or not len(views.embeddings):
+        return Found(_implied_counts(bounds), found.segmentation)
+    reading = read_forwards(views, bounds)
+    if not any(t is not None for t in reading.table):
+        return Found(_implied_counts(bounds), found.segmentation)
+    steps, evidence, warnings = _composed(bounds, reading)
+    seg = found.segmentation
+    segmentation = type(seg)(seg.method, seg.confidence, (*seg.warnings, *warnings), (*seg.evidence, *evidence))
+    return Found(_implied_counts(steps), segmentation)
+
+
+def read_forwards(views: Views, bounds: pd.DataFrame) -> Reading:
+    """What the shapes inside (and just before) each forward say, one search per forward and op family."""
+    start = bounds["start_ns"].to_numpy()
+    host_end = bounds["host_end_ns"].to_numpy()
+    after = np.append(start[1:], np.iinfo(np.int64).max)
+    before = np.append(np.iinfo(np.int64).min, host_end[:-1])
+    emb = views.embeddings
+    first = _first_inside(emb["ts"].to_numpy(), start, after)
+    dims = emb["_dims"].to_numpy()
+    reading = Reading()
+    reading.table = [_table(dims[i]) if i >= 0 else None for i in first]
+    shapes = [token_shape(dims[i]) if i >= 0 else (None, None) for i in first]
+    reading.ids_batch = np.array([b if b is not None else -1 for b, _ in shapes], dtype=np.int64)
+    reading.ids_positions = np.array([p if p is not None else -1 for _, p in shapes], dtype=np.int64)
+    reading.packed_ids = np.array([i >= 0 and _packed_ids(dims[i]) for i in first], dtype=bool)
+    vocab = {t[0] for t in reading.table if t is not None}
+    reading.sampled = _sampled_rows(views, start, after, vocab)
+    reading.query, reading.keys = _attention_lengths(views, start, host_end)
+    reading.blocks = _mask_blocks(views, before, start, reading.ids_positions, reading.ids_batch)
+    return reading
+
+
+def _first_inside(ts: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Index of the first of the sorted times in [start, end) of each range, -1 for none."""
+    pos = np.searchsorted(ts, start, side="left")
+    ok = (pos < len(ts)) & (ts[np.minimum(pos, max(len(ts) - 1, 0))] < end) if len(ts) else np.zeros(len(start), bool)
+    return np.where(ok, pos, -1)
+
+
+def _table(dims) -> tuple[int, int] | None:
+    if dims and isinstance(dims[0], list) and len(dims[0]) == 2:
+        return int(dims[0][0]), int(dims[0][1])
+    return None
+
+
+def _packed_ids(dims) -> bool:
+    ids = dims[1] if dims and len(dims) > 1 else None
+    return isinstance(ids, list) and (len(ids) == 1 or (len(ids) == 2 and ids[0] == 1))
+
+
+def _parsed(ops: pd.DataFrame) -> np.ndarray:
+    """Each op's clean input dims (None when unrecorded or malformed), parsed once per distinct record."""
+    column = ops["input_dims"]
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        column = column.astype(str).astype("category")
+    parsed = np.empty(len(column.cat.categories) + 1, dtype=object)
+    for i, text in enumerate(column.cat.categories):
+        parsed[i] = _dims(str(text))
+    return parsed[column.cat.codes.to_numpy()]  # code -1 (missing) takes the trailing None
+
+
+def _dims(text: str):
+    if not text:
+        return None
+    try:
+        return clean_dims(json.loads(text))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _ops(views: Views, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(start times, parsed input dims) of the host ops with these names, in time order."""
+    if "input_dims" not in views.events:
+        return np.zeros(0, np.int64), np.zeros(0, object)
+    ops = views.ops_named(names, ("ts", "name", "input_dims"))
+    return ops["ts"].to_numpy(), _parsed(ops)
+
+
+def _sampled_rows(views: Views, start: np.ndarray, after: np.ndarray, vocab: set[int]) -> np.ndarray:
+    """Rows of the first sampling op (input [S, vocab] or [S, P, vocab]) after each forward starts and before the
+    next one: the sequences whose next token is drawn, -1 where none is seen."""
+    ts, dims = _ops(views, SAMPLING_OPS)
+    rows = np.array([_vocab_rows(d, vocab) for d in dims], dtype=np.int64)
+    keep = rows > 0
+    ts, rows = ts[keep], rows[keep]
+    first = _first_inside(ts, start, after)
+    if not len(rows):
+        return np.full(len(start), -1, np.int64)
+    return np.where(first >= 0, rows[np.maximum(first, 0)], -1)
+
+
+def _vocab_rows(dims, vocab: set[int]) -> int:
+    logits = dims[0] if dims else None
+    if isinstance(logits, list) and len(logits) in (2, 3) and logits[-1] in vocab:
+        return int(logits[0])
+    return -1
+
+
+def _attention_lengths(views: Views, start: np.ndarray, host_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(query length, key length) of the first attention op inside each forward, -1 where none is recorded."""
+    ts, dims = _ops(views, ATTENTION_OPS)
+    lengths = np.array([_qk(d) for d in dims], dtype=np.int64).reshape(-1, 2)
+    first = _first_inside(ts, start, np.maximum(host_end, start + 1))
+    if not len(lengths):
+        return np.full(len(start), -1, np.int64), np.full(len(start), -1, np.int64)
+    picked = np.where(first[:, None] >= 0, lengths[np.maximum(first, 0)], -1)
+    return picked[:, 0], picked[:, 1]
+
+
+def _qk(dims) -> tuple[int, int]:
+    if dims and len(dims) >= 2 and len(dims[0]) == 4 and len(dims[1]) == 4:
+        return int(dims[0][2]), int(dims[1][2])
+    return -1, -1
+
+
+def _mask_blocks(views: Views, before: np.ndarray, start: np.ndarray, positions: np.ndarray, batch: np.ndarray):
+    """Per packed forward, the (q, k) of each sequence's causal-mask block built on the host just before it (after
+    the previous forward's host work): kept only when the q add up to the forward's new positions."""
+    ts, dims = _ops(views, MASK_BLOCK_OPS)
+    shape = np.array([_block(d) for d in dims], dtype=np.int64).reshape(-1, 2)
+    keep = shape[:, 0] > 0
+    ts, shape = ts[keep], shape[keep]
+    lo = np.searchsorted(ts, before, side="right")
+    hi = np.searchsorted(ts, start, side="left")
+    blocks = []
+    for i in range(len(start)):  # one slice per forward, not per event
+        qk = shape[lo[i] : hi[i]] if hi[i] > lo[i] and batch[i] == 1 else None
+        blocks.append(qk if qk is not None and int(qk[:, 0].sum()) == positions[i] else None)
+    return blocks
+
+
+def _block(dims) -> tuple[int, int]:
+    mask = dims[0] if dims else None
+    if isinstance(mask, list) and len(mask) == 4 and mask[0] == 1 and mask[1] == 1 and mask[2] > 0:
+        return int(mask[2]), int(mask[3])
+    return -1, -1
+
+
+def _composed(bounds: pd.DataFrame, r: Reading) -> tuple[pd.DataFrame, list[str], list[str]]:
+    n = len(bounds)
+    steps = bounds.copy()
+    kind = steps["kind"].to_numpy(dtype=object).copy()
+    tokens = steps["tokens"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    batch = steps["batch"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    prefill = np.full(n, np.nan)
+    decoding = np.full(n, np.nan)
+    opens = steps["opens"].to_numpy().copy()
+    evidence: list[str] = []
+    warnings: list[str] = []
+
+    draft, role_note = _draft_forwards(r, steps)
+    if role_note:
+        evidence.append(role_note)
+    known = np.array([t is not None for t in r.table]) & (r.ids_positions >= 0)
+    target = known & ~draft
+    growing_cache = _cache_grows(r.query[target], r.keys[target])
+    first_target = np.flatnonzero(target)[:1]
+    uncertain_split = 0
+    previous_sequences = 0
+    sources: set[str] = set()
+    for i in np.flatnonzero(known):  # one iteration per forward
+        b, p = int(r.ids_batch[i]), int(r.ids_positions[i])
+        if draft[i]:
+            kind[i], tokens[i], batch[i], opens[i] = "draft", b * p, b, 0
+            continue
+        blocks = r.blocks[i]
+        sequences = int(r.sampled[i]) if r.sampled[i] > 0 else -1
+        if blocks is not None and (len(blocks) > 1 or sequences <= 1):
+            q, k = blocks[:, 0], blocks[:, 1]
+            decode = (q == 1) & (k > 1)
+            kind[i] = "mixed" if decode.any() and (~decode).any() else "decode" if decode.all() else "prefill"
+            tokens[i], batch[i] = int(q.sum()), len(q)
+            prefill[i], decoding[i] = int(q[~decode].sum()), int(decode.sum())
+            opens[i] = int((k == q).sum())
+            sources.add("mask")
+            previous_sequences = len(q)
+            continue
+        if r.packed_ids[i] and sequences > 1:
+            tokens[i], batch[i] = p * b, sequences
+            sources.add("sampled")
+            if p * b == sequences:
+                kind[i], prefill[i], decoding[i] = "decode", 0, sequences
+            elif previous_sequences == 0:
+                kind[i], prefill[i], decoding[i] = "prefill", p * b, 0
+            else:
+                kind[i] = "mixed"
+                uncertain_split += 1
+            opens[i] = sequences if previous_sequences == 0 else max(0, sequences - previous_sequences)
+            previous_sequences = sequences
+            continue
+        tokens[i], batch[i] = b * p, b
+        fresh = r.query[i] > 0 and r.query[i] == r.keys[i]
+        continues = r.query[i] > 0 and r.keys[i] > r.query[i] and growing_cache
+        if i in first_target or (p > 1 and (fresh or (not continues and not draft.any()))):
+            kind[i], opens[i], prefill[i], decoding[i] = "prefill", 1, b * p, 0
+        elif p > 1:
+            kind[i], opens[i] = ("verify" if draft.any() else "prefill"), 0
+            prefill[i], decoding[i] = (0, b) if draft.any() else (b * p, 0)
+        else:
+            kind[i], opens[i], prefill[i], decoding[i] = "decode", 0, 0, b
+        sources.add("attention" if r.query[i] > 0 else "ids")
+        previous_sequences = b
+
+    steps["kind"] = kind
+    steps["tokens"] = _ints(tokens)
+    steps["batch"] = _ints(batch)
+    steps["prefill_tokens"] = _ints(prefill)
+    steps["decode_sequences"] = _ints(decoding)
+    steps["model"] = np.where(draft, "draft", steps["model"].to_numpy(dtype=object))
+    steps["opens"] = opens.astype(np.int64)
+    steps = _requests(steps, r.blocks if "mask" in sources else None)
+    if growing_cache and (kind == "verify").any():
+        steps["accepted"] = _accepted(steps, r, target)
+        evidence.append(
+            "accepted draft tokens per verify from the target's cache: the cached length of its next forward "
+            "minus this one's, less the token the target adds itself"
+        )
+    evidence += _evidence(sources, growing_cache)
+    if uncertain_split:
+        warnings.append(
+            f"{uncertain_split} packed forward(s) hold more positions than sequences after a forward that was "
+            "already decoding: taken as mixed (decodes plus a prefill chunk); the split between them, and the "
+            "requests that joined, are not in the trace (requests counted from the batch's growth: a lower bound)"
+        )
+    return steps, evidence, warnings
+
+
+def _accepted(steps: pd.DataFrame, r: Reading, target: np.ndarray):
+    """Per verify forward, the draft tokens the target kept: its next forward (same request) caches this one's
+    cached positions plus the last token plus the accepted ones. <NA> where either forward's cache is unknown."""
+    kind, request = steps["kind"].to_numpy(), steps["request"].to_numpy()
+    past = np.where((r.keys > 0) & (r.query > 0), r.keys - r.query, -1)
+    idx = np.flatnonzero(target)
+    accepted = np.full(len(steps), np.nan)
+    for a, b in pairwise(idx):  # consecutive target forwards: a few per request
+        if kind[a] == "verify" and request[a] == request[b] and past[a] >= 0 and past[b] >= 0:
+            scored = int(r.ids_positions[a]) - 1  # the draft tokens it scored after its last accepted one
+            accepted[a] = min(max(past[b] - past[a] - 1, 0), max(scored, 0))
+    return _ints(accepted)
+
+
+def _ints(values: np.ndarray):
+    return pd.array(np.where(np.isnan(values), np.nan, np.round(values)), dtype="Float64").astype("Int64")
+
+
+def _cache_grows(query: np.ndarray, keys: np.ndarray) -> bool:
+    """Whether the attention's key length grows from forward to forward (a dynamic cache: keys = cached + new);
+    a static cache reads the same preallocated length every time and says nothing about what is cached."""
+    k = keys[keys > 0]
+    return len(k) >= 2 and len(np.unique(k)) > 1
+
+
+def _draft_forwards(r: Reading, steps: pd.DataFrame) -> tuple[np.ndarray, str]:
+    """Forwards of a draft model: two or more token-embedding tables in use, the narrower ones (fewer columns:
+    a smaller model) are drafts; the target is the widest. No second table: no draft."""
+    tables = [t for t in r.table if t is not None]
+    distinct = sorted(set(tables), key=lambda t: (t[1], tables.count(t)))
+    draft = np.zeros(len(r.table), dtype=bool)
+    if len(distinct) < 2:
+        return draft, ""
+    target = distinct[-1]
+    draft[:] = [t is not None and t != target for t in r.table]
+    note = (
+        f"{len(distinct)} token-embedding tables in use: {list(target)} ({tables.count(target)} forwards) is the "
+        f"target model's, the narrower {', '.join(str(list(t)) for t in distinct[:-1])} a draft model's "
+        f"({int(draft.sum())} forwards, speculative decoding); draft forwards open no request"
+    )
+    return draft, note
+
+
+def _requests(steps: pd.DataFrame, blocks: list | None) -> pd.DataFrame:
+    """Request numbers from the requests each forward opens (a draft forward before the first opening serves the
+    first request). With per-sequence mask blocks, sequences are followed from forward to forward (a sequence
+    whose cached length equals one's length in the forward before is that one) and a forward's request is the
+    oldest it serves; each request's first forward and the forward that emits its first token go in
+    attrs["request_steps"] for TTFT."""
+    opens = steps["opens"].to_numpy()
+    request = np.maximum(np.cumsum(opens) - 1, 0)
+    if blocks is not None:
+        request, first_token = _follow_sequences(blocks, opens, request)
+        steps.attrs["request_steps"] = first_token
+    steps["request"] = request.astype(np.int64)
+    steps["index"] = steps.groupby("request", sort=False).cumcount().to_numpy().astype(np.int64)
+    return steps
+
+
+def _follow_sequences(blocks: list, opens: np.ndarray, fallback: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
+    """(each forward's oldest request, per request its first forward and first-token forward), following each
+    sequence by its cached length: forwards and their sequences are few, not events."""
+    request = fallback.copy()
+    live: list[tuple[int, int]] = []  # (request, length after the forward) of the sequences seen last
+    first_step: dict[int, int] = {}
+    token_step: dict[int, int] = {}
+    next_id = 0
+    for i, qk in enumerate(blocks):
+        if qk is None:
+            continue
+        now = []
+        pool = list(live)
+        for q, k in qk:
+            past = int(k - q)
+            match = next((j for j, (_, length) in enumerate(pool) if past > 0 and length == past), None)
+            if match is None:
+                rid, next_id = next_id, next_id + 1
+                first_step[rid] = i
+            else:
+                rid = pool.pop(match)[0]
+            if not (q == 1 and past > 0):  # still prefilling: its first token comes at the end of this chunk
+                token_step[rid] = i
+            now.append((rid, int(k)))
+        live = now
+        if now:
+            request[i] = min(rid for rid, _ in now)
+    table = pd.DataFrame(
+        {
+            "request": list(first_step),
+            "first_step": list(first_step.values()),
+            "token_step": [token_step.get(rid, first_step[rid]) for rid in first_step],
+        }
+    )
+    return request, table
+
+
+def _evidence(sources: set[str], growing_cache: bool) -> list[str]:
+    lines = []
+    if "mask" in sources:
+        lines.append(
+            "composition from the per-sequence causal mask blocks built before each packed forward (one [q, k] "
+            "block per sequence, the q adding up to the forward's positions): decodes, prefill chunks and joining "
+            "requests exact"
+        )
+    if "sampled" in sources:
+        lines.append("packed forwards ([1, N] token ids): sequences from the rows sampled after each forward")
+    if "attention" in sources:
+        cache = "a growing cache continues them" if growing_cache else "a static cache tells nothing"
+        lines.append(
+            "requests from the attention's key length: a multi-token forward that reads only its own positions "
+            f"starts a request; {cache}"
+        )
+    if "ids" in sources:
+        lines.append("sequences and positions from the token ids' [batch, positions] shape")
+    return lines
+
+
+def _implied_counts(steps: pd.DataFrame) -> pd.DataFrame:
+    """Fill prefill_tokens and decode_sequences where the kind alone implies them: a prefill's tokens all prefill,
+    a decode's sequences all decode; mixed, verify and draft keep what their source read."""
+    kind = steps["kind"].to_numpy(dtype=object)
+    prefill = steps["prefill_tokens"].copy()
+    decoding = steps["decode_sequences"].copy()
+    is_prefill, is_decode = kind == "prefill", kind == "decode"
+    prefill[is_prefill & prefill.isna().to_numpy()] = steps["tokens"][is_prefill & prefill.isna().to_numpy()]
+    decoding[is_prefill & decoding.isna().to_numpy()] = 0
+    prefill[is_decode & prefill.isna().to_numpy()] = 0
+    decoding[is_decode & decoding.isna().to_numpy()] = steps["batch"][is_decode & decoding.isna().to_numpy()]
+    empty = kind == "empty"
+    prefill[empty], decoding[empty] = 0, 0
+    return steps.assign(prefill_tokens=prefill.astype("Int64"), decode_sequences=decoding.astype("Int64"))
