@@ -180,15 +180,17 @@ def _streamed_generate(model, tokenizer, prompt: str, all_threads: bool):
     yield run, text
 
 
-def _streamer_shape(shape: str, all_threads: bool):
+def _streamer_shape(shape: str, all_threads: bool, with_stack: bool = False):
     model, tok = models.llama(), models.tokenizer()
     log = ForwardLog()
     log.wrap(model)
     with _streamed_generate(model, tok, models.words(12), all_threads) as (run, text):
-        doc = _profile(log, run, all_threads=all_threads)
+        doc = _profile(log, run, all_threads=all_threads, with_stack=with_stack)
     profiler = (
         "profile(CPU, experimental_config=_ExperimentalConfig(profile_all_threads=True))"
         if all_threads
+        else "profile(CPU, with_stack=True)"
+        if with_stack
         else "profile(CPU) with its defaults"
     )
     how = (
@@ -204,8 +206,38 @@ def launching_thread_only():
     return _streamer_shape("launching_thread_only", all_threads=False)
 
 
+def launching_thread_only_stack():
+    return _streamer_shape("launching_thread_only_stack", all_threads=False, with_stack=True)
+
+
 def background_all_threads():
     return _streamer_shape("background_all_threads", all_threads=True)
+
+
+def two_requests_stack():
+    """Two generate() calls one after the other, profiled with stacks and modules but no shapes: which forwards
+    open a request is read from the call tree."""
+    model = models.llama()
+    log = ForwardLog()
+    log.wrap(model)
+    first, first_mask = _ids([9])
+    second, second_mask = _ids([6], start=40)
+    kwargs = _generate_kwargs(do_sample=False)
+
+    def run():
+        model.generate(first, attention_mask=first_mask, **kwargs)
+        model.generate(second, attention_mask=second_mask, **kwargs)
+
+    import torch
+
+    with torch.inference_mode():
+        doc = _profile(log, run, with_stack=True, with_modules=True)
+    label_padded_generate(log.calls, first_of_call={0, NEW_TOKENS})
+    how = (
+        "generate(1 prompt of 9 tokens, max_new_tokens=8), then generate(1 prompt of 6 tokens, max_new_tokens=8); "
+        "profile(CPU, with_stack=True, with_modules=True), no shapes"
+    )
+    return doc, truth_record("two_requests_stack", how, log.calls, requests=2)
 
 
 def beam_search():
@@ -280,7 +312,9 @@ SHAPES: dict[str, Callable[[], tuple[dict, dict]]] = {
     "assisted_generation": assisted_generation,
     "compiled_forward": compiled_forward,
     "launching_thread_only": launching_thread_only,
+    "launching_thread_only_stack": launching_thread_only_stack,
     "background_all_threads": background_all_threads,
+    "two_requests_stack": two_requests_stack,
     "beam_search": beam_search,
     "left_padded_sampling": left_padded_sampling,
     "moe": moe,
