@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -67,9 +68,16 @@ def compose(views: Views, found: Found) -> Found:
     if not any(t is not None for t in reading.table):
         return Found(_implied_counts(bounds), found.segmentation)
     steps, evidence, warnings = _composed(bounds, reading)
+    if _same_answer(bounds, steps):
+        evidence = []  # the shapes confirm what the strategy read from them: nothing new decided
     seg = found.segmentation
     segmentation = type(seg)(seg.method, seg.confidence, (*seg.warnings, *warnings), (*seg.evidence, *evidence))
     return Found(_implied_counts(steps), segmentation)
+
+
+def _same_answer(before: pd.DataFrame, after: pd.DataFrame) -> bool:
+    """Whether the composition left the strategy's kinds, requests, tokens and sequences as they were."""
+    return all(before[c].equals(after[c]) for c in ("kind", "request", "index", "tokens", "batch"))
 
 
 def read_forwards(views: Views, bounds: pd.DataFrame) -> Reading:
@@ -200,93 +208,132 @@ def _block(dims) -> tuple[int, int]:
     return -1, -1
 
 
-def _composed(bounds: pd.DataFrame, r: Reading) -> tuple[pd.DataFrame, list[str], list[str]]:
-    n = len(bounds)
-    steps = bounds.copy()
-    kind = steps["kind"].to_numpy(dtype=object).copy()
-    tokens = steps["tokens"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    batch = steps["batch"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    prefill = np.full(n, np.nan)
-    decoding = np.full(n, np.nan)
-    opens = steps["opens"].to_numpy().copy()
-    evidence: list[str] = []
-    warnings: list[str] = []
+class Composed(NamedTuple):
+    """One forward's reading: kind, new positions, sequences, prefill positions, decoding sequences, requests
+    joining, and the source that decided (None: a count the trace does not give)."""
 
-    draft, role_note = _draft_forwards(r, steps)
-    if role_note:
-        evidence.append(role_note)
+    kind: str
+    tokens: int
+    sequences: int
+    prefill: int | None
+    decoding: int | None
+    opens: int
+    source: str
+
+
+def _composed(bounds: pd.DataFrame, r: Reading) -> tuple[pd.DataFrame, list[str], list[str]]:
+    steps = bounds.copy()
+    draft, role_note = _draft_forwards(r)
     known = np.array([t is not None for t in r.table]) & (r.ids_positions >= 0)
     target = known & ~draft
-    growing_cache = _cache_grows(r.query[target], r.keys[target])
-    first_target = np.flatnonzero(target)[:1]
-    uncertain_split = 0
-    previous_sequences = 0
-    sources: set[str] = set()
-    for i in np.flatnonzero(known):  # one iteration per forward
-        b, p = int(r.ids_batch[i]), int(r.ids_positions[i])
-        if draft[i]:
-            kind[i], tokens[i], batch[i], opens[i] = "draft", b * p, b, 0
-            continue
-        blocks = r.blocks[i]
-        sequences = int(r.sampled[i]) if r.sampled[i] > 0 else -1
-        if blocks is not None and (len(blocks) > 1 or sequences <= 1):
-            q, k = blocks[:, 0], blocks[:, 1]
-            decode = (q == 1) & (k > 1)
-            kind[i] = "mixed" if decode.any() and (~decode).any() else "decode" if decode.all() else "prefill"
-            tokens[i], batch[i] = int(q.sum()), len(q)
-            prefill[i], decoding[i] = int(q[~decode].sum()), int(decode.sum())
-            opens[i] = int((k == q).sum())
-            sources.add("mask")
-            previous_sequences = len(q)
-            continue
-        if r.packed_ids[i] and sequences > 1:
-            tokens[i], batch[i] = p * b, sequences
-            sources.add("sampled")
-            if p * b == sequences:
-                kind[i], prefill[i], decoding[i] = "decode", 0, sequences
-            elif previous_sequences == 0:
-                kind[i], prefill[i], decoding[i] = "prefill", p * b, 0
-            else:
-                kind[i] = "mixed"
-                uncertain_split += 1
-            opens[i] = sequences if previous_sequences == 0 else max(0, sequences - previous_sequences)
-            previous_sequences = sequences
-            continue
-        tokens[i], batch[i] = b * p, b
-        fresh = r.query[i] > 0 and r.query[i] == r.keys[i]
-        continues = r.query[i] > 0 and r.keys[i] > r.query[i] and growing_cache
-        if i in first_target or (p > 1 and (fresh or (not continues and not draft.any()))):
-            kind[i], opens[i], prefill[i], decoding[i] = "prefill", 1, b * p, 0
-        elif p > 1:
-            kind[i], opens[i] = ("verify" if draft.any() else "prefill"), 0
-            prefill[i], decoding[i] = (0, b) if draft.any() else (b * p, 0)
-        else:
-            kind[i], opens[i], prefill[i], decoding[i] = "decode", 0, 0, b
-        sources.add("attention" if r.query[i] > 0 else "ids")
-        previous_sequences = b
-
-    steps["kind"] = kind
-    steps["tokens"] = _ints(tokens)
-    steps["batch"] = _ints(batch)
-    steps["prefill_tokens"] = _ints(prefill)
-    steps["decode_sequences"] = _ints(decoding)
-    steps["model"] = np.where(draft, "draft", steps["model"].to_numpy(dtype=object))
-    steps["opens"] = opens.astype(np.int64)
+    context = _Context(
+        speculative=bool(draft.any()),
+        growing_cache=_cache_grows(r.keys[target]),
+        first_target=int(np.flatnonzero(target)[0]) if target.any() else -1,
+    )
+    read = {}
+    for i in np.flatnonzero(known):  # one reading per forward, not per event
+        read[int(i)] = _one_forward(r, int(i), bool(draft[i]), context)
+        context.previous_sequences = read[int(i)].sequences
+    steps = _with_readings(steps, read, draft)
+    sources = {c.source for c in read.values()}
     steps = _requests(steps, r.blocks if "mask" in sources else None)
-    if growing_cache and (kind == "verify").any():
+    evidence = [role_note] if role_note else []
+    if context.growing_cache and (steps["kind"] == "verify").any():
         steps["accepted"] = _accepted(steps, r, target)
         evidence.append(
             "accepted draft tokens per verify from the target's cache: the cached length of its next forward "
             "minus this one's, less the token the target adds itself"
         )
-    evidence += _evidence(sources, growing_cache)
-    if uncertain_split:
+    evidence += _evidence(sources, context.growing_cache)
+    uncertain = sum(c.source == "sampled" and c.kind == "mixed" for c in read.values())
+    warnings = []
+    if uncertain:
         warnings.append(
-            f"{uncertain_split} packed forward(s) hold more positions than sequences after a forward that was "
-            "already decoding: taken as mixed (decodes plus a prefill chunk); the split between them, and the "
-            "requests that joined, are not in the trace (requests counted from the batch's growth: a lower bound)"
+            f"{uncertain} packed forward(s) hold more positions than sequences after a forward that was already "
+            "decoding: taken as mixed (decodes plus a prefill chunk); the split between them, and the requests "
+            "that joined, are not in the trace (requests counted from the batch's growth: a lower bound)"
         )
     return steps, evidence, warnings
+
+
+@dataclass
+class _Context:
+    speculative: bool  # a draft model's forwards are in the trace
+    growing_cache: bool  # the attention's key length grows: a dynamic cache
+    first_target: int  # the first forward of the served model
+    previous_sequences: int = 0  # sequences of the forward before
+
+
+def _one_forward(r: Reading, i: int, draft: bool, c: _Context) -> Composed:
+    b, p = int(r.ids_batch[i]), int(r.ids_positions[i])
+    if draft:
+        return Composed("draft", b * p, b, None, None, 0, "draft")
+    blocks, sampled = r.blocks[i], int(r.sampled[i])
+    if blocks is not None and (len(blocks) > 1 or sampled <= 1):
+        return _from_mask_blocks(blocks[:, 0], blocks[:, 1])
+    if r.packed_ids[i] and sampled > 1:
+        return _from_packed(b * p, sampled, c.previous_sequences)
+    return _from_padded(b, p, int(r.query[i]), int(r.keys[i]), i == c.first_target, c)
+
+
+def _from_mask_blocks(q: np.ndarray, k: np.ndarray) -> Composed:
+    """Exact: a sequence with one new position after cached ones decodes; one reading nothing cached joins."""
+    decode = (q == 1) & (k > 1)
+    kind = "mixed" if decode.any() and (~decode).any() else "decode" if decode.all() else "prefill"
+    return Composed(kind, int(q.sum()), len(q), int(q[~decode].sum()), int(decode.sum()), int((k == q).sum()), "mask")
+
+
+def _from_packed(tokens: int, sequences: int, previous: int) -> Composed:
+    """[1, N] ids, S sequences sampled: N == S decodes them all; otherwise some prefill, and after a forward that
+    held sequences the split between prefill and decode is not known."""
+    opens = sequences if previous == 0 else max(0, sequences - previous)
+    if tokens == sequences:
+        return Composed("decode", tokens, sequences, 0, sequences, opens, "sampled")
+    if previous == 0:
+        return Composed("prefill", tokens, sequences, tokens, 0, opens, "sampled")
+    return Composed("mixed", tokens, sequences, None, None, opens, "sampled")
+
+
+def _from_padded(b: int, p: int, query: int, keys: int, first: bool, c: _Context) -> Composed:
+    """[B, S] ids: B sequences of S new positions each. A multi-position forward opens a request when it is the
+    first, or its attention reads only its own positions; one that reads a growing cache continues its request
+    (a verify when a draft model is present, a prefill chunk otherwise); without attention shapes and without a
+    draft model, as before: it opens one."""
+    source = "attention" if query > 0 else "ids"
+    fresh = query > 0 and query == keys
+    continues = query > 0 and keys > query and c.growing_cache
+    if first or (p > 1 and (fresh or (not continues and not c.speculative))):
+        return Composed("prefill", b * p, b, b * p, 0, 1, source)
+    if p > 1 and c.speculative:
+        return Composed("verify", b * p, b, 0, b, 0, source)
+    if p > 1:
+        return Composed("prefill", b * p, b, b * p, 0, 0, source)
+    return Composed("decode", b, b, 0, b, 0, source)
+
+
+def _with_readings(steps: pd.DataFrame, read: dict[int, Composed], draft: np.ndarray) -> pd.DataFrame:
+    """The boundary frame with each read forward's composition; the others keep what the strategy said."""
+    rows = np.fromiter(read, dtype=np.int64, count=len(read))
+    values = list(read.values())
+    kind = steps["kind"].to_numpy(dtype=object).copy()
+    kind[rows] = [c.kind for c in values]
+    opens = steps["opens"].to_numpy().copy()
+    opens[rows] = [c.opens for c in values]
+    steps["kind"], steps["opens"] = kind, opens.astype(np.int64)
+    for column, field_name in (
+        ("tokens", "tokens"),
+        ("batch", "sequences"),
+        ("prefill_tokens", "prefill"),
+        ("decode_sequences", "decoding"),
+    ):
+        current = steps[column].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+        if column in ("prefill_tokens", "decode_sequences"):
+            current = np.full(len(steps), np.nan)
+        current[rows] = [np.nan if getattr(c, field_name) is None else getattr(c, field_name) for c in values]
+        steps[column] = _ints(current)
+    steps["model"] = np.where(draft, "draft", steps["model"].to_numpy(dtype=object))
+    return steps
 
 
 def _accepted(steps: pd.DataFrame, r: Reading, target: np.ndarray):
@@ -307,14 +354,14 @@ def _ints(values: np.ndarray):
     return pd.array(np.where(np.isnan(values), np.nan, np.round(values)), dtype="Float64").astype("Int64")
 
 
-def _cache_grows(query: np.ndarray, keys: np.ndarray) -> bool:
+def _cache_grows(keys: np.ndarray) -> bool:
     """Whether the attention's key length grows from forward to forward (a dynamic cache: keys = cached + new);
     a static cache reads the same preallocated length every time and says nothing about what is cached."""
     k = keys[keys > 0]
     return len(k) >= 2 and len(np.unique(k)) > 1
 
 
-def _draft_forwards(r: Reading, steps: pd.DataFrame) -> tuple[np.ndarray, str]:
+def _draft_forwards(r: Reading) -> tuple[np.ndarray, str]:
     """Forwards of a draft model: two or more token-embedding tables in use, the narrower ones (fewer columns:
     a smaller model) are drafts; the target is the widest. No second table: no draft."""
     tables = [t for t in r.table if t is not None]
