@@ -96,9 +96,10 @@ def read_forwards(views: Views, bounds: pd.DataFrame) -> Reading:
     reading.ids_positions = np.array([p if p is not None else -1 for _, p in shapes], dtype=np.int64)
     reading.packed_ids = np.array([i >= 0 and _packed_ids(dims[i]) for i in first], dtype=bool)
     vocab = {t[0] for t in reading.table if t is not None}
-    reading.sampled = _sampled_rows(views, start, after, vocab)
-    reading.query, reading.keys = _attention_lengths(views, start, host_end)
-    reading.blocks = _mask_blocks(views, before, start, reading.ids_positions, reading.ids_batch)
+    ops = shaped_ops(views)
+    reading.sampled = _sampled_rows(ops, start, after, vocab)
+    reading.query, reading.keys = _attention_lengths(ops, start, host_end)
+    reading.blocks = _mask_blocks(ops, before, start, reading.ids_positions, reading.ids_batch)
     return reading
 
 
@@ -120,15 +121,38 @@ def _packed_ids(dims) -> bool:
     return isinstance(ids, list) and (len(ids) == 1 or (len(ids) == 2 and ids[0] == 1))
 
 
-def _parsed(ops: pd.DataFrame) -> np.ndarray:
-    """Each op's clean input dims (None when unrecorded or malformed), parsed once per distinct record."""
+class ShapedOps(NamedTuple):
+    """The host ops whose shapes the composition reads, read once: start times, names, and for each op the index of
+    its input dims among `distinct` (the parsed records, one per distinct text; the last is None: unrecorded)."""
+
+    ts: np.ndarray
+    name: np.ndarray
+    code: np.ndarray
+    distinct: list
+
+    def family(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(start times, index into `distinct`) of the ops with one of these names, in time order."""
+        rows = np.isin(self.name, names)
+        return self.ts[rows], self.code[rows]
+
+    def per_record(self, feature, width: int = 1) -> np.ndarray:
+        """`feature(dims)` of every distinct record (an array, one row per record)."""
+        return np.array([feature(d) for d in self.distinct], dtype=np.int64).reshape(len(self.distinct), width)
+
+
+def shaped_ops(views: Views) -> ShapedOps:
+    names = (*SAMPLING_OPS, *ATTENTION_OPS, *MASK_BLOCK_OPS)
+    if "input_dims" not in views.events:
+        return ShapedOps(np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0, np.int64), [None])
+    ops = views.ops_named(names, ("ts", "name", "input_dims"))
     column = ops["input_dims"]
     if not isinstance(column.dtype, pd.CategoricalDtype):
         column = column.astype(str).astype("category")
-    parsed = np.empty(len(column.cat.categories) + 1, dtype=object)
-    for i, text in enumerate(column.cat.categories):
-        parsed[i] = _dims(str(text))
-    return parsed[column.cat.codes.to_numpy()]  # code -1 (missing) takes the trailing None
+    codes = column.cat.codes.to_numpy()
+    used, inverse = np.unique(codes, return_inverse=True)  # parse only the records these ops carry
+    categories = column.cat.categories
+    distinct = [_dims(str(categories[c])) if c >= 0 else None for c in used] + [None]
+    return ShapedOps(ops["ts"].to_numpy(), ops["name"].astype(str).to_numpy(), inverse.astype(np.int64), distinct)
 
 
 def _dims(text: str):
@@ -140,19 +164,11 @@ def _dims(text: str):
         return None
 
 
-def _ops(views: Views, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(start times, parsed input dims) of the host ops with these names, in time order."""
-    if "input_dims" not in views.events:
-        return np.zeros(0, np.int64), np.zeros(0, object)
-    ops = views.ops_named(names, ("ts", "name", "input_dims"))
-    return ops["ts"].to_numpy(), _parsed(ops)
-
-
-def _sampled_rows(views: Views, start: np.ndarray, after: np.ndarray, vocab: set[int]) -> np.ndarray:
+def _sampled_rows(ops: ShapedOps, start: np.ndarray, after: np.ndarray, vocab: set[int]) -> np.ndarray:
     """Rows of the first sampling op (input [S, vocab] or [S, P, vocab]) after each forward starts and before the
     next one: the sequences whose next token is drawn, -1 where none is seen."""
-    ts, dims = _ops(views, SAMPLING_OPS)
-    rows = np.array([_vocab_rows(d, vocab) for d in dims], dtype=np.int64)
+    ts, code = ops.family(SAMPLING_OPS)
+    rows = ops.per_record(lambda d: _vocab_rows(d, vocab))[code, 0]
     keep = rows > 0
     ts, rows = ts[keep], rows[keep]
     first = _first_inside(ts, start, after)
@@ -168,10 +184,10 @@ def _vocab_rows(dims, vocab: set[int]) -> int:
     return -1
 
 
-def _attention_lengths(views: Views, start: np.ndarray, host_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _attention_lengths(ops: ShapedOps, start: np.ndarray, host_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(query length, key length) of the first attention op inside each forward, -1 where none is recorded."""
-    ts, dims = _ops(views, ATTENTION_OPS)
-    lengths = np.array([_qk(d) for d in dims], dtype=np.int64).reshape(-1, 2)
+    ts, code = ops.family(ATTENTION_OPS)
+    lengths = ops.per_record(_qk, 2)[code]
     first = _first_inside(ts, start, np.maximum(host_end, start + 1))
     if not len(lengths):
         return np.full(len(start), -1, np.int64), np.full(len(start), -1, np.int64)
@@ -185,11 +201,11 @@ def _qk(dims) -> tuple[int, int]:
     return -1, -1
 
 
-def _mask_blocks(views: Views, before: np.ndarray, start: np.ndarray, positions: np.ndarray, batch: np.ndarray):
+def _mask_blocks(ops: ShapedOps, before: np.ndarray, start: np.ndarray, positions: np.ndarray, batch: np.ndarray):
     """Per packed forward, the (q, k) of each sequence's causal-mask block built on the host just before it (after
     the previous forward's host work): kept only when the q add up to the forward's new positions."""
-    ts, dims = _ops(views, MASK_BLOCK_OPS)
-    shape = np.array([_block(d) for d in dims], dtype=np.int64).reshape(-1, 2)
+    ts, code = ops.family(MASK_BLOCK_OPS)
+    shape = ops.per_record(_block, 2)[code]
     keep = shape[:, 0] > 0
     ts, shape = ts[keep], shape[keep]
     lo = np.searchsorted(ts, before, side="right")
