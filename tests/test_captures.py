@@ -27,6 +27,7 @@ SHAPES = (
     "continuous_batching",
     "assisted_generation",
     "compiled_forward",
+    "compiled_forward_shapes",
     "launching_thread_only",
     "launching_thread_only_stack",
     "background_all_threads",

@@ -135,6 +135,15 @@ def assisted_generation():
 def compiled_forward():
     """model.forward = torch.compile(model.forward), static cache, compiled by a first generate() before the
     profile; the profile without shapes, with stacks and modules."""
+    return _compiled("compiled_forward", record_shapes=False)
+
+
+def compiled_forward_shapes():
+    """The same with record_shapes=True and neither stacks nor modules: no module span brackets the forwards."""
+    return _compiled("compiled_forward_shapes", record_shapes=True)
+
+
+def _compiled(shape: str, record_shapes: bool):
     import torch
 
     model = models.llama()
@@ -149,16 +158,16 @@ def compiled_forward():
         doc = _profile(
             log,
             lambda: model.generate(ids, attention_mask=mask, **kwargs),
-            record_shapes=False,
-            with_stack=True,
-            with_modules=True,
+            record_shapes=record_shapes,
+            with_stack=not record_shapes,
+            with_modules=not record_shapes,
         )
+    options = "record_shapes=True" if record_shapes else "record_shapes=False, with_stack=True, with_modules=True"
     how = (
         "model.forward = torch.compile(model.forward); generate(1 prompt of 12 tokens, max_new_tokens=8, "
-        "cache_implementation='static') once to compile, then profiled: profile(CPU, record_shapes=False, "
-        "with_stack=True, with_modules=True)"
+        f"cache_implementation='static') once to compile, then profiled: profile(CPU, {options})"
     )
-    return _one_generate("compiled_forward", how, log, doc)
+    return _one_generate(shape, how, log, doc)
 
 
 @contextmanager
@@ -311,6 +320,7 @@ SHAPES: dict[str, Callable[[], tuple[dict, dict]]] = {
     "continuous_batching": continuous_batching,
     "assisted_generation": assisted_generation,
     "compiled_forward": compiled_forward,
+    "compiled_forward_shapes": compiled_forward_shapes,
     "launching_thread_only": launching_thread_only,
     "launching_thread_only_stack": launching_thread_only_stack,
     "background_all_threads": background_all_threads,
