@@ -137,7 +137,7 @@ def _ascending(values: np.ndarray) -> bool:
 
 
 def _composition(b: pd.DataFrame) -> dict:
-    """What each forward holds, as step finding read it (analysis.step_finding.composition)."""
+    """What each forward holds, as step finding read it (analysis.step_finding.batch_contents)."""
     return {c: b[c].to_numpy() if c in ("model", "opens") else b[c].array for c in COMPOSITION}
 
 
