@@ -9,8 +9,9 @@ import pandas as pd
 
 from .summary import Summary
 
-if TYPE_CHECKING:  # analysis.anatomy imports this module
+if TYPE_CHECKING:  # analysis.anatomy and analysis.roofline import this module
     from .anatomy import Anatomy
+    from .roofline.compare import RooflineReport
 
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | verify | draft | empty (DESIGN.md)
@@ -66,3 +67,4 @@ class Analysis:
     busy_intervals: dict[int, tuple] = field(default_factory=dict)  # device -> (starts_ns, ends_ns) arrays
     time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
     anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)
+    roofline: RooflineReport | None = None  # expected vs measured per phase, when a model and device are known

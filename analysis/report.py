@@ -25,6 +25,7 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
         for step, categories in zip(steps, anat.steps_json(len(steps)), strict=True):
             step["categories"] = categories
         summary["anatomy"] = _clean(anat.summary())
+    summary["gaps"] = gaps_summary(analysis.gaps)
     return {
         "format": timeline.meta.source_format,
         "device": timeline.device_name,
@@ -41,6 +42,19 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
         "findings": [
             {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in analysis.findings
         ],
+    }
+
+
+def gaps_summary(gaps: pd.DataFrame) -> dict:
+    """The idle gaps (those at least the gap threshold long): how many, and their time by likely cause. What
+    --gap-threshold-us changes shows here."""
+    from .gaps import CAUSES
+
+    by_cause = gaps.groupby("cause", observed=True)["dur_ns"].sum() if len(gaps) else pd.Series(dtype="int64")
+    return {
+        "count": len(gaps),
+        "idle_us": float(gaps["dur_ns"].sum()) / 1000.0 if len(gaps) else 0.0,
+        "idle_us_by_cause": {cause: float(by_cause.get(cause, 0)) / 1000.0 for cause in CAUSES},
     }
 
 

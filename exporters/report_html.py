@@ -61,12 +61,17 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} th{background:#f1f3f5
 
 @dataclass(frozen=True)
 class ReportTrace:
-    """What the report reads of one trace (app.cache.LoadedTrace has the same fields)."""
+    """What the report reads of one trace: the front door's answer (analysis.front_door.Opened) has these fields."""
 
     name: str
     timeline: Timeline
     analysis: Analysis
-    report: dict  # analysis.report.contract(timeline, analysis)
+    report: dict  # the contract the front door built
+
+
+def report_trace(opened) -> ReportTrace:
+    """The report's view of one opened trace (analysis.front_door.Opened)."""
+    return ReportTrace(opened.name, opened.timeline, opened.analysis, opened.report)
 
 
 class ReportTooLargeError(ValueError):

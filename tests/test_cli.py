@@ -43,7 +43,8 @@ SUMMARY_KEYS = {
     "verify_steps",
     "draft_steps",
     "speculative",
-}  # anatomy: issue 12's added key; mixed_steps, verify_steps, draft_steps, speculative: issue 24's
+    "gaps",
+}  # anatomy: issue 12's; mixed_steps, verify_steps, draft_steps, speculative: issue 24's; gaps: issue 23's
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

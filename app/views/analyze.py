@@ -72,7 +72,7 @@ def _detail_window(loaded) -> tuple[int, int]:
             0,
             last,
             default,
-            key=f"detail_steps_{loaded.sha256}",
+            key=f"detail_steps_{loaded.answer_id}",
             help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
             "The median decode step is also drawn as layers when it is in the range.",
         )
@@ -88,7 +88,7 @@ def _detail_window(loaded) -> tuple[int, int]:
         0.0,
         span_ms,
         (0.0, max(default_end, span_ms / 1000)),
-        key=f"detail_ms_{loaded.sha256}",
+        key=f"detail_ms_{loaded.answer_id}",
     )
     return origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6) + 1
 
