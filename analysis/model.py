@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # analysis.anatomy and analysis.roofline import this module
     from .roofline.compare import RooflineReport
 
 STEP_COLUMNS = (
-    "kind",  # prefill | decode | mixed | empty
+    "kind",  # prefill | decode | mixed | verify | draft | empty (DESIGN.md)
     "request",
     "index",
     "start_ns",
@@ -29,6 +29,11 @@ STEP_COLUMNS = (
     "d2h_copies",
     "syncs",
     "label",  # the annotation or marker the step came from, "" when inferred
+    "prefill_tokens",  # of the tokens, those of sequences still prefilling, <NA> when unknown
+    "decode_sequences",  # sequences past their prompt, scoring one token each (more in a verify), <NA> when unknown
+    "model",  # "draft": a draft model's forward (speculative decoding); "" otherwise
+    "opens",  # requests that join in this step
+    "accepted",  # in a verify step: draft tokens the target kept per sequence, <NA> when the trace does not show it
 )
 GAP_COLUMNS = ("start_ns", "end_ns", "dur_ns", "device", "placement", "step", "cause")
 # placement: within step | between steps | outside generation; cause: launch | sync | other (analysis.gaps)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..parsers.timeline import Timeline
 from .activity import busy_union
+from .composition import request_count
 from .model import Analysis
 from .summary import contract_fields
 
@@ -39,7 +40,7 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
             "warnings": list(analysis.segmentation.warnings),
             "evidence": list(analysis.segmentation.evidence),
         },
-        "requests": int(analysis.steps["request"].nunique()) if len(analysis.steps) else 0,
+        "requests": request_count(analysis.steps),
         "steps": steps,
         "summary": summary,
         "findings": [{**_finding(f), **_finding_cost(f, analysis)} for f in analysis.findings],
@@ -104,7 +105,22 @@ def _step_basics(row) -> dict:
         "launches": int(row.launches),
         "gpu_busy_us": row.gpu_busy_ns / 1000.0,
         "gpu_idle_us": row.gpu_idle_ns / 1000.0,
+        **_composition(row),
     }
+
+
+def _composition(row) -> dict:
+    """What the step's batch held (DESIGN.md): sequences, of the tokens those prefilling, sequences decoding; null
+    where the trace does not tell."""
+    return {
+        "sequences": _count(row.batch),
+        "prefill_tokens": _count(row.prefill_tokens),
+        "decode_sequences": _count(row.decode_sequences),
+    }
+
+
+def _count(value) -> int | None:
+    return None if pd.isna(value) else int(value)
 
 
 def _clean(value):

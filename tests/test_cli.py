@@ -24,9 +24,13 @@ STEP_KEYS = {
     "gpu_busy_us",
     "gpu_idle_us",
     "categories",
+    "sequences",
+    "prefill_tokens",
+    "decode_sequences",
     "gpu_lead_us",
     "gpu_tail_us",
-}  # categories: issue 12's added key; gpu_lead_us, gpu_tail_us: issue 29's (2026-12-01)
+}  # categories: issue 12's added key; sequences, prefill_tokens, decode_sequences: issue 24's; gpu_lead_us,
+# gpu_tail_us: issue 29's (2026-12-01)
 SUMMARY_KEYS = {
     "prefill_steps",
     "decode_steps",
@@ -38,6 +42,10 @@ SUMMARY_KEYS = {
     "launches_per_decode_step",
     "gpu_idle_per_decode_step_us",
     "anatomy",
+    "mixed_steps",
+    "verify_steps",
+    "draft_steps",
+    "speculative",
     "gaps",
     # issue 29's (2026-12-01): per-step figures of the main step kind
     "step_kind",
@@ -50,7 +58,7 @@ SUMMARY_KEYS = {
     "gpu_idle_per_step_us",
     "gpu_lead_per_step_us",
     "gpu_tail_per_step_us",
-}  # anatomy: issue 12's added key; gaps: issue 23's (what --gap-threshold-us changes)
+}  # anatomy: issue 12's; mixed_steps, verify_steps, draft_steps, speculative: issue 24's; gaps: issue 23's
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

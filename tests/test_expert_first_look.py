@@ -25,6 +25,8 @@ REAL = (
     sorted(p.relative_to(REAL_TRACES).as_posix() for p in REAL_TRACES.rglob("*.json*")) if REAL_TRACES.is_dir() else []
 )
 SAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "sample_traces").rglob("trace.json.gz"))
+# the project's own real CPU captures of today's generate() shapes (tests/data/captures/README.md)
+SAMPLES += sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests" / "data" / "captures").glob("*.json.gz"))
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")  # Kineto's names, written out here on purpose
 SGLANG = "tracelens_sglang_qwen3-8b_decode_mi300x.json.gz"
 VLLM_FULL = "tracelens_vllm_gptoss_decode_fullgraph_rocm.json.gz"

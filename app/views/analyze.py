@@ -142,6 +142,7 @@ def _step_section(loaded) -> None:
     left.plotly_chart(step_charts.step_time_chart(steps), width="stretch")
     middle.plotly_chart(step_charts.kernels_launches_chart(steps), width="stretch")
     right.plotly_chart(step_charts.busy_idle_chart(steps), width="stretch")
+    _batch_section(loaded)
     anat = loaded.analysis.anatomy
     if anat is not None and not anat.step_categories.empty:
         st.plotly_chart(
@@ -149,6 +150,19 @@ def _step_section(loaded) -> None:
         )
     with st.expander(f"Steps table ({len(steps)} rows; times in ms from trace start)"):
         st.dataframe(tables.steps_table(loaded.analysis), width="stretch", hide_index=True)
+
+
+def _batch_section(loaded) -> None:
+    """What the batches held, step by step, with what co-scheduled prefill chunks and speculation cost (all of it
+    computed in analysis.composition and analysis.speculative)."""
+    steps = loaded.analysis.steps
+    if not step_charts.has_composition(steps):
+        return
+    left, right = st.columns([3, 2])
+    left.plotly_chart(step_charts.batch_chart(steps), width="stretch", key="batch_chart")
+    with right:
+        st.markdown("**Batch composition**")
+        st.dataframe(tables.composition_table(loaded.analysis), width="stretch", hide_index=True)
 
 
 def _inside_step_section(loaded) -> None:
