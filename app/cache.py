@@ -15,6 +15,7 @@ the same path, size, mtime and inode knows it without reading.
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,11 +47,30 @@ MAX_KNOWN_FILES = 256
 _StatKey = tuple  # (path, *trace_cache.keys.stat_identity)
 
 
+class _KnownFiles:
+    """This server's own memo of (path, size, mtime, ctime, inode) -> (content hash, sample hash), for the files it
+    opened: it answers even when the on-disk stat index cannot be written (a read-only cache folder). Sessions run
+    as threads of the one server, so it is behind a lock; like the on-disk index, an entry is served only while the
+    file's bytes still give its sample (trace_cache.keys)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.digests: dict[_StatKey, tuple[str, str]] = {}
+
+    def get(self, key: _StatKey) -> tuple[str, str] | None:
+        with self.lock:
+            return self.digests.get(key)
+
+    def put(self, key: _StatKey, digest: str, sample: str) -> None:
+        with self.lock:
+            self.digests[key] = digest, sample
+            while len(self.digests) > MAX_KNOWN_FILES:
+                self.digests.pop(next(iter(self.digests)))  # the oldest first (dicts keep insertion order)
+
+
 @st.cache_resource(show_spinner=False)
-def _known_files() -> dict[_StatKey, str]:
-    """This server's own memo of (path, size, mtime, ctime, inode) -> content hash, for the files it opened: it
-    answers even when the on-disk stat index cannot be written (a read-only cache folder)."""
-    return {}
+def _known_files() -> _KnownFiles:
+    return _KnownFiles()
 
 
 def _stat_key(path: Path, stat) -> _StatKey:
@@ -60,18 +80,28 @@ def _stat_key(path: Path, stat) -> _StatKey:
 
 
 def _known_digest(path: Path, stat) -> str | None:
-    """The hash of this exact file state when this server or the stat index has seen it, else None (no read)."""
-    from ..trace_cache.keys import known_digest
+    """The hash of this exact file state when this server or the stat index has seen it, else None (no read but
+    the sample's)."""
+    from ..trace_cache.keys import file_sample, known_digest
     from ..trace_cache.store import CacheStore
 
-    return _known_files().get(_stat_key(path, stat)) or known_digest(CacheStore(), path)
+    memo = _known_files().get(_stat_key(path, stat))
+    if memo is not None and file_sample(path) == memo[1]:
+        return memo[0]
+    return known_digest(CacheStore(), path)
 
 
 def _remember(path: Path, stat, sha: str) -> None:
-    known = _known_files()
-    known[_stat_key(path, stat)] = sha
-    while len(known) > MAX_KNOWN_FILES:
-        known.pop(next(iter(known)), None)  # the oldest first (dicts keep insertion order)
+    """Memo the hash just read for the file's state before the read, when that is still its state now."""
+    from ..trace_cache.keys import file_sample, stat_identity
+
+    try:
+        unchanged = stat_identity(path.stat()) == stat_identity(stat)
+    except OSError:
+        return
+    sample = file_sample(path) if unchanged else None
+    if sample is not None:
+        _known_files().put(_stat_key(path, stat), sha, sample)
 
 
 def _open_unknown_file(path: Path) -> tuple[str, Timeline]:

@@ -34,6 +34,8 @@ from .timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .split_decode import Meanwhile, Progress
+
 BATCH_EVENTS = 32_768
 MAX_TIME_US = float(1 << 62) / 1000  # |ts| and dur beyond 2^62 ns (146 years): skipped, never wrapped
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -86,11 +88,17 @@ def looks_like_chrome_trace(head: bytes) -> bool:
     return stripped[:1] in (b"{", b"[")
 
 
-def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray], limits: ReadLimits | None = None) -> Timeline:
+def read_chrome_trace(
+    data: bytes | bytearray | list[bytes | bytearray],
+    limits: ReadLimits | None = None,
+    meanwhile: Meanwhile | None = None,
+    progress: Progress | None = None,
+) -> Timeline:
     """Parse decompressed Chrome-trace JSON bytes into a Timeline.
 
     Given a one-element list instead, the reader takes the bytes out of it, so that (with no other
     reference left) the file's bytes are freed once the last event is decoded, before the frame is built.
+    `meanwhile` and `progress`: as split_decode says, for big files decoded by two processes.
     """
     if isinstance(data, list):
         data = data.pop()
@@ -102,7 +110,7 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray], limits:
     box = [data]  # big files: in pieces, shared with a second process; anything unusual falls back
     del data
     try:
-        return _timeline(*decode_in_two(box, max_events))  # empties the box once the bytes are not needed
+        return _timeline(*decode_in_two(box, max_events, meanwhile, progress))  # empties the box when done with it
     except SplitNotPossibleError:
         data = box.pop()
     # Every event has a "ph" key: counting them (one C-level scan) bounds the event count before the
@@ -135,12 +143,19 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray], limits:
     return _timeline(doc, builder, event_count)
 
 
-def read_chrome_trace_file(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
+def read_chrome_trace_file(
+    path: str | os.PathLike,
+    limits: ReadLimits | None = None,
+    meanwhile: Meanwhile | None = None,
+    progress: Progress | None = None,
+) -> Timeline:
     """A big plain JSON trace read in pieces straight from disk by two processes (split_decode). Raises
-    split_decode.SplitNotPossibleError when that cannot be done: the caller reads the whole file instead."""
+    split_decode.SplitNotPossibleError when that cannot be done: the caller reads the whole file instead;
+    split_decode.DecodeStoppedError when `meanwhile` returns True."""
     from .split_decode import decode_file_in_two
 
-    return _timeline(*decode_file_in_two(path, (limits or ReadLimits.from_env()).max_events))
+    max_events = (limits or ReadLimits.from_env()).max_events
+    return _timeline(*decode_file_in_two(path, max_events, meanwhile, progress))
 
 
 def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Timeline:

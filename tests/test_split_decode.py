@@ -449,12 +449,14 @@ def test_the_childs_pieces_come_back_without_memfd(monkeypatch):
 
 def test_a_garbled_result_file_falls_back(monkeypatch):
     """A child whose records do not match what it wrote: the parent does not trust them and reads in one process."""
-    original = split_decode._Results.collect
+    from parsers.piece_channel import PieceChannel
+
+    original = PieceChannel.received
 
     def garbled(self, records):
         return original(self, [(index, offset + 1, length) for index, offset, length in records])
 
-    monkeypatch.setattr(split_decode._Results, "collect", garbled)
+    monkeypatch.setattr(PieceChannel, "received", garbled)
     data = _doc_bytes(_events(400))
     with pytest.raises(split_decode.SplitNotPossibleError):
         split_decode.decode_in_two([data])

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from parsers import load as loader
 from parsers import load_trace
 from tests.conftest import ROOT, real_trace
 from tests.synthetic_traces import synthetic_generation, write
@@ -69,18 +70,19 @@ def test_round_trip_keeps_launch_geometry_and_rank_facts(store, monkeypatch):
     assert fresh.meta.extra["distributed"]["world_size"] == 16
     timelines.load_trace_cached(path, store=store)
     assert len(list((store.root / "timelines").iterdir())) == 1
-    monkeypatch.setattr(timelines, "_parse", lambda *_: pytest.fail("parsed although cached"))
+    monkeypatch.setattr(loader, "_parse", lambda *_: pytest.fail("parsed although cached"))
     _assert_same(fresh, timelines.load_trace_cached(path, store=store))
 
 
 def test_a_hit_does_not_parse(store, trace, monkeypatch):
     timelines.load_trace_cached(trace, store=store)
+    expected = len(load_trace(trace).events)
 
     def no_parse(*_):
         raise AssertionError("parsed although cached")
 
-    monkeypatch.setattr(timelines, "_parse", no_parse)
-    assert len(timelines.load_trace_cached(trace, store=store).events) == len(load_trace(trace).events)
+    monkeypatch.setattr(loader, "_parse", no_parse)
+    assert len(timelines.load_trace_cached(trace, store=store).events) == expected
 
 
 def test_corrupt_entry_is_rebuilt(store, trace):
@@ -89,12 +91,12 @@ def test_corrupt_entry_is_rebuilt(store, trace):
     data = bytearray(entry.read_bytes())
     entry.write_bytes(bytes(data[: len(data) // 2]))  # truncated
     calls = []
-    real_parse = timelines._parse
-    timelines._parse = lambda owned, limits=None: calls.append(1) or real_parse(owned, limits)
+    real_parse = loader._parse
+    loader._parse = lambda owned, *args: calls.append(1) or real_parse(owned, *args)
     try:
         again = timelines.load_trace_cached(trace, store=store)
     finally:
-        timelines._parse = real_parse
+        loader._parse = real_parse
     assert calls == [1]
     _assert_same(load_trace(trace), again)
     assert entry.stat().st_size == len(data)  # rewritten whole

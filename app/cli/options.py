@@ -36,7 +36,6 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
 
     The trace is read through the on-disk Timeline cache (trace_cache; `--no-cache` bypasses it). Notes for
     stderr go to `notes` when given (the analyze command caches them with its result), else are printed."""
-    from ...parsers.split_decode import while_decoding
     from ...trace_cache.timelines import load_trace_cached
 
     check_analysis_options(args)
@@ -44,8 +43,7 @@ def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -
     model = _model(args)
     # Read before importing analysis (and pandas): a big trace's decoding starts without them, and they are
     # imported while the forked child decodes.
-    with while_decoding(_import_analysis):
-        timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False))
+    timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False), meanwhile=_import_analysis)
     from ...analysis import AnalysisOptions, analyze
 
     options = AnalysisOptions(
