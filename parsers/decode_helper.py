@@ -26,6 +26,8 @@ import sys
 import threading
 from pathlib import Path
 
+from .file_pieces import FileSource
+
 _MAX_REQUEST = 1 << 20  # a request's header: up to MAX_PIECES pairs of offsets
 _FDS = 4  # the trace, the queue, the channel's record pipe and its shared file
 _QUIET_BLAS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # no threads at import
@@ -103,6 +105,25 @@ def submit(request: dict, fds: list[int]) -> bool:
         except OSError:  # the helper is gone: the next request starts another
             _THIS_PROCESS.forget()
             return False
+
+
+def trace_descriptor(data: bytes | bytearray | FileSource) -> tuple[int, bool]:
+    """A descriptor the helper's child reads the trace from, and whether it is a copy for the caller to close once
+    sent: the file's own, or for a buffer (an upload, a gunzipped file) a memfd holding its bytes, written in a few
+    hundredths of a second, which the child's half of the decoding pays back many times."""
+    if isinstance(data, FileSource):
+        return data.fd, False
+    try:
+        fd = os.memfd_create("stepscope-trace", getattr(os, "MFD_CLOEXEC", 0))
+    except (AttributeError, OSError):
+        import tempfile
+
+        fd, name = tempfile.mkstemp(prefix="stepscope-trace-")
+        os.unlink(name)
+    view = memoryview(data).cast("B")
+    while view:
+        view = view[os.write(fd, view[: 1 << 30]) :]
+    return fd, True
 
 
 def _start() -> _Helper | None:

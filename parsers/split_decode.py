@@ -285,7 +285,7 @@ def _decode_pieces(
         raise SplitNotPossibleError("not a JSON object")
     first, head = _array_start(head_bytes)
     pieces = _plan(data, first)
-    with _no_garbage_collection():
+    with _COLLECTOR.paused():
         if split_workers() < 2 or not hasattr(os, "fork") or len(pieces) < 2:
             own = None if progress is None else (lambda count: progress(count / len(pieces)))
             done = _take_pieces(data, pieces, range(len(pieces)), max_events, progress=own)
@@ -307,17 +307,34 @@ def _joined(head: _TraceDoc, ordered: list[_Piece], max_events: int) -> tuple[_T
     return head, builder, count
 
 
-@contextlib.contextmanager
-def _no_garbage_collection() -> Iterator[None]:
+class _CollectorPause:
     """The cycle collector paused while events are decoded: every piece allocates tens of thousands of
-    containers (lists, structs' args) that trigger collections, none of which can find a cycle."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+    containers (lists, structs' args) that trigger collections, none of which can find a cycle. The collector is
+    one switch for the whole process, so decodes running at once in several threads (a server's sessions) count
+    themselves in, behind a lock: the last one out switches it back on, if it was on before the first came in."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._decoding = 0
+        self._was_enabled = False
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            if self._decoding == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._decoding += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._decoding -= 1
+                if self._decoding == 0 and self._was_enabled:
+                    gc.enable()
+
+
+_COLLECTOR = _CollectorPause()
 
 
 def _decode_with_child(
@@ -377,7 +394,7 @@ def _start_second_process(data, pieces: list, max_events: int, queue_read: int, 
         return pid
     from . import decode_helper
 
-    source, ours = _shared_source(data)
+    source, ours = decode_helper.trace_descriptor(data)
     try:
         request = {"size": len(data), "pieces": pieces, "max_events": max_events}
         decode_helper.submit(request, [source, queue_read, *channel.child_fds()])
@@ -418,25 +435,6 @@ def _received(channel: PieceChannel) -> dict[int, _Piece | None]:
     if received is None:
         raise SplitNotPossibleError("the other process could not decode its pieces")
     return {i: _rebuilt(header, columns) if header["parsed"] else None for i, (header, columns) in received.items()}
-
-
-def _shared_source(data) -> tuple[int, bool]:
-    """A descriptor the helper's child reads the trace from, and whether it is a copy to close after sending: the
-    file's own, or for a buffer (an upload, a gunzipped file) a memfd holding its bytes, written in a few
-    hundredths of a second, which the child's half of the decoding pays back many times."""
-    if isinstance(data, FileSource):
-        return data.fd, False
-    try:
-        fd = os.memfd_create("stepscope-trace", getattr(os, "MFD_CLOEXEC", 0))
-    except (AttributeError, OSError):
-        import tempfile
-
-        fd, name = tempfile.mkstemp(prefix="stepscope-trace-")
-        os.unlink(name)
-    view = memoryview(data).cast("B")
-    while view:
-        view = view[os.write(fd, view[: 1 << 30]) :]
-    return fd, True
 
 
 def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:

@@ -184,3 +184,40 @@ def test_progress_rises_to_one(where, tmp_path):
     timeline = run(lambda: read_trace_file(path, progress=heard.append))
     assert timeline is not None and len(timeline.events) == 4 * 600
     assert len(heard) > 2 and heard == sorted(heard) and heard[-1] == 1.0 and 0 < heard[0] < 1
+
+
+def test_the_cycle_collector_stays_paused_until_the_last_of_two_decodes_ends():
+    """gc is one switch for the process: the first decode to start ending while another runs leaves it off; the
+    last one out turns it back on."""
+    import gc
+
+    data = _doc_bytes(_events(300))
+    first_inside, a_started, first_done = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def first_work() -> bool:  # inside the first decode (it came in while gc was on): wait until a decodes too
+        first_inside.set()
+        a_started.wait(60)
+        return False
+
+    def a_work() -> bool:
+        a_started.set()
+        first_done.wait(60)
+        seen["during a, after the first ended"] = gc.isenabled()
+        return False
+
+    def first() -> None:
+        split_decode.decode_in_two([data], meanwhile=first_work)
+        first_done.set()
+
+    assert gc.isenabled()
+    threads = [
+        threading.Thread(target=first),
+        threading.Thread(target=split_decode.decode_in_two, args=([data],), kwargs={"meanwhile": a_work}),
+    ]
+    threads[0].start()
+    first_inside.wait(60)
+    threads[1].start()
+    for thread in threads:
+        thread.join(120)
+    assert seen == {"during a, after the first ended": False} and gc.isenabled()
