@@ -221,3 +221,18 @@ def test_the_cycle_collector_stays_paused_until_the_last_of_two_decodes_ends():
     for thread in threads:
         thread.join(120)
     assert seen == {"during a, after the first ended": False} and gc.isenabled()
+
+
+def test_progress_through_the_cache_ends_at_one_on_a_miss_and_on_a_hit(tmp_path):
+    from trace_cache import timelines
+    from trace_cache.store import CacheStore
+
+    path = tmp_path / "trace.json"
+    path.write_bytes(_doc_bytes(_events(600)))
+    store = CacheStore(tmp_path / "cache")
+    miss: list[float] = []
+    hit: list[float] = []
+    timelines.open_trace_cached(path, store=store, progress=miss.append)
+    timelines.open_trace_cached(path, store=store, progress=hit.append)
+    assert len(miss) > 2 and miss == sorted(miss) and miss[-1] == 1.0
+    assert hit == [1.0]

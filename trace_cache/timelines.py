@@ -213,6 +213,8 @@ def open_trace_cached(
     known = known_digest(store, path)  # checked against the file's bytes (its sample): never served otherwise
     cached = load_timeline(store, known, limits) if known is not None else None
     if cached is not None:
+        if progress is not None:
+            progress(1.0)  # all there is to read: a mapped entry
         return known, attach_run_json(cached, path)
     digest, timeline = _Opening(path, limits, store).read(meanwhile, progress)
     return digest, attach_run_json(timeline, path)
