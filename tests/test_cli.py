@@ -24,7 +24,10 @@ STEP_KEYS = {
     "gpu_busy_us",
     "gpu_idle_us",
     "categories",
-}  # categories: issue 12's added key
+    "sequences",
+    "prefill_tokens",
+    "decode_sequences",
+}  # categories: issue 12's added key; sequences, prefill_tokens, decode_sequences: issue 24's
 SUMMARY_KEYS = {
     "prefill_steps",
     "decode_steps",
@@ -36,7 +39,12 @@ SUMMARY_KEYS = {
     "launches_per_decode_step",
     "gpu_idle_per_decode_step_us",
     "anatomy",
-}  # anatomy: issue 12's added key
+    "mixed_steps",
+    "verify_steps",
+    "draft_steps",
+    "speculative",
+    "gaps",
+}  # anatomy: issue 12's; mixed_steps, verify_steps, draft_steps, speculative: issue 24's; gaps: issue 23's
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
