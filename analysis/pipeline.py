@@ -96,7 +96,7 @@ def one_process(timeline: Timeline, pid: int) -> Timeline:
     launched = gpu & isin_ints(ev["correlation"].to_numpy(), own_corr[own_corr >= 0])
     devices = np.unique(ev["device"].to_numpy()[launched])
     keep = host | (gpu & np.isin(ev["device"].to_numpy(), devices))
-    return Timeline(events=ev[keep], meta=timeline.meta)
+    return Timeline(events=ev[keep], meta=timeline.meta, memory=timeline.memory)
 
 
 def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10) -> pd.DataFrame:

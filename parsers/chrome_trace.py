@@ -13,6 +13,7 @@ import operator
 import os
 import re
 from collections import Counter
+from functools import partial
 from itertools import count, repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -22,13 +23,18 @@ import numpy as np
 
 from .errors import TraceError
 from .kineto_schema import (  # the JSON's shape, as msgspec decodes it
+    _INSTANT_TYPES,
     _SKIPPED_TYPES,
+    MEMORY_EVENT,
     _AnyEvent,
     _Complete,
+    _Instant,
+    _MemoryArgs,
     _Metadata,
     _TraceDoc,
 )
 from .limits import ReadLimits, check_event_count
+from .memory_table import COUNTED_TOTALS, MEMORY_COLUMNS, UNKNOWN, memory_frame, with_counted_totals
 from .timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
 
 if TYPE_CHECKING:
@@ -146,6 +152,7 @@ def read_chrome_trace_file(path: str | os.PathLike, limits: ReadLimits | None = 
 def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Timeline:
     """The frame and metadata from the decoded columns and the document's other fields."""
     events = builder.frame()
+    memory = builder.memory_frame()
     devices = {
         p.id: DeviceInfo(
             ordinal=p.id, name=p.name.strip()[:200], sm_count=_count(p.numSms), memory_bytes=_count(p.totalGlobalMem)
@@ -172,7 +179,7 @@ def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Time
             "host_name": doc.host_name,
         },
     )
-    return Timeline(events=events, meta=meta)
+    return Timeline(events=events, meta=meta, memory=memory)
 
 
 def _decode_batch(raws: list[msgspec.Raw], offset: int, builder: _ColumnBuilder | None = None) -> list:
@@ -237,6 +244,8 @@ class _ColumnBuilder:
         self.parts["input_dims"] = []
         self.parts["grid"] = []
         self.parts["block"] = []
+        for col in MEMORY_PARTS:  # the memory table's columns, built and merged like the frame's
+            self.parts[col] = []
         self.kinds: dict[str, int] = {}
         self.names: dict[str, int] = {}
         self.dims: dict[str, int] = {"": 0}
@@ -250,6 +259,7 @@ class _ColumnBuilder:
         self.duration_events = 0
         self.invalid_utf8 = 0
         self.wide_ids = 0
+        self.memory_counted = 0  # memory events whose totals were counted (memory_frame)
         self._ids = count()
 
     def add_batch(self, evs: list, offset: int = 0) -> None:
@@ -260,6 +270,10 @@ class _ColumnBuilder:
         if phases.get(_Metadata):
             self.skipped["metadata"] += phases[_Metadata]
             self._read_metadata(list(filter(_Metadata.__instancecheck__, evs)))
+        instants = sum(phases.get(cls, 0) for cls in _INSTANT_TYPES)
+        if instants:
+            self.skipped["instant"] += instants  # not frame rows; the memory ones also go to the memory table
+            self._add_memory(list(filter(_Instant.__instancecheck__, evs)))
         if phases.get(_Complete, 0) != len(evs):
             evs = list(filter(_Complete.__instancecheck__, evs))
         if not evs:
@@ -344,6 +358,35 @@ class _ColumnBuilder:
         parts["external_id"].append(ext)
         self.duration_events += n
 
+    def _add_memory(self, instants: list[_Instant]) -> None:
+        """The `[memory]` instants' columns (MEMORY_PARTS). One without a usable time, without its args or with a
+        value that is not an integer is left out and counted (MEMORY_SKIPPED); an absent value reads as unknown."""
+        n = len(instants)
+        named = np.fromiter(map(partial(operator.eq, MEMORY_EVENT), map(attrgetter("name"), instants)), bool, n)
+        rows = list(map(instants.__getitem__, np.flatnonzero(named).tolist()))
+        if not rows:
+            return
+        args = list(map(attrgetter("args"), rows))
+        keep = np.fromiter(map(_MemoryArgs.__instancecheck__, args), bool, len(rows))
+        if not keep.all():
+            args = [a if ok else _NO_MEMORY_ARGS for a, ok in zip(args, keep.tolist(), strict=True)]
+        ts_us = _floats(list(map(attrgetter("ts"), rows)))
+        keep &= np.isfinite(ts_us) & (np.abs(np.where(np.isfinite(ts_us), ts_us, 0)) <= MAX_TIME_US)
+        columns = {}
+        for field in ("device_type", "device", "bytes", "allocated", "reserved"):
+            values = list(map(attrgetter(field), args))
+            columns[field], bad = _whole_numbers(values, missing=0 if field == "bytes" else UNKNOWN)
+            keep &= ~bad
+        if not keep.all():
+            self.skipped[MEMORY_SKIPPED] += int((~keep).sum())
+            if not keep.any():
+                return
+            ts_us, columns = ts_us[keep], {k: v[keep] for k, v in columns.items()}
+        whole = np.floor(ts_us)
+        columns["ts"] = whole.astype(np.int64) * 1000 + np.rint((ts_us - whole) * 1000).astype(np.int64)
+        for col in MEMORY_COLUMNS:
+            self.parts[f"memory_{col}"].append(columns[col])
+
     def _int64(self, values: list) -> np.ndarray:
         """An int64 column; JSON allows any integer, so values beyond int64 become -1 (unknown), counted."""
         try:
@@ -424,6 +467,10 @@ class _ColumnBuilder:
             out.append(f"{self.invalid_utf8} invalid UTF-8 sequences in the events replaced with U+FFFD")
         if self.wide_ids:
             out.append(f"{self.wide_ids} ids (correlation, device, stream, pid, tid) beyond 64 bits read as unknown")
+        if self.memory_counted:
+            out.append(f"{self.memory_counted} {COUNTED_TOTALS}")
+        if self.skipped.get(MEMORY_SKIPPED):
+            out.append(f"{self.skipped[MEMORY_SKIPPED]} {MEMORY_SKIPPED}")
         clipped = sum(1 for s in self.names if len(s) > MAX_NAME_CHARS)
         if clipped:
             out.append(f"{clipped} names longer than {MAX_NAME_CHARS} characters were cut")
@@ -432,7 +479,7 @@ class _ColumnBuilder:
     def frame(self) -> pd.DataFrame:
         import pandas as pd  # here, not at the top: a big file's decoding starts before pandas is loaded
 
-        cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items()}  # batches came last-first
+        cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items() if c not in MEMORY_PARTS}  # last-first
         ts = cols["ts"]
         in_order = len(ts) < 2 or bool((ts[1:] >= ts[:-1]).all())
         order = None if in_order else np.argsort(ts, kind="stable")
@@ -449,6 +496,43 @@ class _ColumnBuilder:
         if cols["grid"].any():  # optional columns: only traces that record launch geometry have them
             names += ["grid", "block"]
         return pd.DataFrame({c: sorted_column(c) for c in [*names, "input_dims"]}, copy=False)
+
+    def memory_frame(self) -> pd.DataFrame | None:
+        """The memory table (parsers.memory_table), None without memory events. A device whose events carry no
+        totals (traces before Kineto wrote them) gets the running sum of its changes, from the trace's start."""
+        parts = {c: self.parts[f"memory_{c}"][::-1] for c in MEMORY_COLUMNS}  # batches came last-first
+        if not parts["ts"]:
+            return None
+        table = memory_frame({c: np.concatenate(v) for c, v in parts.items()})
+        if table is None:
+            return None
+        table, self.memory_counted = with_counted_totals(table)
+        return table
+
+
+MEMORY_PARTS = tuple(f"memory_{c}" for c in MEMORY_COLUMNS)
+MEMORY_SKIPPED = "[memory] events without a usable ts, args or values, left out of the memory table"
+_NO_MEMORY_ARGS = _MemoryArgs()
+
+
+def _floats(values: list) -> np.ndarray:
+    """float64 of each value, NaN for anything that is not a number (only hostile input takes the slow path)."""
+    try:
+        return np.fromiter(values, dtype=np.float64, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        return np.array([v if type(v) in (int, float) and abs(v) < 1e300 else math.nan for v in values], np.float64)
+
+
+def _whole_numbers(values: list, missing: int) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 of each value, where a value is present but not an int within 2^62); absent values (None) read as
+    `missing`. Only a trace with absent or odd values takes the slow path."""
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values)), np.zeros(len(values), dtype=bool)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    ok = [type(v) is int and -(1 << 62) <= v <= 1 << 62 for v in values]
+    bad = np.fromiter((not good and v is not None for v, good in zip(values, ok, strict=True)), bool, len(values))
+    return np.array([v if good else missing for v, good in zip(values, ok, strict=True)], dtype=np.int64), bad
 
 
 def _count(value: int | None) -> int | None:
