@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .anatomy_compare import anatomy_phrase, compare_anatomy
-from .metrics import HEADLINE, Metric, metric
+from .metrics import COMPARED, Metric, metric
 from .model import Analysis
 from .summary import Summary
 
-COMPARED_METRICS: tuple[Metric, ...] = HEADLINE  # in the registry's order
+COMPARED_METRICS: tuple[Metric, ...] = COMPARED  # the headline metrics and the compared ones, in the registry's order
 METRIC_COLUMNS = ("metric", "label", "unit", "a", "b", "delta", "ratio")
 CATEGORY_COLUMNS = ("category", "a_us", "b_us", "delta_us", "ratio", "a_kernels", "b_kernels")
 _NOTABLE_CHANGE = 0.10  # a secondary metric enters the sentence when it moved by more than this share

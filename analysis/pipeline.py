@@ -14,6 +14,7 @@ from .findings import make_findings
 from .gaps import find_gaps
 from .host_work import host_work
 from .kernel_names import short_names
+from .memory import with_memory
 from .model import Analysis
 from .options import AnalysisOptions
 from .sanity import check_analysis
@@ -74,6 +75,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
 
         host_ops = host.result() if host is not None else None
         result = with_anatomy(timeline, result, rules=options.category_rules, activity=act, host=host_ops)
+    result = with_memory(timeline, result)  # per-step memory and summary.memory, when the trace has memory events
     return check_analysis(result)
 
 
