@@ -55,16 +55,24 @@ def device_series(memory: pd.DataFrame | None) -> dict[tuple[int, int], DeviceSe
     if memory is None or not len(memory):
         return {}
     device_type, device = memory["device_type"].to_numpy(), memory["device"].to_numpy()
+    key = device_type * (1 << 32) + device
+    if (key == key[0]).all():  # one device (a CPU trace, most GPU traces): no sort
+        groups = [np.arange(len(key))]
+    else:
+        order = np.argsort(key, kind="stable")  # each device's rows together, in time order
+        cuts = np.flatnonzero(np.diff(key[order])) + 1
+        groups = np.split(order, cuts)
+    ts, change = memory["ts"].to_numpy(), memory["bytes"].to_numpy()
+    allocated_all, reserved_all = memory["allocated"].to_numpy(), memory["reserved"].to_numpy()
     out = {}
-    for dt, dev in sorted(set(zip(device_type.tolist(), device.tolist(), strict=True))):
-        rows = np.flatnonzero((device_type == dt) & (device == dev))
-        allocated = _carried(memory["allocated"].to_numpy()[rows])
-        reserved = _carried(memory["reserved"].to_numpy()[rows])
+    for rows in groups:  # one pass per device
+        dt, dev = int(device_type[rows[0]]), int(device[rows[0]])
+        allocated, reserved = _carried(allocated_all[rows]), _carried(reserved_all[rows])
         if dt == CPU_DEVICE_TYPE or not np.nanmax(np.append(reserved, 0)) > 0:
             reserved = np.full(len(rows), np.nan)  # the CPU allocator keeps no reserve (Kineto writes 0)
-        first = float(allocated[0] - memory["bytes"].to_numpy()[rows[0]]) if len(rows) else np.nan
-        out[(dt, dev)] = DeviceSeries(dt, dev, memory["ts"].to_numpy()[rows], allocated, reserved, first)
-    return out
+        first = float(allocated[0] - change[rows[0]])
+        out[(dt, dev)] = DeviceSeries(dt, dev, ts[rows], allocated, reserved, first)
+    return dict(sorted(out.items()))
 
 
 def _carried(values: np.ndarray) -> np.ndarray:
