@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.model import Analysis
+from ..parsers.memory_table import UNKNOWN
 from ..parsers.perfetto_memory import FIGURES, MEMORY_GROUP, memory_track_name
 from ..parsers.perfetto_reader import (
     EXTERNAL_ID_ANNOTATION,
@@ -388,7 +389,7 @@ def _memory_counters(timeline: Timeline, tracks: _Tracks) -> list[tuple[int, int
         on_device = (device_type == dt) & (device == dev)
         for figure in FIGURES:
             values = memory[figure].to_numpy()
-            rows = on_device & (values >= 0)
+            rows = on_device & (values != UNKNOWN)
             if not rows.any():
                 continue
             name = memory_track_name(figure, dt, dev)
