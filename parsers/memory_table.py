@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy and pandas load on use: the cache module imports the column names before a big parse
+    import numpy as np
     import pandas as pd
 
 MEMORY_COLUMNS = ("ts", "device_type", "device", "bytes", "allocated", "reserved")
@@ -40,6 +39,7 @@ def device_label(device_type: int, device: int) -> str:
 
 def memory_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame | None:
     """The table from its int64 columns (any order of rows); None when there are no rows."""
+    import numpy as np
     import pandas as pd
 
     if not len(columns["ts"]):
@@ -57,6 +57,8 @@ def memory_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame | None:
 def with_counted_totals(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """(the table, rows filled): every device whose events carry no totals at all gets, as `allocated`, the
     running sum of its changes from the trace's start (totals_from_changes)."""
+    import numpy as np
+
     allocated = table["allocated"].to_numpy()
     key = _device_key(table["device_type"].to_numpy(), table["device"].to_numpy())
     without = ~np.isin(key, np.unique(key[allocated != UNKNOWN]))
@@ -69,12 +71,16 @@ def with_counted_totals(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 
 def _device_key(device_type: np.ndarray, device: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return np.asarray(device_type, dtype=np.int64) * (1 << 32) + np.asarray(device, dtype=np.int64)
 
 
 def totals_from_changes(device_type: np.ndarray, device: np.ndarray, change: np.ndarray) -> np.ndarray:
     """Each device's running total of `change` (rows in time order): what a trace of allocations and frees
     without totals (Nsight Systems, old Kineto) says was allocated, counted from the trace's start."""
+    import numpy as np
+
     change = np.asarray(change, dtype=np.int64)
     key = _device_key(device_type, device)
     order = np.argsort(key, kind="stable")  # each device's rows together, in time order
