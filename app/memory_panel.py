@@ -18,6 +18,18 @@ NO_MEMORY = (
 )
 
 
+def profile_memory_option(column) -> bool:
+    """The Run page's "Profile memory" box (collectors' profile_memory; recorded in run.json's spec)."""
+    return bool(
+        column.checkbox(
+            "Profile memory",
+            value=False,
+            help="torch.profiler's profile_memory=True: every allocation and free is recorded, so Analyze shows "
+            "memory per step and the KV cache's growth against the model. Makes the trace larger.",
+        )
+    )
+
+
 def lane(loaded: LoadedTrace) -> None:
     """The memory lane, drawn right under the timeline when the trace has memory events."""
     fig = memory_chart.memory_lane_figure(loaded.timeline, loaded.analysis)

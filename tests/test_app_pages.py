@@ -392,3 +392,22 @@ def test_analyze_shows_the_memory_lane_and_figures_of_a_memory_capture(samples):
     assert not eager.exception
     assert not [s for s in _plotly_specs(eager) if "Memory over the run" in s]
     assert any("No memory events in this trace" in c.value for c in eager.caption)
+
+
+def test_run_page_profile_memory_reaches_the_run_spec(samples, monkeypatch):
+    pytest.importorskip("torch")
+    import collectors.run
+    from collectors.errors import CollectorError
+
+    seen = []
+
+    def stop(spec, *args, **kwargs):
+        seen.append(spec)
+        raise CollectorError("stopped by the test")
+
+    monkeypatch.setattr(collectors.run, "run_profiled_generation", stop)
+    at = _page("run.py").run()
+    next(c for c in at.checkbox if c.label == "Profile memory").check()
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not at.exception
+    assert [s.profile_memory for s in seen] == [True]

@@ -263,3 +263,23 @@ def test_memory_survives_the_perfetto_export_and_the_cache(tmp_path):
     load_trace_cached(trace, store=store)
     warm = load_trace_cached(trace, store=store)
     assert contract(warm, analyze(warm))["summary"]["memory"] == contract(timeline, before)["summary"]["memory"]
+
+
+def test_a_collector_run_with_profile_memory_records_it_and_its_kv_growth_matches_its_model(tmp_path):
+    """`stepscope run --profile-memory` (collectors.run): run.json's spec records profile_memory, the trace holds
+    memory events, and the model of run.json (config and dtype) gives the expected KV the trace measured."""
+    pytest.importorskip("torch")
+    from analysis.roofline import shape_from_run_record
+    from collectors.run import build_parser, run_profiled_generation, spec_from_args
+    from contracts.run_record import read_run_record
+
+    spec = spec_from_args(build_parser().parse_args(["--device", "cpu", "--new-tokens", "8", "--profile-memory"]))
+    run_dir = run_profiled_generation(spec, tmp_path)
+    record = read_run_record(run_dir)
+    assert record.spec["profile_memory"] is True
+    timeline = load_trace(run_dir / "trace.json.gz")  # run.json beside it: attached
+    result = with_memory_model(analyze(timeline), timeline, shape_from_run_record(record), record)
+    memory = result.summary.memory
+    model = shape_from_run_record(record)
+    assert memory.expected_kv_bytes_per_token == 2 * model.layers * model.kv_heads * model.head_dim * 4  # fp32, b1
+    assert memory.kv_growth_bytes_per_token == pytest.approx(memory.expected_kv_bytes_per_token, rel=0.10)

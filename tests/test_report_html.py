@@ -146,6 +146,6 @@ def test_report_has_the_memory_section_of_a_memory_capture(tmp_path):
     analysis = analyze(timeline)
     html = build_report(ReportTrace("memory capture", timeline, analysis, contract(timeline, analysis)))
     assert "<h2>Memory (cpu)</h2>" in html and 'id="a_memory_lane"' in html and 'id="a_step_memory"' in html
-    assert "KV growth per decode step</td><td class=\"num\">1.0 KiB" in html
+    assert 'KV growth per decode step</td><td class="num">1.0 KiB' in html
     plain = _report_trace(tmp_path, "no memory", synthetic_steps(4))
     assert "<h2>Memory" not in build_report(plain)
