@@ -19,6 +19,7 @@ from ..contracts.run_record import RunRecord
 from ..parsers.timeline import Timeline
 from .memory import kv_tokens_capacity
 from .memory_findings import kv_growth_findings
+from .metrics import format_bytes
 from .model import Analysis
 from .roofline.accounting import kv_bytes_per_token
 from .roofline.model_config import ModelShape, dtype_bytes
@@ -45,8 +46,13 @@ def with_memory_model(
         f"2 x {model.layers} layers x {model.kv_heads} KV heads x {model.head_dim} x {element} bytes x batch {batch}"
     )
     notes = [f"expected KV: {formula}; batch from {batch_from}; {element}-byte elements from {_dtype_from(run_record)}"]
-    if timeline.memory is not None and memory.device == "cpu":
+    if memory.device == "cpu":
         notes.append("weights are not compared with resident memory: a CPU profile starts after they were allocated")
+    elif memory.resident_bytes is not None:  # a GPU's totals include what was allocated before the profile
+        notes.append(
+            f"allocated when the first step started: {format_bytes(memory.resident_bytes)}, of which the weights "
+            f"should be {format_bytes(weights)}"
+        )
     updated = dataclasses.replace(
         memory,
         expected_kv_bytes_per_token=expected_kv,
