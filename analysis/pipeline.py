@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 from .activity import busy_union, derive_activity
+from .composition import with_batch_figures
 from .event_rows import isin_ints, kind_mask
 from .findings import make_findings
 from .gaps import find_gaps
@@ -58,6 +59,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
     outliers = outlier_mask(steps, itl, options.outlier_factor)
     gaps = find_gaps(act, busy_by_device, steps, options.gap_threshold_ns)
     summary = summarize(steps, act, busy_all, itl, outliers)
+    summary, segmentation = with_batch_figures(summary, segmentation, steps, bounds.attrs.get("request_steps"))
     findings = make_findings(steps, gaps, summary, outliers, options)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
     result = Analysis(

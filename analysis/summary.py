@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .activity import Activity, covered_time
+from .speculative import speculative_summary
 
 CONTRACT = {"contract": True}  # field metadata: the field is a key of the CLI JSON's "summary" object
 
@@ -81,7 +82,7 @@ class Summary:
     kernels_per_decode_step: float | None = field(default=None, metadata=CONTRACT)
     launches_per_decode_step: float | None = field(default=None, metadata=CONTRACT)
     gpu_idle_per_decode_step_us: float | None = field(default=None, metadata=CONTRACT)
-    mixed_steps: int = 0
+    mixed_steps: int = field(default=0, metadata=CONTRACT)  # steps that decode some sequences and prefill others
     ttft_ms_by_request: dict[int, float] = field(default_factory=dict)
     itl_outliers: int = 0  # decode steps left out of the ITL figures
     decode_rate_from: str | None = None  # what decode_tokens_per_s was computed from
@@ -90,11 +91,14 @@ class Summary:
     d2h_per_decode_step: float | None = None
     syncs_per_decode_step: float | None = None
     prefill_ms_total: float = 0.0
-    decode_ms_total: float = 0.0
+    decode_ms_total: float = 0.0  # decode steps, and a speculative run's verify and draft steps
     batch: int | None = None
     on_gpu: bool = True  # False: a CPU-only trace, host ops stand in for kernels
     roofline: RooflineSummary | None = None  # set by analysis.roofline.with_roofline
     memory: MemorySummary | None = None  # set by analysis.memory.with_memory; None without memory events
+    verify_steps: int = field(default=0, metadata=CONTRACT)  # target forwards scoring draft tokens
+    draft_steps: int = field(default=0, metadata=CONTRACT)  # a draft model's forwards
+    speculative: dict | None = field(default=None, metadata=CONTRACT)  # analysis.speculative; None: none in the trace
 
 
 def contract_fields() -> tuple[str, ...]:
@@ -103,13 +107,16 @@ def contract_fields() -> tuple[str, ...]:
 
 
 def inter_token_latency_ns(steps: pd.DataFrame) -> np.ndarray:
-    """Per step: time from the previous step's token to this one's, same request; -1 where none."""
+    """Per step: time from the previous token-emitting step's token to this one's, same request; -1 where none.
+    A draft model's forwards emit no token of the request: they are skipped (their time counts for the verify
+    step that follows)."""
     end = steps["token_ns"].to_numpy()
     req = steps["request"].to_numpy()
     itl = np.full(len(steps), -1, dtype=np.int64)
-    if len(steps) > 1:
-        same = req[1:] == req[:-1]
-        itl[1:] = np.where(same, end[1:] - end[:-1], -1)
+    emitting = np.flatnonzero(steps["kind"].to_numpy() != "draft") if len(steps) else np.zeros(0, np.int64)
+    if len(emitting) > 1:
+        this, before = emitting[1:], emitting[:-1]
+        itl[this] = np.where(req[this] == req[before], end[this] - end[before], -1)
     return itl
 
 
@@ -158,6 +165,9 @@ def summarize(
         prefill_steps=int((kind == "prefill").sum()),
         decode_steps=int(decode.sum()),
         mixed_steps=int((kind == "mixed").sum()),
+        verify_steps=int((kind == "verify").sum()),
+        draft_steps=int((kind == "draft").sum()),
+        speculative=speculative_summary(steps, itl),
         ttft_ms=float(np.median(list(ttft.values()))) if ttft else None,
         ttft_ms_by_request=ttft,
         itl_ms=itl_ms,
@@ -173,7 +183,7 @@ def summarize(
         d2h_per_decode_step=median("d2h_copies"),
         syncs_per_decode_step=median("syncs"),
         prefill_ms_total=float(spans[kind == "prefill"].sum() / 1e6),
-        decode_ms_total=float(spans[decode].sum() / 1e6),
+        decode_ms_total=float(spans[decode | np.isin(kind, ("verify", "draft"))].sum() / 1e6),  # after prefill
         batch=int(np.median(batch[decode])) if decode.any() and steps["batch"].notna().any() else None,
         on_gpu=bool(act.on_gpu),
     )

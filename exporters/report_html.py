@@ -24,7 +24,7 @@ import pandas as pd
 import plotly.io as pio
 import plotly.offline
 
-from ..analysis.compare import Comparison
+from ..analysis.compare import Comparison, batches_differ
 from ..analysis.gap_table import gaps_by_cause
 from ..analysis.metrics import HEADLINE
 from ..analysis.model import Analysis
@@ -61,12 +61,17 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} th{background:#f1f3f5
 
 @dataclass(frozen=True)
 class ReportTrace:
-    """What the report reads of one trace (app.cache.LoadedTrace has the same fields)."""
+    """What the report reads of one trace: the front door's answer (analysis.front_door.Opened) has these fields."""
 
     name: str
     timeline: Timeline
     analysis: Analysis
-    report: dict  # analysis.report.contract(timeline, analysis)
+    report: dict  # the contract the front door built
+
+
+def report_trace(opened) -> ReportTrace:
+    """The report's view of one opened trace (analysis.front_door.Opened)."""
+    return ReportTrace(opened.name, opened.timeline, opened.analysis, opened.report)
 
 
 class ReportTooLargeError(ValueError):
@@ -167,6 +172,8 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
             ("busy", step_charts.busy_idle_chart),
         ):
             parts.append(_figure_html(chart(steps), f"{prefix}step_{name}"))
+        if step_charts.has_composition(steps):
+            parts.append(_figure_html(step_charts.batch_chart(steps), f"{prefix}step_batch"))
         if note:
             parts.append(f'<p class="note">{esc(note)}</p>')
     gaps = analysis.gaps
@@ -251,6 +258,7 @@ def _comparison_sections(
         f'<p class="sentence">{esc(comparison.sentence)}</p>',
         "<table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B − A</th><th>B / A</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>",
+        *_composition_rows(comparison),
     ]
     decode = [int((t.analysis.steps["kind"] == "decode").sum()) if len(t.analysis.steps) else 0 for t in (a, b)]
     if max(decode) > decode_budget:
@@ -264,6 +272,15 @@ def _comparison_sections(
         parts.append(_figure_html(compare_charts.itl_overlay(a_fig, b_fig), "cmp_itl"))
         parts.append(_figure_html(compare_charts.per_step_overlay(a_fig, b_fig), "cmp_steps"))
     return parts
+
+
+def _composition_rows(comparison: Comparison) -> list[str]:
+    """The batches of A and B (sequences per decode step, steps by kind, requests), when either trace tells."""
+    rows = comparison.composition
+    if rows.empty or not batches_differ(rows):
+        return []
+    table = rows.drop(columns="key").rename(columns={"label": "batches", "a": "A", "b": "B", "delta": "B − A"})
+    return ["<h3>Batches</h3>", _table(table, ("A", "B", "B − A"), {c: _num(1) for c in ("A", "B", "B − A")})]
 
 
 def _document(title: str, body: Sequence[str]) -> str:

@@ -19,6 +19,7 @@ def render_text(report: dict) -> str:
         f"{report['requests']} request(s), {len(report['steps'])} step(s)",
     ]
     lines += [f"warning  {w}" for w in seg["warnings"]]
+    lines += composition_lines(report)
     summary = report["summary"]
     lines.append("")
     lines += [f"{m.label:<26}{_num(m.value(summary), m.unit)}" for m in METRICS]
@@ -43,6 +44,27 @@ def render_text(report: dict) -> str:
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}" for f in report["findings"]]
     return "\n".join(lines) + "\n"
+
+
+def composition_lines(report: dict) -> list[str]:
+    """One line on what the batches held, when a step carried more than one sequence or was not a plain prefill
+    or decode (mixed, verify, draft); nothing otherwise."""
+    steps, summary = report["steps"], report["summary"]
+    kinds = {k: summary.get(f"{k}_steps") or 0 for k in ("mixed", "verify", "draft")}
+    sequences = [s["sequences"] for s in steps if s.get("kind") == "decode" and s.get("sequences") is not None]
+    batched = bool(sequences) and max(sequences) > 1
+    if not batched and not any(kinds.values()):
+        return []
+    parts = [f"{n} {k}" for k, n in kinds.items() if n]
+    if sequences:
+        parts.append(f"{sorted(sequences)[len(sequences) // 2]} sequences per decode step (median)")
+    spec = summary.get("speculative")
+    if spec and spec.get("itl_ms_range"):
+        r = spec["itl_ms_range"]
+        parts.append(f"ITL per emitted token {r['min']:.2f}-{r['max']:.2f} ms (acceptance unknown)")
+    elif spec and spec.get("itl_ms_per_token"):
+        parts.append(f"ITL per emitted token {spec['itl_ms_per_token']['p50']:.2f} ms")
+    return [f"batches  {', '.join(parts)}"]
 
 
 def anatomy_lines(anatomy: dict) -> list[str]:

@@ -74,8 +74,29 @@ CATEGORY_KINDS = {
     "fwdbwd": "other",
 }
 _LEGACY_CATEGORIES = frozenset({"Operator", "Kernel", "Runtime", "Memcpy", "Memset"})
-# Ops whose input shapes analysis reads (token counts, vocabulary-sized outputs).
-SHAPE_OPS = frozenset({"aten::embedding", "aten::linear", "aten::mm", "aten::addmm", "aten::matmul"})
+# Ops whose input shapes analysis reads (token counts, vocabulary-sized outputs; and what a batch holds: the rows
+# sampled, the attention's query and key lengths, per-sequence causal mask blocks: step_finding.batch_contents).
+SHAPE_OPS = frozenset(
+    {
+        "aten::embedding",
+        "aten::linear",
+        "aten::mm",
+        "aten::addmm",
+        "aten::matmul",
+        "aten::argmax",
+        "aten::multinomial",
+        "aten::softmax",
+        "aten::log_softmax",
+        "aten::topk",
+        "aten::sort",
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::triu_",
+    }
+)
 
 
 _ROOT_DECODER = msgspec.json.Decoder(_TraceDoc)

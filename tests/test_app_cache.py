@@ -59,12 +59,12 @@ def test_a_file_is_read_once_and_never_hashed_on_its_own(tmp_path, counted):
     trace = _trace(tmp_path / "logs" / "a" / "trace.json")
     loaded = app_cache.load_path(trace)
     assert counted["read"] == ["trace.json"] and counted["hash_file"] == [] and counted["parse"] == 1
-    assert loaded.sha256 == keys.hash_bytes(trace.read_bytes())  # the digest of the bytes, computed here apart
+    assert loaded.digest == keys.hash_bytes(trace.read_bytes())  # the digest of the bytes, computed here apart
     expected = load_trace(trace).events  # an independent parse, outside every cache
     assert len(loaded.timeline.events) == len(expected) > 0
     assert loaded.timeline.events["ts"].tolist() == expected["ts"].tolist()
     again = app_cache.load_path(trace)  # a rerun: the stat lookups only
-    assert counted["read"] == ["trace.json"] and counted["parse"] == 1 and again.sha256 == loaded.sha256
+    assert counted["read"] == ["trace.json"] and counted["parse"] == 1 and again.digest == loaded.digest
 
 
 def test_a_rerun_reads_nothing_even_without_the_on_disk_stat_index(tmp_path, counted, monkeypatch):
@@ -72,7 +72,7 @@ def test_a_rerun_reads_nothing_even_without_the_on_disk_stat_index(tmp_path, cou
     monkeypatch.setattr(keys, "remember_digest", lambda *args, **kwargs: None)  # a cache folder that keeps nothing
     first = app_cache.load_path(trace)
     second = app_cache.load_path(trace)
-    assert counted["read"] == ["trace.json"] and counted["parse"] == 1 and first.sha256 == second.sha256
+    assert counted["read"] == ["trace.json"] and counted["parse"] == 1 and first.digest == second.digest
 
 
 def test_the_same_content_under_two_names_is_parsed_once(tmp_path, counted):
@@ -82,7 +82,7 @@ def test_the_same_content_under_two_names_is_parsed_once(tmp_path, counted):
     shutil.copyfile(first, copy)
     a = app_cache.load_path(first)
     b = app_cache.load_path(copy)
-    assert a.sha256 == b.sha256
+    assert a.digest == b.digest
     assert counted["parse"] == 1  # the copy is read to learn its hash, then its content is already known
     assert counted["read"] == ["trace.json", "copy.json"] and counted["hash_file"] == []
 
@@ -93,5 +93,5 @@ def test_a_changed_file_is_read_again(tmp_path, counted):
     _trace(trace, decode_steps=6)  # new content: size and mtime change
     after = app_cache.load_path(trace)
     assert counted["read"] == ["trace.json", "trace.json"] and counted["parse"] == 2
-    assert after.sha256 != before.sha256
+    assert after.digest != before.digest
     assert len(after.analysis.steps) > len(before.analysis.steps)

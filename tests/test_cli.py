@@ -26,7 +26,10 @@ STEP_KEYS = {
     "categories",
     "memory_allocated_end_bytes",
     "memory_peak_bytes",
-}  # categories: issue 12's added key; memory_*: issue 25's (null without memory events)
+    "sequences",
+    "prefill_tokens",
+    "decode_sequences",
+}  # categories: issue 12's; memory_*: issue 25's (null without memory events); sequences ...: issue 24's
 SUMMARY_KEYS = {
     "prefill_steps",
     "decode_steps",
@@ -39,7 +42,12 @@ SUMMARY_KEYS = {
     "gpu_idle_per_decode_step_us",
     "anatomy",
     "memory",
-}  # anatomy: issue 12's added key; memory: issue 25's
+    "mixed_steps",
+    "verify_steps",
+    "draft_steps",
+    "speculative",
+    "gaps",
+}  # anatomy: issue 12's; memory: 25's; mixed_steps, verify_steps, draft_steps, speculative: 24's; gaps: 23's
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -246,7 +246,7 @@ def test_the_gpu_table_gives_the_size_when_the_trace_does_not():
 
 
 def test_memory_survives_the_perfetto_export_and_the_cache(tmp_path):
-    from exporters import perfetto_trace_bytes
+    from exporters.perfetto_trace import perfetto_trace_bytes
     from parsers import parse_trace_bytes
     from trace_cache.store import CacheStore
     from trace_cache.timelines import load_trace_cached

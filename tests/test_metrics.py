@@ -50,6 +50,10 @@ def test_contract_keys_and_cards_are_unchanged():
         "kernels_per_decode_step",
         "launches_per_decode_step",
         "gpu_idle_per_decode_step_us",
+        "mixed_steps",  # issue 24's added keys, after the original ones
+        "verify_steps",
+        "draft_steps",
+        "speculative",
     )
     assert [m.card for m in HEADLINE] == [
         "TTFT",

@@ -19,7 +19,7 @@ from tests.conftest import ROOT, real_trace
 from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import synthetic_generation, write
 from trace_cache import keys, timelines
-from trace_cache.results import cached_analyze_json, store_result
+from trace_cache.results import cached_result, store_result
 from trace_cache.store import CacheStore
 
 SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
@@ -208,25 +208,32 @@ def _load_len(args) -> int:
     return len(timelines.load_trace_cached(trace, store=CacheStore(root)).events)
 
 
-def test_result_cache_keyed_by_options_and_checksummed(store, trace):
+def _text(trace, key, store):
+    hit = cached_result(trace, key, store)
+    return None if hit is None else hit.text
+
+
+def test_result_cache_keyed_and_checksummed(store, trace):
     timelines.load_trace_cached(trace, store=store)  # records the file's digest
-    opts = {"gap_threshold_ns": 1000, "step_regex": None}
-    assert cached_analyze_json(trace, opts, store) is None
-    assert store_result(trace, opts, '{"a":1}', ["note: x"], store=store)
-    assert cached_analyze_json(trace, opts, store) == '{"a":1}'
-    assert cached_analyze_json(trace, dict(opts, gap_threshold_ns=5), store) is None
+    assert _text(trace, "key1", store) is None
+    assert store_result(trace, "key1", '{"a":1}', ["note: x"], store=store)
+    assert _text(trace, "key1", store) == '{"a":1}'
+    assert cached_result(trace, "key1", store).notes == ("note: x",)
+    assert _text(trace, "key2", store) is None
     (entry,) = (store.root / "results").iterdir()
     entry.write_bytes(entry.read_bytes().replace(b'{"a":1}', b'{"a":2}'))  # damaged body
-    assert cached_analyze_json(trace, opts, store) is None
+    assert _text(trace, "key1", store) is None
     assert not entry.exists()
 
 
-def test_result_key_follows_the_run_json(store, trace):
-    timelines.load_trace_cached(trace, store=store)
-    opts = {"gap_threshold_ns": 1000, "step_regex": None}
-    store_result(trace, opts, "{}", store=store)
+def test_result_key_follows_the_run_json(trace):
+    from analysis.front_door import answer_key
+    from analysis.options import AnalysisOptions
+    from parsers.limits import ReadLimits
+
+    before = answer_key(trace, AnalysisOptions(), None, ReadLimits.from_env())
     (trace.parent / "run.json").write_text('{"device": "x"}')
-    assert cached_analyze_json(trace, opts, store) is None
+    assert answer_key(trace, AnalysisOptions(), None, ReadLimits.from_env()) != before
 
 
 def _cli(args, cache: Path, code: str | None = None) -> subprocess.CompletedProcess:
@@ -272,33 +279,38 @@ def test_bad_file_still_fails_cleanly_with_the_cache(tmp_path):
     assert out.returncode == 2 and out.stderr.startswith("error:")
 
 
-def test_options_outside_the_key_are_never_served_or_stored(tmp_path):
-    """--categories (a file whose content may change) and --model are not in the result key: such runs bypass
-    the result cache both ways, so an edited rules file is always honoured. SYNTHETIC trace: kernel_0..kernel_4."""
+def test_every_input_is_in_the_key_so_no_answer_is_served_for_another(tmp_path):
+    """--categories (a file whose content may change) and --model are in the result key (the rules by their
+    patterns, the model by its shape): an edited rules file is honoured, going back to the first content serves
+    the first answer, and each input has an entry of its own. SYNTHETIC trace: kernel_0..kernel_4."""
     (tmp_path / "t").mkdir()
     trace = write(tmp_path / "t" / "trace.json", synthetic_generation(decode_steps=3, kernels_per_step=5))
     cache = tmp_path / "cache"
-    assert _cli(["analyze", str(trace), "--json"], cache).returncode == 0
-    stored = sorted((cache / "results").iterdir())
-    assert len(stored) == 1
+    plain = _cli(["analyze", str(trace), "--json"], cache)
+    assert plain.returncode == 0
+    assert len(list((cache / "results").iterdir())) == 1
     rules = tmp_path / "mine.toml"
-    for pattern, gemm_kernels in (("^kernel_[0-2]$", 3), ("^kernel_0$", 1)):  # same path, new content
+    answers = []
+    for pattern, gemm_kernels in (("^kernel_[0-2]$", 3), ("^kernel_0$", 1), ("^kernel_[0-2]$", 3)):  # same path
         rules.write_text(f'gemm = ["{pattern}"]\n')
         out = _cli(["analyze", str(trace), "--json", "--categories", str(rules)], cache)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["steps"][-1]["categories"]["gemm"]["kernels"] == gemm_kernels
+        answers.append(out.stdout)
+    assert answers[0] == answers[2] != answers[1]
     model = _cli(["analyze", str(trace), "--json", "--model", "tiny-llama"], cache)
     assert model.returncode == 0, model.stderr
     assert "memory bandwidth" in json.loads(model.stdout)["summary"]["anatomy"]["roofline"]["status"]
-    assert sorted((cache / "results").iterdir()) == stored  # none of them was stored
+    assert len(list((cache / "results").iterdir())) == 4  # plain, two rule files, the model
+    assert _cli(["analyze", str(trace), "--json"], cache).stdout == plain.stdout  # still the plain answer
     probe = (
         "import sys\nfrom stepscope.app.cli.main import main\nmain(sys.argv[1:])\n"
         "print('PANDAS', 'pandas' in sys.modules, file=sys.stderr)\n"
     )
-    folder = _cli(["analyze", str(trace.parent), "--json"], cache, code=probe)  # a folder: the full command
-    assert "PANDAS True" in folder.stderr, folder.stderr
     warm = _cli(["analyze", str(trace), "--json"], cache, code=probe)
     assert "PANDAS False" in warm.stderr, warm.stderr
+    folder = _cli(["analyze", str(trace.parent), "--json"], cache)  # a folder of one trace: that trace's answer
+    assert folder.stdout == plain.stdout
 
 
 def test_a_lowered_read_limit_refuses_a_cached_trace(tmp_path, trace, monkeypatch):

@@ -6,8 +6,9 @@ What a key covers:
 - a Timeline entry: the trace file's bytes (blake3, else sha256), PARSER_VERSION, and a stamp of the
   parsers' source files (path, size, mtime), so an edited parser never serves an old parse even when
   nobody bumped the constant;
-- a result entry: the same plus the analysis options, the run.json beside the trace (it feeds the
-  device and roofline) and a stamp of the analysis and command-line sources, plus RESULT_VERSION.
+- a result entry: the trace's content hash and a key of everything else that shaped the answer, built by
+  analysis/result_key.py from whole objects (the options, the model, the read limits, the run.json beside the
+  trace, this machine's stored figures, a stamp of every source file of the package).
 
 The stat index maps (real path, size, mtime_ns, ctime_ns, inode, device) to the content hash, so a warm
 run hashes nothing: any write to the file changes mtime or ctime (ctime cannot be set back by a user),
@@ -24,14 +25,9 @@ from pathlib import Path
 from .store import CacheStore
 
 PARSER_VERSION = 3  # bump whenever a reader's output (the Timeline) changes (2: grid/block, ranks; 3: memory)
-RESULT_VERSION = 1  # bump whenever the analyze JSON changes for the same Timeline and options
 REPO = Path(__file__).resolve().parents[1]
 PARSER_SOURCES = ("parsers", "trace_cache")
-RESULT_SOURCES = ("parsers", "trace_cache", "analysis", "contracts", "app/cli", "app/cli_cached.py")
 _CHUNK = 8 << 20  # bytes hashed at a time from a file
-# The read limits (parsers.limits) decide whether a file is refused: an entry made under other limits is not used,
-# so a lowered limit refuses a cached trace exactly as it refuses a fresh one.
-LIMIT_ENVS = ("STEPSCOPE_MAX_FILE_MB", "STEPSCOPE_MAX_DECOMPRESSED_MB", "STEPSCOPE_MAX_EVENTS")
 
 try:  # ~10x faster than sha256 on one core; both are cryptographic, so a crafted file cannot collide
     from blake3 import blake3 as _blake3
@@ -144,22 +140,9 @@ def file_digest(store: CacheStore, path: str | os.PathLike) -> str:
     return digest
 
 
-def sidecar_digest(trace_path: str | os.PathLike) -> str:
-    """What the run.json beside a trace contributes to a result key ("none" when there is none)."""
-    sidecar = Path(trace_path).with_name("run.json")
-    try:
-        return hash_bytes(sidecar.read_bytes())
-    except OSError:
-        return "none"
-
-
 def limits_tag(values) -> str:
     """A short tag of the read limits in force (their values, or the raw environment variables)."""
     return hash_text(json.dumps([str(v) for v in values]))[-8:]
-
-
-def env_limits_tag() -> str:
-    return limits_tag(os.environ.get(name, "") for name in LIMIT_ENVS)
 
 
 def timeline_entry_name(digest: str, limits: str = "") -> str:
@@ -167,17 +150,9 @@ def timeline_entry_name(digest: str, limits: str = "") -> str:
     return f"{digest}-p{PARSER_VERSION}-{source_stamp(PARSER_SOURCES)}{'-l' + limits if limits else ''}.arrow"
 
 
-def result_entry_name(digest: str, trace_path: str | os.PathLike | None, options: dict, command: str) -> str:
-    """The name of a cached result: content, run.json, options, command and code versions."""
-    key = json.dumps(
-        {
-            "command": command,
-            "options": options,
-            "limits": env_limits_tag(),  # the command line reads under the environment's limits
-            "run_json": sidecar_digest(trace_path) if trace_path is not None else "none",
-            "versions": [PARSER_VERSION, RESULT_VERSION, source_stamp(RESULT_SOURCES)],
-        },
-        sort_keys=True,
-        default=str,
-    )
-    return f"{digest}-{hash_text(key)[-24:]}.json"
+def result_entry_name(digest: str, key: str) -> str:
+    """The name of a cached answer: the trace's content and the key of everything else that shaped it
+    (analysis/result_key.py builds it from whole objects: options, model, limits, run.json, code)."""
+    if not key or not all(c.isalnum() for c in key):
+        raise ValueError("a result key is letters and digits")
+    return f"{digest}-{key}.json"

@@ -72,7 +72,7 @@ def _detail_window(loaded) -> tuple[int, int]:
             0,
             last,
             default,
-            key=f"detail_steps_{loaded.sha256}",
+            key=f"detail_steps_{loaded.answer_id}",
             help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
             "The median decode step is also drawn as layers when it is in the range.",
         )
@@ -88,7 +88,7 @@ def _detail_window(loaded) -> tuple[int, int]:
         0.0,
         span_ms,
         (0.0, max(default_end, span_ms / 1000)),
-        key=f"detail_ms_{loaded.sha256}",
+        key=f"detail_ms_{loaded.answer_id}",
     )
     return origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6) + 1
 
@@ -141,6 +141,7 @@ def _step_section(loaded) -> None:
     left.plotly_chart(step_charts.step_time_chart(steps), width="stretch")
     middle.plotly_chart(step_charts.kernels_launches_chart(steps), width="stretch")
     right.plotly_chart(step_charts.busy_idle_chart(steps), width="stretch")
+    _batch_section(loaded)
     anat = loaded.analysis.anatomy
     if anat is not None and not anat.step_categories.empty:
         st.plotly_chart(
@@ -148,6 +149,19 @@ def _step_section(loaded) -> None:
         )
     with st.expander(f"Steps table ({len(steps)} rows; times in ms from trace start)"):
         st.dataframe(tables.steps_table(loaded.analysis), width="stretch", hide_index=True)
+
+
+def _batch_section(loaded) -> None:
+    """What the batches held, step by step, with what co-scheduled prefill chunks and speculation cost (all of it
+    computed in analysis.composition and analysis.speculative)."""
+    steps = loaded.analysis.steps
+    if not step_charts.has_composition(steps):
+        return
+    left, right = st.columns([3, 2])
+    left.plotly_chart(step_charts.batch_chart(steps), width="stretch", key="batch_chart")
+    with right:
+        st.markdown("**Batch composition**")
+        st.dataframe(tables.composition_table(loaded.analysis), width="stretch", hide_index=True)
 
 
 def _inside_step_section(loaded) -> None:
