@@ -402,6 +402,10 @@ def with_model(timeline: Timeline, analysis: Analysis, sidecar: Sidecar, given: 
             analysis = with_category_roofline(analysis, report.shape, report.hardware)
             return with_memory_model(analysis, timeline, report.shape, record), notes
     model = given.model
+    if model is None and record is not None:  # the run.json names the model but the device is unknown
+        from .roofline import shape_from_run_record
+
+        return with_memory_model(analysis, timeline, shape_from_run_record(record), record), notes
     if model is None:
         return analysis, notes
     analysis = with_memory_model(analysis, timeline, model, sidecar.record)
