@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .store import CacheStore
 
-PARSER_VERSION = 2  # bump whenever a reader's output (the Timeline) changes (2: grid/block columns, ranks meta)
+PARSER_VERSION = 3  # bump whenever a reader's output (the Timeline) changes (2: grid/block, ranks; 3: memory)
 REPO = Path(__file__).resolve().parents[1]
 PARSER_SOURCES = ("parsers", "trace_cache")
 _CHUNK = 8 << 20  # bytes hashed at a time from a file

@@ -8,12 +8,17 @@ which suits a Timeline (treated as immutable; analysis derives new frames).
 
 What is cached is the reader's output before the run.json beside the file is attached: that file
 may change on its own, so it is read fresh each time (it is small).
+
+A Timeline with a memory table (parsers.memory_table) has a second table of another length: the entry is then the
+events' IPC file, the memory table's IPC file, the offset of the second and a 16-byte trailer, and both are mapped
+back from the one file (see _entry_tables).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING
 from ..parsers import Timeline
 from ..parsers.limits import ReadLimits
 from ..parsers.load import load_trace, parse_trace_bytes, read_trace_file
+from ..parsers.memory_table import MEMORY_COLUMNS
 from ..parsers.run_sidecar import attach_run_json
 from ..parsers.split_decode import Progress
 from ..parsers.timeline import DeviceInfo, TraceMeta
@@ -38,9 +44,12 @@ from .keys import (
 from .store import CacheStore
 
 if TYPE_CHECKING:
+    import pandas as pd
     import pyarrow as pa
 
 _META_KEY = b"stepscope"
+_MEMORY_TRAILER = b"stepscope-memory"  # the entry's last 16 bytes when a memory table follows the events
+_OFFSET = struct.Struct("<Q")
 
 
 class NotCacheableError(Exception):
@@ -105,12 +114,39 @@ def timeline_to_table(timeline: Timeline) -> pa.Table:
             raise NotCacheableError(f"column {name} of type {col.dtype} is not cached")
         arrays.append(array)
         fields.append(pa.field(str(name), array.type))
-    meta = {"parser_version": PARSER_VERSION, "meta": meta_to_json(timeline.meta), "columns": list(frame.columns)}
+    meta = {
+        "parser_version": PARSER_VERSION,
+        "meta": meta_to_json(timeline.meta),
+        "columns": list(frame.columns),
+        "memory_rows": None if timeline.memory is None else len(timeline.memory),
+    }
     schema = pa.schema(fields, metadata={_META_KEY: json.dumps(meta).encode()})
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def table_to_timeline(table: pa.Table) -> Timeline:
+def memory_to_table(memory: pd.DataFrame) -> pa.Table:
+    """The memory table's int64 columns as an Arrow table."""
+    import pyarrow as pa
+
+    if list(memory.columns) != list(MEMORY_COLUMNS) or any(memory[c].dtype.kind != "i" for c in MEMORY_COLUMNS):
+        raise NotCacheableError("the memory table is not the one parsers.memory_table describes")
+    return pa.Table.from_arrays([pa.array(memory[c].to_numpy()) for c in MEMORY_COLUMNS], names=list(MEMORY_COLUMNS))
+
+
+def table_to_memory(table: pa.Table, rows: int) -> pd.DataFrame:
+    """The memory table back, its columns read-only views of the mapped entry."""
+    import pandas as pd
+
+    if table.column_names != list(MEMORY_COLUMNS) or table.num_rows != rows:
+        raise NotCacheableError("the entry's memory table does not match its events")
+    data = {}
+    for name in MEMORY_COLUMNS:
+        col = table.column(name)
+        data[name] = (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).to_numpy(zero_copy_only=True)
+    return pd.DataFrame(data, copy=False)
+
+
+def table_to_timeline(table: pa.Table, memory: pa.Table | None = None) -> Timeline:
     import pandas as pd
     import pyarrow as pa
 
@@ -127,7 +163,11 @@ def table_to_timeline(table: pa.Table) -> Timeline:
         else:
             data[name] = chunk.to_numpy(zero_copy_only=True)
     frame = pd.DataFrame(data, copy=False)
-    return Timeline(events=frame, meta=meta_from_json(raw["meta"]))
+    rows = raw.get("memory_rows")
+    if (rows is None) != (memory is None):
+        raise NotCacheableError("the entry's memory table is missing or unexpected")
+    memory_frame = table_to_memory(memory, rows) if memory is not None else None
+    return Timeline(events=frame, meta=meta_from_json(raw["meta"]), memory=memory_frame)
 
 
 def _entry_name(digest: str, limits: ReadLimits | None) -> str:
@@ -144,12 +184,18 @@ def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: Re
 
     try:
         table = timeline_to_table(timeline)
+        memory = memory_to_table(timeline.memory) if timeline.memory is not None else None
     except (NotCacheableError, pa.ArrowException, TypeError, ValueError):
         return False
 
     def write(handle) -> None:
         with ipc.new_file(handle, table.schema) as writer:
             writer.write_table(table)
+        if memory is not None:
+            start = handle.tell()
+            with ipc.new_file(handle, memory.schema) as writer:
+                writer.write_table(memory)
+            handle.write(_OFFSET.pack(start) + _MEMORY_TRAILER)
 
     return store.put("timelines", _entry_name(digest, limits), write) is not None
 
@@ -162,15 +208,31 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
     if path is None:
         return None
     import pyarrow as pa  # only for a hit: a miss (a first open) does not pay for the import
-    import pyarrow.ipc as ipc
 
     try:
-        table = ipc.open_file(pa.memory_map(str(path))).read_all()
+        table, memory = _entry_tables(pa.memory_map(str(path)).read_buffer())
         table.validate(full=True)  # codes within their dictionaries, offsets in bounds
-        return table_to_timeline(table)
+        return table_to_timeline(table, memory)
     except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError):
         store.discard("timelines", name)
         return None
+
+
+def _entry_tables(entry: pa.Buffer) -> tuple[pa.Table, pa.Table | None]:
+    """(the events table, the memory table or None) of a mapped entry: slices of one buffer, nothing copied."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    end = entry.size - len(_MEMORY_TRAILER)
+    if end < _OFFSET.size or entry.slice(end).to_pybytes() != _MEMORY_TRAILER:
+        return ipc.open_file(pa.BufferReader(entry)).read_all(), None
+    (start,) = _OFFSET.unpack(entry.slice(end - _OFFSET.size, _OFFSET.size).to_pybytes())
+    if not 0 < start < end - _OFFSET.size:
+        raise NotCacheableError("the entry's memory table offset is out of range")
+    events = ipc.open_file(pa.BufferReader(entry.slice(0, start))).read_all()
+    memory = ipc.open_file(pa.BufferReader(entry.slice(start, end - _OFFSET.size - start))).read_all()
+    memory.validate(full=True)
+    return events, memory
 
 
 def load_trace_cached(
