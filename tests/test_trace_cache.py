@@ -90,7 +90,7 @@ def test_round_trip_keeps_the_memory_table(store, tmp_path, monkeypatch):
     timelines.load_trace_cached(path, store=store)
     (entry,) = (store.root / "timelines").iterdir()
     with monkeypatch.context() as m:
-        m.setattr(timelines, "_parse", lambda *_: pytest.fail("parsed although cached"))
+        m.setattr(loader, "_parse", lambda *_: pytest.fail("parsed although cached"))
         warm = timelines.load_trace_cached(path, store=store)
     _assert_same(fresh, warm)
     assert not warm.memory["allocated"].to_numpy().flags.writeable  # a view of the mapped entry
