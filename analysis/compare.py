@@ -20,7 +20,8 @@ from .model import Analysis
 from .op_diff import op_diff
 from .summary import Summary
 
-COMPARED_METRICS: tuple[Metric, ...] = COMPARED  # in the registry's order
+# the headline metrics, then the compared ones where either trace has them, in the registry's order
+COMPARED_METRICS: tuple[Metric, ...] = COMPARED
 METRIC_COLUMNS = ("metric", "label", "unit", "a", "b", "delta", "ratio")
 CATEGORY_COLUMNS = ("category", "a_us", "b_us", "delta_us", "ratio", "a_kernels", "b_kernels")
 COMPOSITION_COLUMNS = ("key", "label", "a", "b", "delta")
@@ -78,6 +79,8 @@ def compare(a: Analysis, b: Analysis, label_a: str = "A", label_b: str = "B") ->
     on_gpu = a.summary.on_gpu or b.summary.on_gpu
     for m in COMPARED_METRICS:
         va, vb = m.value(a.summary), m.value(b.summary)
+        if not m.headline and math.isnan(va) and math.isnan(vb):
+            continue  # a figure neither trace has (memory without memory events): no row of n/a
         ratio = vb / va if va and not math.isnan(va) else math.nan
         rows.append((m.key, m.label_for(on_gpu), m.unit, va, vb, vb - va, ratio))
     metrics = _without_repeats(pd.DataFrame(rows, columns=list(METRIC_COLUMNS)))

@@ -324,16 +324,13 @@ def _read(
 def _read_file(path: Path, limits: ReadLimits, cache: CachePolicy) -> tuple[str | None, Timeline]:
     """Read while the analysis loads: a big trace's decoding starts before pandas and the analysis are imported,
     which they are while the forked child decodes."""
-    from ..parsers.split_decode import while_decoding
+    if not cache.timelines:
+        from ..parsers.load import load_trace
 
-    with while_decoding(_import_analysis):
-        if not cache.timelines:
-            from ..parsers.load import load_trace
+        return None, load_trace(path, limits, meanwhile=_import_analysis)
+    from ..trace_cache.timelines import open_trace_cached
 
-            return None, load_trace(path, limits)
-        from ..trace_cache.timelines import open_trace_cached
-
-        return open_trace_cached(path, limits, cache.store)
+    return open_trace_cached(path, limits, cache.store, meanwhile=_import_analysis)
 
 
 def _import_analysis() -> None:
@@ -379,16 +376,19 @@ def _analysed(
 
 
 def with_model(timeline: Timeline, analysis: Analysis, sidecar: Sidecar, given: Given) -> tuple[Analysis, list[str]]:
-    """The model's additions: expected-vs-measured figures and findings and the per-category roofline, for the model
-    the run.json names (and its device), else for the model given (on the trace's device when it is known). Notes
-    say why a run.json is not used, and that it wins over a model given."""
+    """The model's additions: expected-vs-measured figures and findings, the per-category roofline and the expected
+    memory (KV growth, weights, KV tokens that fit), for the model the run.json names (and its device), else for the
+    model given (on the trace's device when it is known). Notes say why a run.json is not used, and that it wins
+    over a model given."""
     from .anatomy import with_category_roofline
-    from .roofline import roofline_for_run, timeline_device, with_roofline
+    from .memory_model import with_memory_model
+    from .roofline import roofline_for_run, roofline_report, timeline_device, with_roofline
 
     notes = [f"note: no roofline: {' '.join(sidecar.note.split())}"] if sidecar.note else []
-    if sidecar.usable and sidecar.record is not None:
+    record = sidecar.record if sidecar.usable else None
+    if record is not None:
         try:
-            report = roofline_for_run(sidecar.record, analysis, *timeline_device(timeline))
+            report = roofline_for_run(record, analysis, *timeline_device(timeline))
         except ValueError as exc:  # the run.json is optional: never fail the analysis over it
             notes.append(f"note: no roofline: {' '.join(str(exc).split())}")
             report = None
@@ -396,12 +396,16 @@ def with_model(timeline: Timeline, analysis: Analysis, sidecar: Sidecar, given: 
             if given.model is not None or given.device is not None:
                 notes.append("note: run.json beside the trace names the model and device; --model/--gpu are not used")
             analysis = with_roofline(analysis, report)
-            return with_category_roofline(analysis, report.shape, report.hardware), notes
+            analysis = with_category_roofline(analysis, report.shape, report.hardware)
+            return with_memory_model(analysis, timeline, report.shape, record), notes
     model = given.model
+    if model is None and record is not None:  # the run.json names the model but the device is unknown
+        from .roofline import shape_from_run_record
+
+        return with_memory_model(analysis, timeline, shape_from_run_record(record), record), notes
     if model is None:
         return analysis, notes
-    from .roofline import roofline_report
-
+    analysis = with_memory_model(analysis, timeline, model, sidecar.record)
     hardware = given.device or trace_hardware(timeline, analysis)
     if hardware is None:
         return with_category_roofline(analysis, model), notes

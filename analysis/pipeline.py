@@ -16,6 +16,7 @@ from .gaps import find_gaps
 from .host_calls import long_host_call
 from .host_work import host_work
 from .kernel_names import short_names
+from .memory import with_memory
 from .model import Analysis
 from .options import AnalysisOptions
 from .sanity import check_analysis
@@ -79,6 +80,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
 
         host_ops = host.result() if host is not None else None
         result = with_anatomy(timeline, result, rules=options.category_rules, activity=act, host=host_ops)
+    result = with_memory(timeline, result)  # per-step memory and summary.memory, when the trace has memory events
     return check_analysis(result)
 
 
@@ -101,7 +103,7 @@ def one_process(timeline: Timeline, pid: int) -> Timeline:
     launched = gpu & isin_ints(ev["correlation"].to_numpy(), own_corr[own_corr >= 0])
     devices = np.unique(ev["device"].to_numpy()[launched])
     keep = host | (gpu & np.isin(ev["device"].to_numpy(), devices))
-    return Timeline(events=ev[keep], meta=timeline.meta)
+    return Timeline(events=ev[keep], meta=timeline.meta, memory=timeline.memory)
 
 
 def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10) -> pd.DataFrame:

@@ -26,6 +26,7 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
         for step, categories in zip(steps, anat.steps_json(len(steps)), strict=True):
             step["categories"] = categories
         summary["anatomy"] = _clean(anat.summary())
+    _add_memory(steps, summary, analysis)
     summary["gaps"] = gaps_summary(analysis.gaps)
     return {
         "format": timeline.meta.source_format,
@@ -107,6 +108,17 @@ def _step_basics(row) -> dict:
         "gpu_idle_us": row.gpu_idle_ns / 1000.0,
         **_composition(row),
     }
+
+
+def _add_memory(steps: list[dict], summary: dict, analysis: Analysis) -> None:
+    """summary.memory (null without memory events) and each step's memory_allocated_end_bytes and
+    memory_peak_bytes (null without them): added keys, DESIGN.md."""
+    summary["memory"] = _clean(analysis.summary.memory)
+    frame = analysis.steps
+    for key in ("memory_allocated_end_bytes", "memory_peak_bytes"):
+        values = frame[key].tolist() if key in frame else [None] * len(steps)
+        for step, value in zip(steps, values, strict=True):
+            step[key] = None if value is None or pd.isna(value) else int(value)
 
 
 def _composition(row) -> dict:

@@ -54,6 +54,33 @@ class RooflineSummary:
 
 
 @dataclass(frozen=True)
+class MemorySummary:
+    """Memory over the run, of the device that ran the model (analysis.memory); the model's figures are set by
+    analysis.memory_model. Bytes unless named; both `*_per_token` figures are per decode step of the whole batch
+    (one new position in every sequence). The JSON contract's `summary.memory` (DESIGN.md)."""
+
+    device: str  # "cuda:0", "cpu": the GPU on GPU traces, the CPU on CPU-only traces
+    events: int  # memory events of that device in the trace
+    peak_allocated_bytes: int | None  # the largest total allocated the trace shows
+    peak_reserved_bytes: int | None  # None where the device has no reserve (CPU) or the trace does not say
+    kv_growth_bytes_per_token: float | None = None  # measured: robust slope of step-end allocations
+    kv_growth_steps: int = 0  # decode steps the slope was measured over
+    transient_bytes_per_decode_step: float | None = None  # median of a decode step's peak above what it keeps
+    expected_kv_bytes_per_token: int | None = None  # 2 x layers x kv_heads x head_dim x dtype bytes x batch
+    expected_weights_bytes: int | None = None  # parameters x dtype bytes
+    kv_tokens_capacity: int | None = None  # tokens of KV (per sequence) that fit beside the weights
+    device_memory_bytes: int | None = None  # the device's size: deviceProperties totalGlobalMem, or the GPU table
+    resident_bytes: int | None = None  # allocated when the first step starts (weights and all, on a GPU)
+    batch: int | None = None  # sequences per decode step the per-token figures are for
+    kv_dtype_bytes: int | None = None  # bytes per element the expected KV assumes
+    phases: dict[str, dict[str, int | None]] = field(default_factory=dict)  # kind -> peak allocated / reserved
+    requests: list[dict[str, object]] = field(default_factory=list)  # allocated before and after each request
+    devices: list[dict[str, object]] = field(default_factory=list)  # the other devices: peak allocated / reserved
+    basis: str = ""  # how the KV growth was measured, and how sure it is
+    notes: tuple[str, ...] = ()  # what was assumed (device chosen, totals counted, dtype, batch)
+
+
+@dataclass(frozen=True)
 class Summary:
     """One trace's headline figures. Defaults describe a trace with no steps (and make test records short)."""
 
@@ -79,6 +106,7 @@ class Summary:
     batch: int | None = None
     on_gpu: bool = True  # False: a CPU-only trace, host ops stand in for kernels
     roofline: RooflineSummary | None = None  # set by analysis.roofline.with_roofline
+    memory: MemorySummary | None = None  # set by analysis.memory.with_memory; None without memory events
     verify_steps: int = field(default=0, metadata=CONTRACT)  # target forwards scoring draft tokens
     draft_steps: int = field(default=0, metadata=CONTRACT)  # a draft model's forwards
     speculative: dict | None = field(default=None, metadata=CONTRACT)  # analysis.speculative; None: none in the trace

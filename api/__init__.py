@@ -168,7 +168,8 @@ def compare(a: Trace, b: Trace) -> TraceComparison:
 
 
 def frames(trace: Trace) -> dict[str, pd.DataFrame]:
-    """Every table as a DataFrame: events (the timeline), steps, gaps, top_kernels, findings."""
+    """Every table as a DataFrame: events (the timeline), steps, gaps, top_kernels, findings, and memory (the
+    trace's memory events: time, device, bytes, allocated, reserved; empty without profile_memory)."""
     findings = pd.DataFrame(
         [{"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in trace.analysis.findings],
         columns=["id", "severity", "title", "detail"],
@@ -179,4 +180,5 @@ def frames(trace: Trace) -> dict[str, pd.DataFrame]:
         "gaps": trace.gaps,
         "top_kernels": trace.analysis.top_kernels,
         "findings": findings,
+        "memory": trace.timeline.memory if trace.timeline.memory is not None else pd.DataFrame(),
     }

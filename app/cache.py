@@ -6,8 +6,10 @@ that shapes it (analysis/result_key.py: options, model, limits, run.json, code),
 treated as immutable, as a Timeline is, so the sessions of one server can share it. What is read, and how, is the
 front door's business alone (its on-disk cache, its run.json reading, its model); this module only remembers.
 
-A file is keyed by its path and stat identity (size, mtime, ctime, inode, device): any write changes it, so an
-edited file is opened afresh. An upload is keyed by its bytes' hash.
+A file is keyed by its path, stat identity (size, mtime, ctime, inode, device) and a sample hash of its bytes
+(trace_cache.keys.file_sample, a fraction of a millisecond): any write changes the stat, and a rewrite the stat
+does not show (same size, within one clock tick) still changes the sample, so an edited file is opened afresh.
+An upload is keyed by its bytes' hash.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ def sha256_of_bytes(data: bytes) -> str:
 
 
 @st.cache_resource(max_entries=MAX_OPENED, show_spinner=False)
-def _opened_file(path: str, stat_identity: tuple, key: str, _options: AnalysisOptions, _given: Given) -> Opened:
-    """Keyed by the file's state and the answer's key; the arguments with a leading underscore are in the key."""
+def _opened_file(path: str, state: tuple, key: str, _options: AnalysisOptions, _given: Given) -> Opened:
+    """Keyed by the file's state (stat and sample) and the answer's key; the arguments with a leading underscore
+    are in the key."""
     return _open(Path(path), _options, _given)
 
 
@@ -78,13 +81,14 @@ def load_path(
         st_ = os.stat(path)
     except OSError as exc:
         raise TraceError(f"cannot open {path.name}: {exc.strerror or exc}") from None
-    from ..trace_cache.keys import stat_identity
+    from ..trace_cache.keys import file_sample, stat_identity
 
     key = answer_key(path, options, given, ReadLimits.from_env())
     if key is None:  # an input that cannot be keyed: opened each time, never remembered under a wrong key
         opened = _open(path, options, given)
-    else:
-        opened = _opened_file(str(path.resolve()), stat_identity(st_), key, options, given)
+    else:  # the state is the stat and a sample of the bytes (trace_cache.keys): never trusted on the stat alone
+        state = (*stat_identity(st_), file_sample(path))
+        opened = _opened_file(str(path.resolve()), state, key, options, given)
     return renamed(opened, name or opened.name)
 
 

@@ -49,6 +49,8 @@ STEP_FIELDS = (
     "launches",
     "gpu_busy_us",
     "gpu_idle_us",
+    "memory_allocated_end_bytes",  # null without memory events (issue 25)
+    "memory_peak_bytes",
 )
 GAP_FIELDS = ("key", "rank", "start_us", "end_us", "dur_us", "device", "placement", "step", "cause")
 # the anatomy of each trace's median decode step (analysis/anatomy.py): time and kernels (host ops) per category

@@ -30,7 +30,7 @@ from ..analysis.metrics import HEADLINE, card_metrics
 from ..analysis.model import Analysis
 from ..parsers.timeline import Timeline
 from .compare_formats import format_delta, format_ratio, format_value, op_diff_caption, op_diff_rows
-from .figures import compare_charts, step_charts, timeline
+from .figures import compare_charts, memory_chart, step_charts, timeline
 
 MAX_REPORT_BYTES = 8_000_000
 NAME_CHARS = 160  # kernel names run to kilobytes; tables show their start
@@ -162,6 +162,7 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
         _figure_html(fig, f"{prefix}overview"),
         f'<p class="note">{esc(note)}Drag to zoom, double-click to reset.</p>',
     ]
+    parts += _memory_section(trace, overview_budget, step_budget, prefix)
     parts.append("<h2>Per step</h2>")
     if analysis.steps.empty:
         parts.append("<p>No steps found, so no per-step charts.</p>")
@@ -229,6 +230,39 @@ def _op_diff_table(comparison: Comparison) -> list[str]:
         f"<h3>{esc(op_diff_caption(comparison))}</h3>",
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
     ]
+
+
+def _memory_section(trace: ReportTrace, lane_budget: int, step_budget: int, prefix: str) -> list[str]:
+    """The memory lane, the model device's memory figures and the per-step memory chart (none without memory)."""
+    memory = trace.analysis.summary.memory
+    if memory is None:
+        return []
+    lane = memory_chart.memory_lane_figure(trace.timeline, trace.analysis, lane_budget)
+    parts = [f"<h2>Memory ({esc(memory.device)})</h2>"]
+    if lane is not None:
+        parts.append(_figure_html(lane, f"{prefix}memory_lane"))
+    rows = [
+        ("peak allocated", memory.peak_allocated_bytes),
+        ("peak reserved", memory.peak_reserved_bytes),
+        ("KV growth per decode step", memory.kv_growth_bytes_per_token),
+        ("expected KV per decode step (model)", memory.expected_kv_bytes_per_token),
+        ("expected weights (model)", memory.expected_weights_bytes),
+        ("device memory", memory.device_memory_bytes),
+    ]
+    figures = pd.DataFrame(
+        {
+            "figure": [label for label, _ in rows] + ["KV tokens that fit (per sequence)"],
+            "value": [format_value(v, "B") for _, v in rows] + [format_value(memory.kv_tokens_capacity, "")],
+        }
+    )
+    parts.append(_table(figures, ("value",)))
+    steps, _ = _thin_steps(trace.analysis.steps, step_budget)
+    chart = memory_chart.step_memory_chart(replace(trace.analysis, steps=steps))
+    if chart is not None:
+        parts.append(_figure_html(chart, f"{prefix}step_memory"))
+    notes = [f"KV growth: {memory.basis}.", *memory.notes]
+    parts.append(f'<p class="note">{"<br>".join(esc(n) for n in notes)}</p>')
+    return parts
 
 
 def _comparison_sections(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.metrics import METRICS, format_value
+from ..analysis.metrics import METRICS, format_bytes, format_value
 
 
 def render_text(report: dict) -> str:
@@ -40,6 +40,7 @@ def render_text(report: dict) -> str:
     anatomy = summary.get("anatomy")
     if anatomy:
         lines += anatomy_lines(anatomy)
+    lines += memory_lines(summary.get("memory"))
     if report["findings"]:
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}{_cost(f)}" for f in report["findings"]]
@@ -111,9 +112,46 @@ def anatomy_lines(anatomy: dict) -> list[str]:
     return lines
 
 
+def memory_lines(memory: dict | None) -> list[str]:
+    """The model device's memory: peaks, KV growth against the model, capacity, per phase, other devices."""
+    if not memory:
+        return []
+
+    def size(key: str, missing: str = "n/a") -> str:
+        value = memory.get(key)
+        return format_bytes(value) if isinstance(value, int | float) else missing
+
+    capacity = memory.get("kv_tokens_capacity")
+    lines = [
+        "",
+        f"memory   {memory['device']}: peak allocated {size('peak_allocated_bytes')}, "
+        f"peak reserved {size('peak_reserved_bytes', 'none')}, device {size('device_memory_bytes', 'size unknown')}",
+        f"KV       per decode step: measured {size('kv_growth_bytes_per_token')}, expected "
+        f"{size('expected_kv_bytes_per_token', 'n/a (needs the model)')}; weights "
+        f"{size('expected_weights_bytes', 'n/a (need the model)')}; tokens of KV that fit per sequence: "
+        f"{'n/a' if capacity is None else f'{capacity:,}'}",
+    ]
+    for kind, phase in (memory.get("phases") or {}).items():
+        peak = phase.get("peak_allocated_bytes")
+        reserved = phase.get("peak_reserved_bytes")
+        lines.append(
+            f"         {kind:<8} peak allocated {format_bytes(peak) if peak is not None else 'n/a'}, "
+            f"peak reserved {format_bytes(reserved) if reserved is not None else 'none'}"
+        )
+    for device in memory.get("devices") or []:
+        peak = device.get("peak_allocated_bytes")
+        shown = format_bytes(peak) if peak is not None else "n/a"
+        lines.append(f"         also {device['device']}: peak allocated {shown}")
+    lines.append(f"         {memory.get('basis', '')}")
+    lines += [f"note     {n}" for n in memory.get("notes") or []]
+    return lines
+
+
 def _num(value: float, unit: str) -> str:
     if math.isnan(value):
         return "n/a"
+    if unit == "B":
+        return format_bytes(value)
     if not unit:
         return f"{value:,.3f}".rstrip("0").rstrip(".")  # counts print as counts, medians with their decimals
     return f"{value:,.3f} {unit}"

@@ -15,9 +15,10 @@ import pytest
 import streamlit as st
 
 from app import cache as app_cache
-from parsers import load_trace
+from parsers import load as loader
+from parsers.chrome_trace import read_chrome_trace
 from tests.synthetic_traces import doc, synthetic_generation
-from trace_cache import keys, timelines
+from trace_cache import keys
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def counted(tmp_path, monkeypatch):
     st.cache_data.clear()
     st.cache_resource.clear()
     calls = {"read": [], "hash_file": [], "parse": 0}
-    real_read, real_hash, real_parse = timelines.read_file_bytes, keys.hash_file, timelines._parse
+    real_read, real_hash, real_parse = loader.read_file_bytes, keys.hash_file, loader._parse
 
     def read(path, *args, **kwargs):
         calls["read"].append(os.path.basename(path))
@@ -41,9 +42,9 @@ def counted(tmp_path, monkeypatch):
         calls["parse"] += 1
         return real_parse(*args, **kwargs)
 
-    monkeypatch.setattr(timelines, "read_file_bytes", read)
+    monkeypatch.setattr(loader, "read_file_bytes", read)
     monkeypatch.setattr(keys, "hash_file", hash_file)
-    monkeypatch.setattr(timelines, "_parse", parse)
+    monkeypatch.setattr(loader, "_parse", parse)
     yield calls
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -60,7 +61,7 @@ def test_a_file_is_read_once_and_never_hashed_on_its_own(tmp_path, counted):
     loaded = app_cache.load_path(trace)
     assert counted["read"] == ["trace.json"] and counted["hash_file"] == [] and counted["parse"] == 1
     assert loaded.digest == keys.hash_bytes(trace.read_bytes())  # the digest of the bytes, computed here apart
-    expected = load_trace(trace).events  # an independent parse, outside every cache
+    expected = read_chrome_trace([trace.read_bytes()]).events  # an independent parse, outside every cache
     assert len(loaded.timeline.events) == len(expected) > 0
     assert loaded.timeline.events["ts"].tolist() == expected["ts"].tolist()
     again = app_cache.load_path(trace)  # a rerun: the stat lookups only

@@ -378,3 +378,46 @@ def test_analysis_settings_reanalyse_and_a_bad_regex_is_one_line(samples):
     assert any("regex" in e.value for e in at.error)
     at.text_input(key="step_regex").set_value("").run()
     assert not at.exception and not [e for e in at.error if "regex" in e.value]
+
+
+def test_analyze_shows_the_memory_lane_and_figures_of_a_memory_capture(samples):
+    """A real capture with profile_memory (tests/data/captures): the memory lane under the timeline, the memory
+    cards of the CPU (the model's device), the per-step memory chart; a trace without memory says how to get it."""
+    capture = REPO / "tests" / "data" / "captures" / "memory_fp32_b1_dynamic.json.gz"
+    (samples / "memory_capture").mkdir()
+    (samples / "memory_capture" / "trace.json.gz").write_bytes(capture.read_bytes())
+    at = _page("analyze.py")
+    at.session_state[ANALYZE_KEY] = "sample:memory_capture"
+    at.run()
+    assert not at.exception
+    specs = _plotly_specs(at)
+    lane = [s for s in specs if "Memory over the run" in s]
+    assert len(lane) == 1 and "allocated · cpu" in lane[0]
+    assert any("Memory per step (cpu)" in s for s in specs)
+    metrics = _metrics(at)
+    assert metrics["Peak allocated (cpu)"].endswith("KiB")
+    assert metrics["KV growth / decode step (cpu)"] == "1.0 KiB"
+    assert metrics["Expected KV / decode step (cpu)"] == "needs the model"
+    eager = _page("analyze.py").run()
+    assert not eager.exception
+    assert not [s for s in _plotly_specs(eager) if "Memory over the run" in s]
+    assert any("No memory events in this trace" in c.value for c in eager.caption)
+
+
+def test_run_page_profile_memory_reaches_the_run_spec(samples, monkeypatch):
+    pytest.importorskip("torch")
+    import collectors.run
+    from collectors.errors import CollectorError
+
+    seen = []
+
+    def stop(spec, *args, **kwargs):
+        seen.append(spec)
+        raise CollectorError("stopped by the test")
+
+    monkeypatch.setattr(collectors.run, "run_profiled_generation", stop)
+    at = _page("run.py").run()
+    next(c for c in at.checkbox if c.label == "Profile memory").check()
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not at.exception
+    assert [s.profile_memory for s in seen] == [True]

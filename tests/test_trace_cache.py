@@ -14,8 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from parsers import load as loader
 from parsers import load_trace
 from tests.conftest import ROOT, real_trace
+from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import synthetic_generation, write
 from trace_cache import keys, timelines
 from trace_cache.results import cached_result, store_result
@@ -27,6 +29,9 @@ SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
 def _assert_same(a, b) -> None:
     pd.testing.assert_frame_equal(a.events, b.events)  # dtypes, category order, values
     assert a.meta == b.meta
+    assert (a.memory is None) == (b.memory is None)
+    if a.memory is not None:
+        pd.testing.assert_frame_equal(a.memory, b.memory)
 
 
 @pytest.fixture
@@ -69,18 +74,41 @@ def test_round_trip_keeps_launch_geometry_and_rank_facts(store, monkeypatch):
     assert fresh.meta.extra["distributed"]["world_size"] == 16
     timelines.load_trace_cached(path, store=store)
     assert len(list((store.root / "timelines").iterdir())) == 1
-    monkeypatch.setattr(timelines, "_parse", lambda *_: pytest.fail("parsed although cached"))
+    monkeypatch.setattr(loader, "_parse", lambda *_: pytest.fail("parsed although cached"))
     _assert_same(fresh, timelines.load_trace_cached(path, store=store))
+
+
+def test_round_trip_keeps_the_memory_table(store, tmp_path, monkeypatch):
+    """A SYNTHETIC trace with [memory] events on two devices: the memory table comes back exact, mapped from the one
+    entry (not copied, not parsed); an entry whose memory part is cut off is rebuilt, never served without it."""
+    events = synthetic_generation(decode_steps=8)
+    events += [memory_event(1000.0 + 3 * i, 512, 4096 + 512 * i, 1 << 21) for i in range(300)]
+    events += [memory_event(1001.0 + 5 * i, 16, 16 * (i + 1), 0, device_type=CPU) for i in range(100)]
+    path = write(tmp_path / "memory.json", events)
+    fresh = load_trace(path)
+    assert fresh.memory is not None and len(fresh.memory) == 400
+    timelines.load_trace_cached(path, store=store)
+    (entry,) = (store.root / "timelines").iterdir()
+    with monkeypatch.context() as m:
+        m.setattr(loader, "_parse", lambda *_: pytest.fail("parsed although cached"))
+        warm = timelines.load_trace_cached(path, store=store)
+    _assert_same(fresh, warm)
+    assert not warm.memory["allocated"].to_numpy().flags.writeable  # a view of the mapped entry
+    whole = entry.read_bytes()
+    entry.write_bytes(whole[: len(whole) - 40])  # the memory table's end and the trailer gone
+    _assert_same(fresh, timelines.load_trace_cached(path, store=store))
+    assert entry.read_bytes() == whole  # rebuilt
 
 
 def test_a_hit_does_not_parse(store, trace, monkeypatch):
     timelines.load_trace_cached(trace, store=store)
+    expected = len(load_trace(trace).events)
 
     def no_parse(*_):
         raise AssertionError("parsed although cached")
 
-    monkeypatch.setattr(timelines, "_parse", no_parse)
-    assert len(timelines.load_trace_cached(trace, store=store).events) == len(load_trace(trace).events)
+    monkeypatch.setattr(loader, "_parse", no_parse)
+    assert len(timelines.load_trace_cached(trace, store=store).events) == expected
 
 
 def test_corrupt_entry_is_rebuilt(store, trace):
@@ -89,12 +117,12 @@ def test_corrupt_entry_is_rebuilt(store, trace):
     data = bytearray(entry.read_bytes())
     entry.write_bytes(bytes(data[: len(data) // 2]))  # truncated
     calls = []
-    real_parse = timelines._parse
-    timelines._parse = lambda owned, limits=None: calls.append(1) or real_parse(owned, limits)
+    real_parse = loader._parse
+    loader._parse = lambda owned, *args: calls.append(1) or real_parse(owned, *args)
     try:
         again = timelines.load_trace_cached(trace, store=store)
     finally:
-        timelines._parse = real_parse
+        loader._parse = real_parse
     assert calls == [1]
     _assert_same(load_trace(trace), again)
     assert entry.stat().st_size == len(data)  # rewritten whole

@@ -8,7 +8,7 @@ from ...exporters.figures import step_charts, timeline
 from ...exporters.safe_text import for_markdown
 from ...parsers import TraceError
 from ...parsers.trace_processor import trace_processor_status
-from .. import components, logdir_panel, perfetto_panel, report_panel, roofline_panel, tables
+from .. import components, logdir_panel, memory_panel, perfetto_panel, report_panel, roofline_panel, tables
 from ..analysis_settings import settings_expander
 from ..logdir import configured_logdir
 from ..navigation import ANALYZE_KEY
@@ -268,12 +268,14 @@ def render() -> None:
     roofline_line = st.container()  # filled once the roofline section below has its inputs
     components.segmentation_box(loaded)
     _timeline_section(loaded)
+    memory_panel.lane(loaded)  # the memory lane, under the timeline
     with stage("below the timeline"):
         _below_timeline(loaded, source, roofline_line)
 
 
 def _below_timeline(loaded, source, roofline_line) -> None:
     _step_section(loaded)
+    memory_panel.section(loaded)
     _inside_step_section(loaded)
     report = roofline_panel.section(loaded, source)
     with roofline_line:
