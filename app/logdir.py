@@ -18,6 +18,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contracts.safe_read import open_regular
+
 LOGDIR_ENV = "STEPSCOPE_LOGDIR"
 SUFFIXES = (".json", ".gz", ".pftrace", ".perfetto-trace", ".sqlite", ".pb", ".trace")
 MAX_FILES = 2000  # listed per folder walk; a huge tree is cut, not crawled for minutes
@@ -138,7 +140,7 @@ def _sniff(path: Path, st: os.stat_result) -> tuple[str | None, int | None]:
 
 def _head(path: Path) -> bytes:
     try:
-        with open(path, "rb") as handle:
+        with open(open_regular(path), "rb") as handle:  # a FIFO or a device: refused, never blocks
             raw = handle.read(_HEAD_BYTES)
     except OSError:
         return b""

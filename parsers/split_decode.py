@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import msgspec.structs
 
+from ..contracts.safe_read import open_regular
 from .errors import TraceError
 from .file_pieces import FileChangedError, FileSource
 from .kineto_schema import _AnyEvent, _TraceDoc
@@ -235,7 +236,7 @@ def decode_file_in_two(path: str | os.PathLike, max_events: int = 1 << 62) -> tu
     buffer). Raises SplitNotPossibleError when the file is small, not a plain JSON object, changes size while
     it is read, or cannot be read or split; the caller then reads it whole (and gets the precise error)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)  # a regular file only (a FIFO swapped in after the stat would block)
     except OSError:
         raise SplitNotPossibleError("cannot open the file") from None
     try:

@@ -21,6 +21,8 @@ import json
 import os
 from pathlib import Path
 
+from ..contracts.run_record import MAX_BYTES as RUN_RECORD_MAX_BYTES
+from ..contracts.safe_read import open_regular, read_regular
 from .store import CacheStore
 
 PARSER_VERSION = 2  # bump whenever a reader's output (the Timeline) changes (2: grid/block columns, ranks meta)
@@ -69,7 +71,7 @@ def hash_file(path: str | os.PathLike) -> str:
     """Content hash of a file's bytes as stored (compressed files are hashed compressed); the same digest as
     hash_bytes of its content. Read in chunks into one reused buffer: no fresh memory is faulted in for a big
     file, which would cost more than the hashing."""
-    with open(path, "rb", buffering=0) as handle:
+    with open(open_regular(path), "rb", buffering=0) as handle:  # a FIFO or a device: refused, never blocks
         size = os.fstat(handle.fileno()).st_size
         hasher = new_hasher(threads=2 if size > _PARALLEL_HASH_BYTES else 1)
         buffer = bytearray(min(_CHUNK, max(size, 1)))
@@ -148,8 +150,8 @@ def sidecar_digest(trace_path: str | os.PathLike) -> str:
     """What the run.json beside a trace contributes to a result key ("none" when there is none)."""
     sidecar = Path(trace_path).with_name("run.json")
     try:
-        return hash_bytes(sidecar.read_bytes())
-    except OSError:
+        return hash_bytes(read_regular(sidecar, RUN_RECORD_MAX_BYTES))  # as the one reader reads it
+    except OSError:  # absent, not a regular file (a FIFO never blocks this), or too large: not read at all
         return "none"
 
 

@@ -283,7 +283,7 @@ def _read_raw(path: Path, limits: ReadLimits) -> tuple[bytes, os.stat_result]:
     try:
         before = os.stat(os.path.realpath(path))
         if before.st_size <= limits.max_file_bytes and path.is_file():
-            return read_file_bytes(path), before
+            return read_file_bytes(path, limits.max_file_bytes), before
     except OSError:
         pass
     read_trace_bytes(path, limits)  # raises the one-line TraceError for what is wrong
