@@ -182,15 +182,30 @@ def _load_len(args) -> int:
     return len(timelines.load_trace_cached(trace, store=CacheStore(root)).events)
 
 
+# The smallest body of the analyze --json contract's shape (trace_cache/results.py serves nothing else).
+RESULT = json.dumps(
+    {
+        "format": "kineto-json",
+        "device": None,
+        "events": 1,
+        "requests": 0,
+        "segmentation": {"method": "none", "confidence": 0.0, "warnings": [], "evidence": []},
+        "steps": [],
+        "summary": {},
+        "findings": [],
+    }
+)
+
+
 def test_result_cache_keyed_by_options_and_checksummed(store, trace):
     timelines.load_trace_cached(trace, store=store)  # records the file's digest
     opts = {"gap_threshold_ns": 1000, "step_regex": None}
     assert cached_analyze_json(trace, opts, store) is None
-    assert store_result(trace, opts, '{"a":1}', ["note: x"], store=store)
-    assert cached_analyze_json(trace, opts, store) == '{"a":1}'
+    assert store_result(trace, opts, RESULT, ["note: x"], store=store)
+    assert cached_analyze_json(trace, opts, store) == RESULT
     assert cached_analyze_json(trace, dict(opts, gap_threshold_ns=5), store) is None
     (entry,) = (store.root / "results").iterdir()
-    entry.write_bytes(entry.read_bytes().replace(b'{"a":1}', b'{"a":2}'))  # damaged body
+    entry.write_bytes(entry.read_bytes().replace(b'"events": 1', b'"events": 2'))  # damaged body
     assert cached_analyze_json(trace, opts, store) is None
     assert not entry.exists()
 
@@ -198,7 +213,8 @@ def test_result_cache_keyed_by_options_and_checksummed(store, trace):
 def test_result_key_follows_the_run_json(store, trace):
     timelines.load_trace_cached(trace, store=store)
     opts = {"gap_threshold_ns": 1000, "step_regex": None}
-    store_result(trace, opts, "{}", store=store)
+    store_result(trace, opts, RESULT, store=store)
+    assert cached_analyze_json(trace, opts, store) == RESULT
     (trace.parent / "run.json").write_text('{"device": "x"}')
     assert cached_analyze_json(trace, opts, store) is None
 
