@@ -13,9 +13,10 @@ import streamlit as st
 
 from ...batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
 from ...exporters.figures import fleet_charts
-from ...exporters.safe_text import for_markdown
+from ...exporters.safe_text import for_markdown, plain
 from ...parsers.limits import read_file_bytes
 from ..navigation import ANALYZE_KEY, go_to
+from ..tables import shown_frame
 from ..trace_sources import fleet_root, samples_dir
 from ..uploads import register_upload
 
@@ -105,10 +106,10 @@ def render() -> None:
     st.subheader("Slowest traces and outliers")
     table = slowest(fleet)
     shown = table[[c for c in TABLE_COLUMNS if c in table]]
-    st.dataframe(shown, width="stretch", hide_index=True)  # sortable by clicking a column header
+    st.dataframe(shown_frame(shown), width="stretch", hide_index=True)  # sortable by clicking a column header
     if len(table):
         labels = {
-            i: f"{Path(str(row.path)).name}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
+            i: f"{plain(Path(str(row.path)).name)}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
             for i, row in enumerate(table.itertuples())
         }
         choice = st.selectbox("Trace", list(labels), format_func=labels.get, key="fleet_open_choice")
@@ -122,7 +123,7 @@ def render() -> None:
     errors = t[t["status"] != "ok"]
     if len(errors):
         with st.expander(f"Error rows ({len(errors)})"):
-            st.dataframe(errors[["path", "error"]], width="stretch", hide_index=True)
+            st.dataframe(shown_frame(errors[["path", "error"]]), width="stretch", hide_index=True)
 
 
 def _open_in_analyze(path: Path) -> None:
