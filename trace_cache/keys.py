@@ -60,7 +60,7 @@ def hash_bytes(data: bytes | bytearray | memoryview) -> str:
 
 
 def hash_text(text: str) -> str:
-    return hash_bytes(text.encode())
+    return hash_bytes(text.encode("utf-8", "surrogatepass"))  # a path may hold bytes that are not UTF-8
 
 
 def _named(hasher) -> str:
