@@ -316,13 +316,15 @@ def check_cache_damage(damage: tuple[str, str, object]) -> int:
         trace = Path(tmp) / "trace.json"
         trace.write_bytes(SMALL_TRACE)
         cache = Path(tmp) / "cache"
-        clean = run_cli(["analyze", str(trace), "--json"], cache)
-        clean_text = run_cli(["analyze", str(trace)], cache)
-        assert clean[0] == 0 == clean_text[0], clean[2]
+        runs = (["analyze", str(trace), "--json"], ["analyze", str(trace)])
+        other = ["analyze", str(trace), "--json", "--gap-threshold-us", "2"]  # no result cached: the Timeline is read
+        clean = [run_cli(argv, cache) for argv in runs]
+        clean_other = run_cli(other, Path(tmp) / "other-cache")
+        assert all(c[0] == 0 for c in [*clean, clean_other]), clean[0][2]
         for entry in sorted((cache / kind).iterdir()) if (cache / kind).is_dir() else []:
             if not entry.name.startswith("."):
                 _damage(entry, how, what)
-        for argv, expected in ((["analyze", str(trace), "--json"], clean), (["analyze", str(trace)], clean_text)):
+        for argv, expected in ((runs[0], clean[0]), (runs[1], clean[1]), (other, clean_other)):
             status, out, err = run_cli(argv, cache)
             assert_outcome(status, out, err)
             assert status == 0 and out == expected[1], (kind, how, err[-500:])

@@ -103,6 +103,21 @@ def test_a_forged_cache_result_is_a_miss_in_text_and_json(trace, tmp_path):
                 assert outcome.stdout == text_answer.stdout, body[:80]
 
 
+def test_a_cached_timeline_whose_metadata_is_nested_3000_deep_is_a_miss(trace, tmp_path):
+    """An Arrow entry that opens but whose metadata JSON the decoder cannot take (RecursionError) is rebuilt."""
+    from tests.fuzz_surfaces import _with_metadata
+
+    cache = tmp_path / "cache"
+    assert run_bounded("analyze", trace, "--json", cache_dir=cache).status == 0
+    (entry,) = (cache / "timelines").iterdir()
+    entry.write_bytes(_with_metadata(entry.read_bytes(), "[" * DEEP + "]" * DEEP))
+    other = ("--json", "--gap-threshold-us", "2")  # a result not cached: the Timeline entry is read
+    outcome = run_bounded("analyze", trace, *other, cache_dir=cache)
+    assert_sane_outcome(outcome)
+    clean = run_bounded("analyze", trace, *other, cache_dir=tmp_path / "clean")
+    assert outcome.status == 0 and json.loads(outcome.stdout) == json.loads(clean.stdout)
+
+
 def test_results_of_the_shipped_samples_have_the_shape(tmp_path):
     from trace_cache.results import is_analyze_result
 

@@ -165,8 +165,8 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
         table = ipc.open_file(pa.memory_map(str(path))).read_all()
         table.validate(full=True)  # codes within their dictionaries, offsets in bounds
         return table_to_timeline(table)
-    except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError):
-        store.discard("timelines", name)
+    except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError, RecursionError):
+        store.discard("timelines", name)  # RecursionError: metadata JSON nested too deep for the decoder
         return None
 
 
