@@ -7,7 +7,8 @@ generation trace; reused when its counts match), then times, in this process, ap
 Analyze page's 5-second fragment calls it:
 - cold: the first listing with an empty sniff cache (it reads at most MAX_NEW_SNIFFS new files),
 - fill: the listings until every file has been looked at once (what the next refreshes do),
-- warm: a refresh once everything is known (the median of --rounds), and what it read (nothing),
+- warm: a refresh once everything is known (the median of --rounds), and what it read (nothing); the folder
+  list (list_folders), which each refresh also runs, timed on its own,
 - baseline: the same tree listed the way the picker did before issue 26 (every file's first 64 kB read on every
   refresh, as its memo of 8000 entries was cleared on a tree this size), measured in the same run.
 On a shared machine read the ratio warm / baseline, not the seconds.
@@ -95,6 +96,7 @@ def main() -> None:
         listing, seconds = _timed(lambda: logdir.scan_traces(root, sniffs=cache))
         warm_times.append(seconds)
     warm_reads = reads[0]
+    folders_s = statistics.median(_timed(lambda: logdir.list_folders(root))[1] for _ in range(args.rounds))
     logdir._head = real_head
     base_found, base_s = _timed(lambda: baseline_listing(root))
     warm = statistics.median(warm_times)
@@ -108,6 +110,7 @@ def main() -> None:
         f"warm refresh    {warm:7.3f} s  (median of {args.rounds}), read {warm_reads} files, "
         f"{len(listing.traces)} traces"
     )
+    print(f"folder list     {folders_s:7.3f} s  (list_folders, also run on each refresh)")
     print(f"baseline        {base_s:7.3f} s  every file read again ({base_found} traces)")
     print(f"warm / baseline {warm / base_s:7.3f}")
 
