@@ -49,7 +49,7 @@ def open_regular(path: str | os.PathLike) -> int:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise NotRegularFileError(errno.EINVAL, f"not a regular file ({kind_of(mode)})", os.fspath(path))
+            raise NotRegularFileError(errno.EINVAL, f"not a regular file: {kind_of(mode)}", os.fspath(path))
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)  # no effect on a regular file's reads; leaves nothing unusual for the caller
     except BaseException:

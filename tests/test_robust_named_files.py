@@ -156,3 +156,24 @@ def test_cache_entries_that_are_not_files_are_misses(trace_dir, tmp_path, kind):
     again = run_bounded("analyze", trace_dir / "trace.json.gz", "--json", cache_dir=cache)
     assert_sane_outcome(again)
     assert again.status == 0 and json.loads(again.stdout) == json.loads(first.stdout)
+
+
+# --- batch outputs read back (resume, the Fleet page)
+
+
+def test_batch_output_table_that_is_not_a_file_is_one_clear_line(trace_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    _plant(out / "steps.parquet", "fifo")
+    outcome = run_bounded("batch", trace_dir, "--out", out, "--workers", "1", cache_dir=tmp_path / "c", timeout=60)
+    assert_sane_outcome(outcome)
+    assert outcome.status == 2 and "not a regular file: a FIFO" in outcome.error_lines[0]
+
+
+@pytest.mark.parametrize("kind", NOT_FILES)
+def test_fleet_table_that_is_not_a_file_is_a_value_error(tmp_path, kind):
+    from batch.fleet import TRACES_TABLE, load_fleet
+
+    _plant(tmp_path / TRACES_TABLE, kind)
+    with pytest.raises(ValueError, match="not a regular file"):
+        in_child(10, load_fleet, tmp_path)
