@@ -27,11 +27,13 @@ _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 class StepLabel(NamedTuple):
-    kind: str | None  # prefill | decode | mixed | empty; None when the name does not say
+    kind: str | None  # prefill | decode | mixed | verify | empty; None when the name does not say
     tokens: int | None  # new token positions in the step, over the whole batch
-    batch: int | None
+    batch: int | None  # sequences in the step
     request: int | None = None
     index: int | None = None
+    prefill_tokens: int | None = None  # of the tokens, those of sequences still prefilling (None: not written)
+    decode_sequences: int | None = None  # sequences past their prompt, scoring one token each (more: a verify)
 
 
 # Every number in a step name is bounded (parsers.numbers): a name with a 20-digit count is not a step
@@ -48,19 +50,43 @@ def stepscope_label(name: str) -> StepLabel | None:
 
 
 def vllm_label(name: str) -> StepLabel | None:
+    """vLLM V1's step name: context_C(...) are the C sequences prefilling, generation_G(...) the G decoding.
+
+    Inside the brackets the newer form writes sq<query tokens>sk<key tokens>..., the older one
+    <query tokens>_<sum of squares>. Decoding sequences that score more than one token each are verifying
+    speculative tokens (generation_1(5): one sequence scoring 5 positions): the step is a `verify`."""
     m = _VLLM.match(name)
     if m is None or has_oversized_number(name):
         return None
     ctx, gen = int(m["ctx"]), int(m["gen"])
-    kind = "mixed" if ctx and gen else "prefill" if ctx else "decode" if gen else "empty"
+    ctx_tokens = _vllm_query_tokens(m["ctx_detail"])
+    gen_tokens = _vllm_query_tokens(_vllm_generation_detail(name, m.end()))
+    if gen and gen_tokens is None and m["total"] and ctx_tokens is not None:
+        gen_tokens = int(m["total"]) - ctx_tokens
+    verify = not ctx and gen and gen_tokens is not None and gen_tokens > gen
+    kind = "mixed" if ctx and gen else "prefill" if ctx else "verify" if verify else "decode" if gen else "empty"
     tokens = int(m["total"]) if m["total"] else None
     if tokens is None and ctx == 0:
-        tokens = gen
+        tokens = gen_tokens if gen_tokens is not None else gen
     elif tokens is None and ctx:
-        # the older form writes "(tokens_...)" after context_N: its first number is the prompt tokens
-        first = re.match(r"(\d+)", m["ctx_detail"])
-        tokens = int(first.group(1)) + gen if first else None
-    return StepLabel(kind, tokens, ctx + gen)
+        tokens = ctx_tokens + (gen_tokens if gen_tokens is not None else gen) if ctx_tokens is not None else None
+    prefill_tokens = 0 if not ctx else ctx_tokens
+    return StepLabel(kind, tokens, ctx + gen, prefill_tokens=prefill_tokens, decode_sequences=gen)
+
+
+_VLLM_QUERY = re.compile(r"^(?:sq)?(\d+)")
+
+
+def _vllm_query_tokens(detail: str | None) -> int | None:
+    """The query (new) tokens inside a context_/generation_ bracket, both forms; None when not written."""
+    m = _VLLM_QUERY.match(detail or "")
+    return int(m.group(1)) if m else None
+
+
+def _vllm_generation_detail(name: str, start: int) -> str:
+    """The text of the generation_G(...) bracket, which _VLLM opens but does not read."""
+    end = name.find(")", start)
+    return name[start:end] if end >= 0 else ""
 
 
 def sglang_label(name: str) -> StepLabel | None:
@@ -70,7 +96,14 @@ def sglang_label(name: str) -> StepLabel | None:
     bs = _SGLANG_BS.search(m["rest"])
     batch = int(bs.group(1)) if bs else None
     kind = {"EXTEND": "prefill", "PREFILL": "prefill", "DECODE": "decode", "MIXED": "mixed", "IDLE": "empty"}[m["mode"]]
-    return StepLabel(kind, batch if kind == "decode" else None, batch)
+    decoding = batch if kind == "decode" else 0 if kind in ("prefill", "empty") else None
+    return StepLabel(
+        kind,
+        batch if kind == "decode" else None,
+        batch,
+        prefill_tokens=0 if kind == "decode" else None,
+        decode_sequences=decoding,
+    )
 
 
 def profiler_step_label(name: str) -> StepLabel | None:
@@ -83,7 +116,7 @@ def regex_label(pattern: re.Pattern[str] | UserPattern, name: str) -> StepLabel 
         return None
     groups = m.groupdict()
     kind = (groups.get("kind") or "").lower() or None
-    if kind not in (None, "prefill", "decode", "mixed", "empty"):
+    if kind not in (None, "prefill", "decode", "mixed", "verify", "draft", "empty"):
         kind = None
     tokens = bounded_int(groups.get("tokens"))
     return StepLabel(kind, tokens, None)

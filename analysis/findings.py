@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .composition import COSTLY_RATIO, batching_cost
 from .model import Finding
 from .options import AnalysisOptions
 from .summary import Summary
@@ -23,7 +24,58 @@ def make_findings(
         out.append(_outliers(steps, outliers, summary))
     if len(steps):
         out += _dominance(summary)
+        out += _batching_cost(steps)
+        out += _speculative_itl(summary)
     return out
+
+
+def _batching_cost(steps: pd.DataFrame) -> list[Finding]:
+    """What co-scheduled prefill chunks cost the decoding sequences (analysis.composition.batching_cost)."""
+    cost = batching_cost(steps)
+    if cost is None or cost["ratio"] is None or cost["ratio"] < COSTLY_RATIO:
+        return []
+    waiting = cost["decoding_sequences"]
+    who = f"the {waiting:.0f} decoding sequences" if waiting is not None else "the decoding sequences"
+    return [
+        Finding(
+            "batching-cost",
+            "warn" if cost["ratio"] >= 2 else "info",
+            f"{cost['mixed_steps']} of {cost['steps']} steps carry a prefill chunk; they take {cost['ratio']:.1f}x a "
+            "decode-only step",
+            f"A mixed step takes {cost['mixed_step_ms']:.2f} ms against {cost['decode_step_ms']:.2f} ms for a "
+            f"decode-only step (medians): {who} wait {cost['wait_ms']:.2f} ms longer for their token each time. A "
+            "smaller prefill chunk (token budget per step) spreads the cost; separate prefill and decode workers "
+            "remove it.",
+            {k: float(v) for k, v in cost.items() if v is not None},
+        )
+    ]
+
+
+def _speculative_itl(summary: Summary) -> list[Finding]:
+    """Speculative decoding: what a verify step costs and what it implies per emitted token."""
+    spec = summary.speculative
+    if not spec or not spec["verify_steps"] or spec["verify_step_ms"] is None:
+        return []
+    step_ms = spec["verify_step_ms"]["p50"]
+    if spec["itl_ms_per_token"] is not None:
+        per_token = spec["itl_ms_per_token"]["p50"]
+        detail = (
+            f"{spec['verify_steps']} verify steps score {spec['draft_tokens_per_verify']:g} draft token(s) each; "
+            f"{spec['accepted_tokens_per_step']:g} accepted per step (median), so a verify cycle of {step_ms:.2f} ms "
+            f"emits a token every {per_token:.2f} ms."
+        )
+        title = f"Speculative decoding: {per_token:.2f} ms per emitted token"
+    else:
+        lo, hi = spec["itl_ms_range"]["min"], spec["itl_ms_range"]["max"]
+        detail = (
+            f"{spec['verify_steps']} verify steps score {spec['draft_tokens_per_verify']:g} draft token(s) each; the "
+            f"trace does not show how many were accepted, so a verify cycle of {step_ms:.2f} ms means {lo:.2f} to "
+            f"{hi:.2f} ms per emitted token."
+        )
+        title = f"Speculative decoding: {lo:.2f}-{hi:.2f} ms per emitted token (acceptance unknown)"
+    if spec["draft_steps"]:
+        detail += f" {spec['draft_steps']} draft-model forwards run between them."
+    return [Finding("speculative-decoding", "info", title, detail, {"verify_step_ms": step_ms})]
 
 
 def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, options: AnalysisOptions) -> list[Finding]:

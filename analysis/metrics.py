@@ -21,13 +21,14 @@ from typing import Any
 class Metric:
     key: str
     label: str  # lower case, for tables and sentences ("kernels per decode step")
-    unit: str  # "ms" | "us" | "%" | "tok/s" | "" (a count)
+    unit: str  # "ms" | "us" | "%" | "tok/s" | "B" (bytes) | "" (a count)
     better: str | None  # "lower" | "higher" | None (neither: a count or a share that depends on the workload)
     field: str
     item: str | None = None
     card_label: str | None = None  # the app's summary card; None: the label with a capital first letter
     cpu_label: str | None = None  # on CPU-only traces host ops stand in for kernels and "idle" means no op running
     headline: bool = True  # shown as a summary card and compared; False: the JSON and the text report only
+    compared: bool = False  # compared (Compare, compare --json, gates) though not a headline card
 
     @property
     def card(self) -> str:
@@ -40,8 +41,8 @@ class Metric:
         """The figure as a float, NaN when the trace does not have it. `summary`: an
         analysis.summary.Summary or the JSON contract's summary object (a mapping)."""
         raw = summary.get(self.field) if isinstance(summary, Mapping) else getattr(summary, self.field, None)
-        if self.item is not None:
-            raw = raw.get(self.item) if isinstance(raw, Mapping) else None
+        if self.item is not None:  # a mapping (itl_ms, the JSON's memory) or a record (Summary.memory)
+            raw = raw.get(self.item) if isinstance(raw, Mapping) else getattr(raw, self.item, None)
         try:
             value = float(raw)
         except (TypeError, ValueError):
@@ -88,9 +89,50 @@ METRICS: tuple[Metric, ...] = (
         card_label="GPU idle / decode step",
         cpu_label="idle per decode step (no op running)",
     ),
+    Metric(
+        "memory_peak_allocated_bytes",
+        "peak memory allocated",
+        "B",
+        "lower",
+        "memory",
+        item="peak_allocated_bytes",
+        headline=False,
+        compared=True,
+    ),
+    Metric(
+        "memory_peak_reserved_bytes",
+        "peak memory reserved",
+        "B",
+        "lower",
+        "memory",
+        item="peak_reserved_bytes",
+        headline=False,
+        compared=True,
+    ),
+    Metric(
+        "kv_growth_bytes_per_token",
+        "KV growth per decode step",
+        "B",
+        "lower",
+        "memory",
+        item="kv_growth_bytes_per_token",
+        headline=False,
+        compared=True,
+    ),
+    Metric(
+        "kv_tokens_capacity",
+        "KV tokens that fit",
+        "",
+        "higher",
+        "memory",
+        item="kv_tokens_capacity",
+        headline=False,
+        compared=True,
+    ),
 )
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
+COMPARED: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline or m.compared)  # Compare's rows, in order
 
 
 def metric(key: str) -> Metric:
@@ -104,9 +146,23 @@ def metric(key: str) -> Metric:
 def format_value(value: float | None, unit: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
+    if unit == "B":
+        return format_bytes(value)
     if unit == "us" and abs(value) >= 1000:
         return f"{value / 1000:,.2f} ms"
     if unit == "ms" and abs(value) < 1:
         return f"{value * 1000:,.1f} us"
     text = f"{value:,.2f}" if abs(value) < 100 and value != int(value) else f"{value:,.0f}"
     return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
+
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def format_bytes(value: float) -> str:
+    """A size in binary units, as memory is counted: 131072 -> "128.0 KiB"; whole bytes below 1 KiB."""
+    size, unit = abs(float(value)), 0
+    while size >= 1024 and unit < len(_BYTE_UNITS) - 1:
+        size, unit = size / 1024, unit + 1
+    sign = "-" if value < 0 else ""
+    return f"{sign}{size:,.0f} B" if unit == 0 else f"{sign}{size:,.1f} {_BYTE_UNITS[unit]}"

@@ -9,11 +9,12 @@ import pandas as pd
 
 from .summary import Summary
 
-if TYPE_CHECKING:  # analysis.anatomy imports this module
+if TYPE_CHECKING:  # analysis.anatomy and analysis.roofline import this module
     from .anatomy import Anatomy
+    from .roofline.compare import RooflineReport
 
 STEP_COLUMNS = (
-    "kind",  # prefill | decode | mixed | empty
+    "kind",  # prefill | decode | mixed | verify | draft | empty (DESIGN.md)
     "request",
     "index",
     "start_ns",
@@ -28,6 +29,11 @@ STEP_COLUMNS = (
     "d2h_copies",
     "syncs",
     "label",  # the annotation or marker the step came from, "" when inferred
+    "prefill_tokens",  # of the tokens, those of sequences still prefilling, <NA> when unknown
+    "decode_sequences",  # sequences past their prompt, scoring one token each (more in a verify), <NA> when unknown
+    "model",  # "draft": a draft model's forward (speculative decoding); "" otherwise
+    "opens",  # requests that join in this step
+    "accepted",  # in a verify step: draft tokens the target kept per sequence, <NA> when the trace does not show it
 )
 GAP_COLUMNS = ("start_ns", "end_ns", "dur_ns", "device", "placement", "step", "cause")
 # placement: within step | between steps | outside generation; cause: launch | sync | other (analysis.gaps)
@@ -61,3 +67,4 @@ class Analysis:
     busy_intervals: dict[int, tuple] = field(default_factory=dict)  # device -> (starts_ns, ends_ns) arrays
     time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
     anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)
+    roofline: RooflineReport | None = None  # expected vs measured per phase, when a model and device are known

@@ -9,11 +9,13 @@ import pandas as pd
 
 from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 from .activity import busy_union, derive_activity
+from .composition import with_batch_figures
 from .event_rows import isin_ints, kind_mask
 from .findings import make_findings
 from .gaps import find_gaps
 from .host_work import host_work
 from .kernel_names import short_names
+from .memory import with_memory
 from .model import Analysis
 from .options import AnalysisOptions
 from .sanity import check_analysis
@@ -57,6 +59,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
     outliers = outlier_mask(steps, itl, options.outlier_factor)
     gaps = find_gaps(act, busy_by_device, steps, options.gap_threshold_ns)
     summary = summarize(steps, act, busy_all, itl, outliers)
+    summary, segmentation = with_batch_figures(summary, segmentation, steps, bounds.attrs.get("request_steps"))
     findings = make_findings(steps, gaps, summary, outliers, options)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
     result = Analysis(
@@ -74,6 +77,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
 
         host_ops = host.result() if host is not None else None
         result = with_anatomy(timeline, result, rules=options.category_rules, activity=act, host=host_ops)
+    result = with_memory(timeline, result)  # per-step memory and summary.memory, when the trace has memory events
     return check_analysis(result)
 
 
@@ -96,7 +100,7 @@ def one_process(timeline: Timeline, pid: int) -> Timeline:
     launched = gpu & isin_ints(ev["correlation"].to_numpy(), own_corr[own_corr >= 0])
     devices = np.unique(ev["device"].to_numpy()[launched])
     keep = host | (gpu & np.isin(ev["device"].to_numpy(), devices))
-    return Timeline(events=ev[keep], meta=timeline.meta)
+    return Timeline(events=ev[keep], meta=timeline.meta, memory=timeline.memory)
 
 
 def _top_kernels(act, steps: pd.DataFrame, work_step: np.ndarray, top: int = 10) -> pd.DataFrame:

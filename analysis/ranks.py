@@ -183,9 +183,13 @@ def _collective_waits(
     return waits, warnings
 
 
-def analyze_ranks(run: RankedRun, options: AnalysisOptions | None = None) -> RankRun:
-    """Analyse every rank of a run and compare them step by step."""
-    analyses = [analyze(t, options) for t in run.timelines]
+def analyze_ranks(
+    run: RankedRun, options: AnalysisOptions | None = None, analyses: list[Analysis] | None = None
+) -> RankRun:
+    """Compare the ranks of a run step by step. `analyses`: each rank's Analysis in the run's order, as the front
+    door made them (with the model's additions); analysed here with `options` when not given."""
+    if analyses is None:
+        analyses = [analyze(t, options) for t in run.timelines]
     ranks = tuple(f.rank for f in run.files)
     rows, alignment, warnings = _align(analyses)
     warnings = [*run.warnings, *warnings]

@@ -6,15 +6,10 @@ reads each rank the same way; ``run`` adds the cross-rank figures of analysis/ra
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-
 import numpy as np
 
-from ..parsers.limits import ReadLimits
-from ..parsers.ranks import RankedRun, load_ranks
-from .options import AnalysisOptions
-from .ranks import RankRun, analyze_ranks
+from ..parsers.ranks import RankedRun
+from .ranks import RankRun
 from .report import _clean, contract
 
 
@@ -62,23 +57,12 @@ def run_summary(result: RankRun) -> dict:
     )
 
 
-def multi_rank_contract(ranked: RankedRun, result: RankRun) -> dict:
-    per_rank = []
-    for f, timeline, analysis in zip(ranked.files, ranked.timelines, result.analyses, strict=False):
-        per_rank.append(
-            {**contract(timeline, analysis), "rank": f.rank, "rank_source": f.rank_source, "file": f.path.name}
-        )
+def multi_rank_contract(ranked: RankedRun, result: RankRun, reports: list[dict] | None = None) -> dict:
+    """`reports`: each rank's single-trace contract in the run's order, as the front door built them."""
+    if reports is None:
+        reports = [contract(t, a) for t, a in zip(ranked.timelines, result.analyses, strict=True)]
+    per_rank = [
+        {**report, "rank": f.rank, "rank_source": f.rank_source, "file": f.path.name}
+        for f, report in zip(ranked.files, reports, strict=True)
+    ]
     return {"ranks": per_rank, "run": run_summary(result)}
-
-
-def analyze_run_folder(
-    source: str | os.PathLike | list,
-    options: AnalysisOptions | None = None,
-    limits: ReadLimits | None = None,
-    reader: Callable | None = None,
-) -> dict:
-    """``analyze DIR --json`` for a folder, glob or list of rank traces. Raises TraceError (one line) on a bad file.
-
-    `reader`: how one file is read (parsers.load_trace by default; the command line passes the cached reader)."""
-    ranked = load_ranks(source, limits, reader) if reader is not None else load_ranks(source, limits)
-    return multi_rank_contract(ranked, analyze_ranks(ranked, options))

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 
 from ..parsers.timeline import Timeline
+from .composition import request_count
 from .model import Analysis
 from .summary import contract_fields
 
@@ -24,6 +25,8 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
         for step, categories in zip(steps, anat.steps_json(len(steps)), strict=True):
             step["categories"] = categories
         summary["anatomy"] = _clean(anat.summary())
+    _add_memory(steps, summary, analysis)
+    summary["gaps"] = gaps_summary(analysis.gaps)
     return {
         "format": timeline.meta.source_format,
         "device": timeline.device_name,
@@ -34,12 +37,25 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
             "warnings": list(analysis.segmentation.warnings),
             "evidence": list(analysis.segmentation.evidence),
         },
-        "requests": int(analysis.steps["request"].nunique()) if len(analysis.steps) else 0,
+        "requests": request_count(analysis.steps),
         "steps": steps,
         "summary": summary,
         "findings": [
             {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in analysis.findings
         ],
+    }
+
+
+def gaps_summary(gaps: pd.DataFrame) -> dict:
+    """The idle gaps (those at least the gap threshold long): how many, and their time by likely cause. What
+    --gap-threshold-us changes shows here."""
+    from .gaps import CAUSES
+
+    by_cause = gaps.groupby("cause", observed=True)["dur_ns"].sum() if len(gaps) else pd.Series(dtype="int64")
+    return {
+        "count": len(gaps),
+        "idle_us": float(gaps["dur_ns"].sum()) / 1000.0 if len(gaps) else 0.0,
+        "idle_us_by_cause": {cause: float(by_cause.get(cause, 0)) / 1000.0 for cause in CAUSES},
     }
 
 
@@ -55,7 +71,33 @@ def _step(row) -> dict:
         "launches": int(row.launches),
         "gpu_busy_us": row.gpu_busy_ns / 1000.0,
         "gpu_idle_us": row.gpu_idle_ns / 1000.0,
+        **_composition(row),
     }
+
+
+def _add_memory(steps: list[dict], summary: dict, analysis: Analysis) -> None:
+    """summary.memory (null without memory events) and each step's memory_allocated_end_bytes and
+    memory_peak_bytes (null without them): added keys, DESIGN.md."""
+    summary["memory"] = _clean(analysis.summary.memory)
+    frame = analysis.steps
+    for key in ("memory_allocated_end_bytes", "memory_peak_bytes"):
+        values = frame[key].tolist() if key in frame else [None] * len(steps)
+        for step, value in zip(steps, values, strict=True):
+            step[key] = None if value is None or pd.isna(value) else int(value)
+
+
+def _composition(row) -> dict:
+    """What the step's batch held (DESIGN.md): sequences, of the tokens those prefilling, sequences decoding; null
+    where the trace does not tell."""
+    return {
+        "sequences": _count(row.batch),
+        "prefill_tokens": _count(row.prefill_tokens),
+        "decode_sequences": _count(row.decode_sequences),
+    }
+
+
+def _count(value) -> int | None:
+    return None if pd.isna(value) else int(value)
 
 
 def _clean(value):

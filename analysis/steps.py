@@ -71,6 +71,7 @@ def measure_steps(
             "d2h_copies": d2h,
             "syncs": syncs,
             "label": b["label"].to_numpy(),
+            **_composition(b),
             "token_ns": token,
             "graph_launches": graph_launches,
         }
@@ -135,6 +136,14 @@ def _ascending(values: np.ndarray) -> bool:
     return bool((values[1:] >= values[:-1]).all())
 
 
+def _composition(b: pd.DataFrame) -> dict:
+    """What each forward holds, as step finding read it (analysis.step_finding.batch_contents)."""
+    return {c: b[c].to_numpy() if c in ("model", "opens") else b[c].array for c in COMPOSITION}
+
+
+COMPOSITION = ("prefill_tokens", "decode_sequences", "model", "opens", "accepted")
+
+
 def _empty_steps() -> pd.DataFrame:
     columns = [*STEP_COLUMNS, *EXTRA_COLUMNS]
-    return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "label") else "int64") for c in columns})
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "label", "model") else "int64") for c in columns})

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .activity import Activity, covered_time
+from .speculative import speculative_summary
 
 CONTRACT = {"contract": True}  # field metadata: the field is a key of the CLI JSON's "summary" object
 
@@ -42,6 +43,33 @@ class RooflineSummary:
 
 
 @dataclass(frozen=True)
+class MemorySummary:
+    """Memory over the run, of the device that ran the model (analysis.memory); the model's figures are set by
+    analysis.memory_model. Bytes unless named; both `*_per_token` figures are per decode step of the whole batch
+    (one new position in every sequence). The JSON contract's `summary.memory` (DESIGN.md)."""
+
+    device: str  # "cuda:0", "cpu": the GPU on GPU traces, the CPU on CPU-only traces
+    events: int  # memory events of that device in the trace
+    peak_allocated_bytes: int | None  # the largest total allocated the trace shows
+    peak_reserved_bytes: int | None  # None where the device has no reserve (CPU) or the trace does not say
+    kv_growth_bytes_per_token: float | None = None  # measured: robust slope of step-end allocations
+    kv_growth_steps: int = 0  # decode steps the slope was measured over
+    transient_bytes_per_decode_step: float | None = None  # median of a decode step's peak above what it keeps
+    expected_kv_bytes_per_token: int | None = None  # 2 x layers x kv_heads x head_dim x dtype bytes x batch
+    expected_weights_bytes: int | None = None  # parameters x dtype bytes
+    kv_tokens_capacity: int | None = None  # tokens of KV (per sequence) that fit beside the weights
+    device_memory_bytes: int | None = None  # the device's size: deviceProperties totalGlobalMem, or the GPU table
+    resident_bytes: int | None = None  # allocated when the first step starts (weights and all, on a GPU)
+    batch: int | None = None  # sequences per decode step the per-token figures are for
+    kv_dtype_bytes: int | None = None  # bytes per element the expected KV assumes
+    phases: dict[str, dict[str, int | None]] = field(default_factory=dict)  # kind -> peak allocated / reserved
+    requests: list[dict[str, object]] = field(default_factory=list)  # allocated before and after each request
+    devices: list[dict[str, object]] = field(default_factory=list)  # the other devices: peak allocated / reserved
+    basis: str = ""  # how the KV growth was measured, and how sure it is
+    notes: tuple[str, ...] = ()  # what was assumed (device chosen, totals counted, dtype, batch)
+
+
+@dataclass(frozen=True)
 class Summary:
     """One trace's headline figures. Defaults describe a trace with no steps (and make test records short)."""
 
@@ -54,7 +82,7 @@ class Summary:
     kernels_per_decode_step: float | None = field(default=None, metadata=CONTRACT)
     launches_per_decode_step: float | None = field(default=None, metadata=CONTRACT)
     gpu_idle_per_decode_step_us: float | None = field(default=None, metadata=CONTRACT)
-    mixed_steps: int = 0
+    mixed_steps: int = field(default=0, metadata=CONTRACT)  # steps that decode some sequences and prefill others
     ttft_ms_by_request: dict[int, float] = field(default_factory=dict)
     itl_outliers: int = 0  # decode steps left out of the ITL figures
     decode_rate_from: str | None = None  # what decode_tokens_per_s was computed from
@@ -63,10 +91,14 @@ class Summary:
     d2h_per_decode_step: float | None = None
     syncs_per_decode_step: float | None = None
     prefill_ms_total: float = 0.0
-    decode_ms_total: float = 0.0
+    decode_ms_total: float = 0.0  # decode steps, and a speculative run's verify and draft steps
     batch: int | None = None
     on_gpu: bool = True  # False: a CPU-only trace, host ops stand in for kernels
     roofline: RooflineSummary | None = None  # set by analysis.roofline.with_roofline
+    memory: MemorySummary | None = None  # set by analysis.memory.with_memory; None without memory events
+    verify_steps: int = field(default=0, metadata=CONTRACT)  # target forwards scoring draft tokens
+    draft_steps: int = field(default=0, metadata=CONTRACT)  # a draft model's forwards
+    speculative: dict | None = field(default=None, metadata=CONTRACT)  # analysis.speculative; None: none in the trace
 
 
 def contract_fields() -> tuple[str, ...]:
@@ -75,13 +107,16 @@ def contract_fields() -> tuple[str, ...]:
 
 
 def inter_token_latency_ns(steps: pd.DataFrame) -> np.ndarray:
-    """Per step: time from the previous step's token to this one's, same request; -1 where none."""
+    """Per step: time from the previous token-emitting step's token to this one's, same request; -1 where none.
+    A draft model's forwards emit no token of the request: they are skipped (their time counts for the verify
+    step that follows)."""
     end = steps["token_ns"].to_numpy()
     req = steps["request"].to_numpy()
     itl = np.full(len(steps), -1, dtype=np.int64)
-    if len(steps) > 1:
-        same = req[1:] == req[:-1]
-        itl[1:] = np.where(same, end[1:] - end[:-1], -1)
+    emitting = np.flatnonzero(steps["kind"].to_numpy() != "draft") if len(steps) else np.zeros(0, np.int64)
+    if len(emitting) > 1:
+        this, before = emitting[1:], emitting[:-1]
+        itl[this] = np.where(req[this] == req[before], end[this] - end[before], -1)
     return itl
 
 
@@ -130,6 +165,9 @@ def summarize(
         prefill_steps=int((kind == "prefill").sum()),
         decode_steps=int(decode.sum()),
         mixed_steps=int((kind == "mixed").sum()),
+        verify_steps=int((kind == "verify").sum()),
+        draft_steps=int((kind == "draft").sum()),
+        speculative=speculative_summary(steps, itl),
         ttft_ms=float(np.median(list(ttft.values()))) if ttft else None,
         ttft_ms_by_request=ttft,
         itl_ms=itl_ms,
@@ -145,7 +183,7 @@ def summarize(
         d2h_per_decode_step=median("d2h_copies"),
         syncs_per_decode_step=median("syncs"),
         prefill_ms_total=float(spans[kind == "prefill"].sum() / 1e6),
-        decode_ms_total=float(spans[decode].sum() / 1e6),
+        decode_ms_total=float(spans[decode | np.isin(kind, ("verify", "draft"))].sum() / 1e6),  # after prefill
         batch=int(np.median(batch[decode])) if decode.any() and steps["batch"].notna().any() else None,
         on_gpu=bool(act.on_gpu),
     )

@@ -9,7 +9,6 @@ if "." not in __name__:  # imported by its bare folder name in a checkout: be th
 
 import os
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -18,23 +17,33 @@ from ..analysis import Analysis, AnalysisOptions
 from ..analysis import analyze as _analyze
 from ..analysis.compare import Comparison
 from ..analysis.compare import compare as _compare
+from ..analysis.front_door import Opened, OpenedRun
 from ..parsers import Timeline
 
 
 @dataclass(frozen=True)
 class Trace:
-    """One trace read and analysed: the Timeline (every event), the Analysis, and a name for tables."""
+    """One trace opened by the front door (the same answer as the CLI and the app): the Timeline (every event), the
+    Analysis (with the model's additions) and the contract, with a name for tables."""
 
-    name: str
-    timeline: Timeline
-    analysis: Analysis
+    opened: Opened
 
-    @cached_property
+    @property
+    def name(self) -> str:
+        return self.opened.name
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.opened.timeline
+
+    @property
+    def analysis(self) -> Analysis:
+        return self.opened.analysis
+
+    @property
     def report(self) -> dict:
-        """The analyze --json object (DESIGN.md's contract)."""
-        from ..analysis.report import contract
-
-        return contract(self.timeline, self.analysis)
+        """The analyze --json object (DESIGN.md's contract), equal to the CLI's."""
+        return self.opened.report
 
     @property
     def summary(self) -> dict:
@@ -52,11 +61,16 @@ class Trace:
     def findings(self) -> list:
         return list(self.analysis.findings)
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the command line prints on stderr: why no roofline, which model was used."""
+        return self.opened.notes
+
     def html_report(self, path: str | os.PathLike, vs: Trace | None = None) -> Path:
         """Write the self-contained HTML report (plotly.js inside, opens offline); returns its path."""
-        from ..exporters.report_html import ReportTrace, build_report, write_report
+        from ..exporters.report_html import build_report, report_trace, write_report
 
-        traces = [ReportTrace(t.name, t.timeline, t.analysis, t.report) for t in (self, vs) if t is not None]
+        traces = [report_trace(t.opened) for t in (self, vs) if t is not None]
         write_report(build_report(*traces), path)
         return Path(path)
 
@@ -84,37 +98,68 @@ class TraceComparison:
         return evaluate_gates(parse_gates(exprs), self.a.analysis.summary, self.b.analysis.summary)
 
 
-def _name(path: Path) -> str:
-    stem = path.name.split(".")[0]
-    return path.resolve().parent.name if stem == "trace" else stem
-
-
 def load(
     path: str | os.PathLike,
     *,
     gap_threshold_us: float = 1.0,
     step_regex: str | None = None,
+    model: str | None = None,
     name: str | None = None,
     cache: bool = True,
 ) -> Trace:
-    """Read any trace Stepscope reads (Kineto JSON, Perfetto, nsys SQLite) and analyse it.
+    """Read any trace Stepscope reads (Kineto JSON, Perfetto, nsys SQLite) and analyse it, through the front door:
+    the same answer as `stepscope analyze` (its report equals the CLI's JSON).
 
     Read through the on-disk cache (STEPSCOPE_CACHE_DIR) like the command line and the app, so a notebook
-    reopening a big trace maps it instead of parsing it; `cache=False` reads the file afresh.
-    Raises stepscope.parsers.TraceError with a one-line reason for a file it cannot read."""
-    from ..trace_cache.timelines import load_trace_cached
+    reopening a big trace maps it instead of parsing it; `cache=False` reads the file afresh. `model`: a preset
+    name, model folder or config.json for a trace without run.json (as the CLI's --model).
+    Raises stepscope.parsers.TraceError (or ValueError for a bad option) with a one-line reason."""
+    from ..analysis.front_door import NO_CACHE, USE_CACHE, open_trace
 
-    path = Path(path)
-    timeline = load_trace_cached(path, use_cache=cache)
-    return Trace(
-        name or _name(path), timeline, analyze(timeline, gap_threshold_us=gap_threshold_us, step_regex=step_regex)
-    )
+    options = AnalysisOptions.from_us(gap_threshold_us, step_regex=step_regex)
+    return Trace(open_trace(path, options, model=model, cache=USE_CACHE if cache else NO_CACHE, name=name))
+
+
+@dataclass(frozen=True)
+class Run:
+    """The ranks of one multi-rank run opened by the front door: each rank a Trace, and the run across them."""
+
+    opened: OpenedRun
+
+    @property
+    def report(self) -> dict:
+        """The `analyze DIR --json` object: {"ranks": [...], "run": {...}} (DESIGN.md), equal to the CLI's."""
+        return self.opened.report
+
+    @property
+    def ranks(self) -> list[Trace]:
+        return [Trace(rank) for rank in self.opened.ranks]
+
+    @property
+    def run(self) -> dict:
+        return self.report["run"]
+
+
+def load_run(
+    source: str | os.PathLike,
+    *,
+    gap_threshold_us: float = 1.0,
+    step_regex: str | None = None,
+    model: str | None = None,
+    cache: bool = True,
+) -> Run:
+    """Read every rank of a run (a folder or glob of rank traces) through the front door, as `stepscope analyze
+    DIR` does. Raises TraceError naming the file that could not be read."""
+    from ..analysis.front_door import NO_CACHE, USE_CACHE, open_run
+
+    options = AnalysisOptions.from_us(gap_threshold_us, step_regex=step_regex)
+    return Run(open_run(source, options, model=model, cache=USE_CACHE if cache else NO_CACHE))
 
 
 def analyze(timeline: Timeline, *, gap_threshold_us: float = 1.0, step_regex: str | None = None) -> Analysis:
-    """Steps, gaps, summary and findings of a Timeline (stepscope.parsers.load_trace gives one)."""
-    options = AnalysisOptions(gap_threshold_ns=int(gap_threshold_us * 1000), step_regex=step_regex)
-    return _analyze(timeline, options)
+    """Steps, gaps, summary and findings of a Timeline already in memory (no run.json, no model: load() adds
+    those for a file)."""
+    return _analyze(timeline, AnalysisOptions.from_us(gap_threshold_us, step_regex=step_regex))
 
 
 def compare(a: Trace, b: Trace) -> TraceComparison:
@@ -123,7 +168,8 @@ def compare(a: Trace, b: Trace) -> TraceComparison:
 
 
 def frames(trace: Trace) -> dict[str, pd.DataFrame]:
-    """Every table as a DataFrame: events (the timeline), steps, gaps, top_kernels, findings."""
+    """Every table as a DataFrame: events (the timeline), steps, gaps, top_kernels, findings, and memory (the
+    trace's memory events: time, device, bytes, allocated, reserved; empty without profile_memory)."""
     findings = pd.DataFrame(
         [{"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in trace.analysis.findings],
         columns=["id", "severity", "title", "detail"],
@@ -134,4 +180,5 @@ def frames(trace: Trace) -> dict[str, pd.DataFrame]:
         "gaps": trace.gaps,
         "top_kernels": trace.analysis.top_kernels,
         "findings": findings,
+        "memory": trace.timeline.memory if trace.timeline.memory is not None else pd.DataFrame(),
     }

@@ -6,20 +6,54 @@ Every page loads traces with the same options, so Analyze and Compare always agr
 from __future__ import annotations
 
 from collections.abc import MutableMapping
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from ..analysis import AnalysisOptions
 
+if TYPE_CHECKING:
+    from ..analysis.front_door import Given
+
 GAP_US_KEY = "gap_threshold_us"
 REGEX_KEY = "step_regex"
+MODEL_KEY = "analysis_model"  # session state: the model a trace without run.json is read against (preset, dtype)
+DEVICE_KEY = "analysis_device"  # session state: the GPU table row for traces that name no device
 DEFAULT_GAP_US = AnalysisOptions().gap_threshold_ns / 1000
 
 
 def current_options(state: MutableMapping) -> AnalysisOptions:
+    """The options every page opens traces with (ValueError for a value the analysis refuses)."""
     gap_us = float(state.get(GAP_US_KEY, DEFAULT_GAP_US))
     regex = (state.get(REGEX_KEY) or "").strip() or None
-    return AnalysisOptions(gap_threshold_ns=round(gap_us * 1000), step_regex=regex)
+    return AnalysisOptions.from_us(gap_us, step_regex=regex)
+
+
+def current_given(state: MutableMapping) -> Given:
+    """The model and device picked for traces without a run.json (the roofline panel's choices), as the front door
+    takes them. A run.json beside the trace wins over them, as over the CLI's --model and --gpu."""
+    from ..analysis.front_door import Given, resolve_device
+    from ..analysis.roofline.model_source import model_shape
+
+    choice = state.get(MODEL_KEY)
+    model = model_shape(*choice) if choice else None
+    return Given(model, resolve_device(state.get(DEVICE_KEY)))
+
+
+def set_device(state: MutableMapping, device: str | None) -> None:
+    """Choose (or with None, clear) the GPU for traces that name none."""
+    if device is None:
+        state.pop(DEVICE_KEY, None)
+    else:
+        state[DEVICE_KEY] = device
+
+
+def set_model(state: MutableMapping, preset: str | None, dtype: str | None) -> None:
+    """Choose (or with None, clear) the model for traces without a run.json; every page opens with it."""
+    if preset is None:
+        state.pop(MODEL_KEY, None)
+    else:
+        state[MODEL_KEY] = (preset, dtype)
 
 
 def settings_expander() -> None:

@@ -1,144 +1,104 @@
-"""Parsed and analysed traces, cached by the content hash of the file's bytes (sha256 for uploads;
-files: trace_cache's hash, and their Timeline also in its on-disk Arrow cache).
+"""The app's memo of opened traces: the front door's answers (analysis/front_door.py), kept for reruns.
 
-st.cache_data keys on the hash string only (the bytes and path are passed with a
-leading underscore, so Streamlit does not hash them again); the same file under
-two names, or uploaded twice, is parsed once. The Analysis is cached with the
-Timeline so a rerun (every widget change) costs an unpickle, not a parse.
+Every widget change reruns a page; opening a trace again each time would cost its analysis. So this server keeps
+the front door's answer (an Opened: Timeline, Analysis, contract) per file state and per key of everything else
+that shapes it (analysis/result_key.py: options, model, limits, run.json, code), without a copy: the answer is
+treated as immutable, as a Timeline is, so the sessions of one server can share it. What is read, and how, is the
+front door's business alone (its on-disk cache, its run.json reading, its model); this module only remembers.
 
-A file is never hashed on its own before its parse: the first open of a file goes through
-trace_cache.open_trace_cached, which hashes it while the parse runs (a big JSON file: while the forked child
-decodes; any other: the bytes read for the parse) and records the hash in the stat index, so the next open of
-the same path, size, mtime and inode knows it without reading.
+A file is keyed by its path, stat identity (size, mtime, ctime, inode, device) and a sample hash of its bytes
+(trace_cache.keys.file_sample, a fraction of a millisecond): any write changes the stat, and a rewrite the stat
+does not show (same size, within one clock tick) still changes the sample, so an edited file is opened afresh.
+An upload is keyed by its bytes' hash.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import os
 from pathlib import Path
 
 import streamlit as st
 
-from ..analysis import Analysis, AnalysisOptions, analyze
-from ..analysis.report import contract
-from ..parsers import Timeline, TraceError
+from ..analysis import AnalysisOptions
+from ..analysis.front_door import (
+    NOTHING_GIVEN,
+    USE_CACHE,
+    CachePolicy,
+    Given,
+    Opened,
+    TraceBytes,
+    answer_key,
+    open_trace,
+    renamed,
+)
+from ..parsers import TraceError
 from ..parsers.limits import ReadLimits
-from .stage_timing import stage
+from .stage_timing import StageTimer
 
-MAX_CACHED_TRACES = 8
+MAX_OPENED = 8  # answers kept per server (each holds a Timeline: a big trace is hundreds of MB of columns)
 
-
-@dataclass(frozen=True)
-class LoadedTrace:
-    name: str
-    sha256: str
-    timeline: Timeline
-    analysis: Analysis
-    report: dict  # the CLI's JSON contract, for the summary download
+LoadedTrace = Opened  # the name the pages use for what they show
 
 
 def sha256_of_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-MAX_KNOWN_FILES = 256
-_StatKey = tuple  # (path, *trace_cache.keys.stat_identity)
+@st.cache_resource(max_entries=MAX_OPENED, show_spinner=False)
+def _opened_file(path: str, state: tuple, key: str, _options: AnalysisOptions, _given: Given) -> Opened:
+    """Keyed by the file's state (stat and sample) and the answer's key; the arguments with a leading underscore
+    are in the key."""
+    return _open(Path(path), _options, _given)
 
 
-@st.cache_resource(show_spinner=False)
-def _known_files() -> dict[_StatKey, str]:
-    """This server's own memo of (path, size, mtime, ctime, inode) -> content hash, for the files it opened: it
-    answers even when the on-disk stat index cannot be written (a read-only cache folder)."""
-    return {}
+@st.cache_resource(max_entries=MAX_OPENED, show_spinner=False)
+def _opened_bytes(sha256: str, key: str, _name: str, _data: bytes, _options: AnalysisOptions, _given: Given) -> Opened:
+    return _open(TraceBytes(_name, _data), _options, _given)
 
 
-def _stat_key(path: Path, stat) -> _StatKey:
-    from ..trace_cache.keys import stat_identity
-
-    return str(path), *stat_identity(stat)
-
-
-def _known_digest(path: Path, stat) -> str | None:
-    """The hash of this exact file state when this server or the stat index has seen it, else None (no read)."""
-    from ..trace_cache.keys import known_digest
-    from ..trace_cache.store import CacheStore
-
-    return _known_files().get(_stat_key(path, stat)) or known_digest(CacheStore(), path)
-
-
-def _remember(path: Path, stat, sha: str) -> None:
-    known = _known_files()
-    known[_stat_key(path, stat)] = sha
-    while len(known) > MAX_KNOWN_FILES:
-        known.pop(next(iter(known)), None)  # the oldest first (dicts keep insertion order)
-
-
-def _open_unknown_file(path: Path) -> tuple[str, Timeline]:
-    """(hash, Timeline) of a file whose hash is not known, from one read: hashed and parsed from the same bytes
-    (or, when its content is already in the on-disk cache under another name or stat, mapped from there)."""
-    from ..trace_cache.timelines import open_trace_cached
-
-    with st.spinner("Reading the trace..."), stage("parse"):
-        return open_trace_cached(path, ReadLimits.from_env())
-
-
-@st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the trace...")
-def _timeline_of_file(sha256: str, _path: str, _opened: Timeline | None = None) -> Timeline:
-    """Keyed by the content hash only. `_opened`: the Timeline just read with this hash, kept as it is (an entry
-    already here for the hash wins, so the same content under two names stays one entry); without it, the file
-    is read through the on-disk cache (a hit maps its Arrow entry, a miss parses)."""
-    if _opened is not None:
-        return _opened
-    from ..trace_cache.timelines import load_trace_cached
-
-    with stage("parse"):
-        return load_trace_cached(_path, ReadLimits.from_env())
-
-
-@st.cache_data(max_entries=MAX_CACHED_TRACES, show_spinner="Reading the upload...")
-def _timeline_of_bytes(sha256: str, _data: bytes) -> Timeline:
-    from ..trace_cache.timelines import parse_bytes_cached
-
-    return parse_bytes_cached(_data, ReadLimits.from_env())
-
-
-@st.cache_data(max_entries=4 * MAX_CACHED_TRACES, show_spinner="Analysing the trace...")
-def _analysis_of(sha256: str, gap_threshold_ns: int, step_regex: str | None, _timeline: Timeline) -> tuple:
-    """Keyed by the trace's hash and the options, so changing a setting re-analyses without re-reading."""
+def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cache: CachePolicy = USE_CACHE) -> Opened:
+    """The front door, with progress shown and timed; a bad option is one line, like an unreadable trace."""
+    timer = StageTimer({"read": "parse", "analyse": "analysis", "model": "model", "report": "report"})
     try:
-        with stage("analysis"):
-            analysis = analyze(_timeline, AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex))
-    except ValueError as exc:  # a bad regex or threshold: one line, like an unreadable trace
+        with st.spinner("Reading and analysing the trace..."):
+            return open_trace(
+                source, options, model=given.model, device=given.device, cache=cache, progress=timer.stage
+            )
+    except ValueError as exc:  # a bad regex, threshold or model
         raise TraceError(str(exc)) from None
-    return analysis, contract(_timeline, analysis)
+    finally:
+        timer.done()
 
 
-def _loaded(name: str, sha: str, timeline: Timeline, options: AnalysisOptions | None) -> LoadedTrace:
-    options = options or AnalysisOptions()
-    analysis, report = _analysis_of(sha, options.gap_threshold_ns, options.step_regex, timeline)
-    return LoadedTrace(name, sha, timeline, analysis, report)
-
-
-def load_path(path: str | Path, options: AnalysisOptions | None = None) -> LoadedTrace:
-    """Parse and analyse a trace file (cached). Raises TraceError with a one-line reason."""
+def load_path(
+    path: str | Path, options: AnalysisOptions | None = None, given: Given = NOTHING_GIVEN, name: str | None = None
+) -> Opened:
+    """The front door's answer for a trace file (remembered). Raises TraceError with a one-line reason."""
     path = Path(path)
+    options = options or AnalysisOptions()
     try:
-        stat = path.stat()
+        st_ = os.stat(path)
     except OSError as exc:
         raise TraceError(f"cannot open {path.name}: {exc.strerror or exc}") from None
-    with stage("digest"):  # the stat lookups only: a file not seen before is hashed inside "parse", as it is read
-        sha = _known_digest(path, stat)
-    if sha is None:
-        sha, opened = _open_unknown_file(path)
-        _remember(path, stat, sha)
-        timeline = _timeline_of_file(sha, str(path), opened)
-    else:
-        timeline = _timeline_of_file(sha, str(path))
-    return _loaded(path.parent.name or path.name, sha, timeline, options)
+    from ..trace_cache.keys import file_sample, stat_identity
+
+    key = answer_key(path, options, given, ReadLimits.from_env())
+    if key is None:  # an input that cannot be keyed: opened each time, never remembered under a wrong key
+        opened = _open(path, options, given)
+    else:  # the state is the stat and a sample of the bytes (trace_cache.keys): never trusted on the stat alone
+        state = (*stat_identity(st_), file_sample(path))
+        opened = _opened_file(str(path.resolve()), state, key, options, given)
+    return renamed(opened, name or opened.name)
 
 
-def load_bytes(name: str, data: bytes, options: AnalysisOptions | None = None) -> LoadedTrace:
-    """Parse and analyse uploaded bytes (cached by content). Raises TraceError."""
-    sha = sha256_of_bytes(data)
-    return _loaded(name, sha, _timeline_of_bytes(sha, data), options)
+def load_bytes(name: str, data: bytes, options: AnalysisOptions | None = None, given: Given = NOTHING_GIVEN) -> Opened:
+    """The front door's answer for uploaded bytes (remembered by content, options and model). Raises TraceError."""
+    from ..analysis.front_door import answer_key_for
+    from ..parsers.run_sidecar import Sidecar
+
+    options = options or AnalysisOptions()
+    key = answer_key_for(Sidecar(), options, given, ReadLimits.from_env())
+    if key is None:
+        return renamed(_open(TraceBytes(name, data), options, given), name)
+    return renamed(_opened_bytes(sha256_of_bytes(data), key, name, data, options, given), name)

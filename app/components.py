@@ -33,7 +33,7 @@ def header(loaded: LoadedTrace) -> None:
     report = loaded.report
     st.caption(
         f"{for_markdown(report['format'])} · device {for_markdown(report['device'] or 'unknown')} · "
-        f"{report['events']:,} events · {report['requests']} request(s) · content {loaded.sha256[:15]}"
+        f"{report['events']:,} events · {report['requests']} request(s) · content {(loaded.digest or '')[:15]}"
     )
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..exporters import open_in_perfetto_html, perfetto_trace_bytes
+from ..exporters.perfetto_trace import perfetto_trace_bytes
+from ..exporters.perfetto_ui import open_in_perfetto_html
 from ..exporters.safe_text import for_markdown
 from .cache import LoadedTrace
 from .components import file_base
@@ -43,24 +44,24 @@ def _embed(html: str) -> None:
 def perfetto_downloads(loaded: LoadedTrace) -> None:
     """A button that makes the export, then the download and the Open in Perfetto UI button."""
     events = len(loaded.timeline.events)
-    if loaded.sha256 not in st.session_state.setdefault(READY_KEY, set()):
+    if loaded.answer_id not in st.session_state.setdefault(READY_KEY, set()):
         st.button(
             f"Prepare for Perfetto ({events:,} events, {_estimate(events)})",
-            key=f"perfetto_prepare_{loaded.sha256}",
+            key=f"perfetto_prepare_{loaded.answer_id}",
             help="Writes the trace with Stepscope's phases and gaps as a Perfetto protobuf trace (.pftrace).",
-            on_click=lambda: st.session_state[READY_KEY].add(loaded.sha256),  # before the rerun: no stale button
+            on_click=lambda: st.session_state[READY_KEY].add(loaded.answer_id),  # before the rerun: no stale button
         )
         st.caption("Perfetto (ui.perfetto.dev) shows every kernel, launch, step and idle gap on its own track.")
         return
     with st.spinner(f"Writing {events:,} events for Perfetto..."):
-        data = export_bytes(loaded.sha256, loaded)
+        data = export_bytes(loaded.answer_id, loaded)
     left, right = st.columns([1, 2])
     left.download_button(
         "Download for Perfetto (.pftrace)",
         data,
         f"{file_base(loaded.name)}.pftrace",
         "application/octet-stream",
-        key=f"perfetto_download_{loaded.sha256}",
+        key=f"perfetto_download_{loaded.answer_id}",
         on_click="ignore",
     )
     left.caption(f"{len(data) / 2**20:,.1f} MB, {events:,} trace events plus the steps and gaps.")

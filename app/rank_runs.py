@@ -1,8 +1,9 @@
 """Multi-rank runs for the Ranks page: which folders hold one, and reading + analysing them once (cached).
 
 A rank run is a folder with more than one trace file (a tensor-parallel capture, vLLM's per-rank traces) among
-the shipped samples or the runs folder, or several files uploaded together. The analysis is
-analysis/ranks.py's; this module only finds the inputs and caches the result by the files' content hashes.
+the shipped samples or the runs folder, or several files uploaded together. It is opened by the front door
+(analysis/front_door.open_run), like `analyze DIR`; this module only finds the inputs and remembers the answer by
+the files' state (or the uploads' hashes) and the key of the options and model.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from pathlib import Path
 import streamlit as st
 
 from ..analysis import AnalysisOptions
-from ..analysis.ranks import RankRun, analyze_ranks
-from ..analysis.ranks_report import run_summary
-from ..parsers import TraceError, parse_trace_bytes
+from ..analysis.front_door import OpenedRun, TraceBytes, open_run
+from ..analysis.ranks import RankRun
+from ..parsers import TraceError
 from ..parsers.limits import ReadLimits
-from ..parsers.ranks import RankedRun, find_trace_files, load_ranks, rank_timelines
-from .analysis_settings import current_options
+from ..parsers.ranks import RankedRun, find_trace_files
+from .analysis_settings import current_given, current_options
 from .trace_sources import runs_dir, samples_dir
 
 RANK_UPLOADS_KEY = "rank_uploads"  # session state: ((name, bytes), ...) of the last multi-file upload
@@ -73,49 +74,53 @@ def _files_key(paths: list[Path]) -> str:
     digest = hashlib.sha256()
     for p in paths:
         stat = p.stat()
-        digest.update(f"{p.resolve()}|{stat.st_mtime_ns}|{stat.st_size}\n".encode())
+        digest.update(f"{p.resolve()}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{stat.st_size}\n".encode())
     return digest.hexdigest()
 
 
-def _finish(label: str, ranked: RankedRun, options: AnalysisOptions) -> LoadedRanks:
+def _loaded(label: str, opened: OpenedRun) -> LoadedRanks:
+    return LoadedRanks(label, opened.ranked, opened.result, opened.report["run"])
+
+
+def _open(members, options: AnalysisOptions, given, label: str) -> LoadedRanks:
+    """The front door's run, with a bad option as one line like an unreadable trace."""
     try:
-        result = analyze_ranks(ranked, options)
-    except ValueError as exc:  # a bad step regex: one line, like an unreadable trace
+        return _loaded(label, open_run(members, options, model=given.model, device=given.device, name=label))
+    except ValueError as exc:  # a bad step regex
         raise TraceError(str(exc)) from None
-    return LoadedRanks(label, ranked, result, run_summary(result))
 
 
-@st.cache_data(max_entries=4, show_spinner="Reading and analysing every rank...")
-def _ranks_of_folder(
-    key: str, gap_threshold_ns: int, step_regex: str | None, _paths: tuple[Path, ...], label: str
-) -> LoadedRanks:
-    from ..trace_cache.timelines import load_trace_cached
-
-    ranked = load_ranks(list(_paths), ReadLimits.from_env(), reader=load_trace_cached)  # each rank through the cache
-    return _finish(label, ranked, AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex))
+@st.cache_resource(max_entries=4, show_spinner="Reading and analysing every rank...")
+def _ranks_of_folder(key: str, options_key: str, _paths: tuple[Path, ...], _options, _model, label: str) -> LoadedRanks:
+    return _open(list(_paths), _options, _model, label)  # each rank through the front door's cache
 
 
-@st.cache_data(max_entries=2, show_spinner="Reading and analysing every uploaded rank...")
+@st.cache_resource(max_entries=2, show_spinner="Reading and analysing every uploaded rank...")
 def _ranks_of_uploads(
-    key: str, gap_threshold_ns: int, step_regex: str | None, _items: tuple[tuple[str, bytes], ...]
+    key: str, options_key: str, _items: tuple[tuple[str, bytes], ...], _options, _model
 ) -> LoadedRanks:
-    timelines = []
-    for name, data in _items:
-        try:
-            timelines.append(parse_trace_bytes(data, ReadLimits.from_env()))
-        except TraceError as exc:
-            raise TraceError(f"{name}: {exc}") from None
-    ranked = rank_timelines([Path(Path(name).name) for name, _ in _items], timelines)
-    options = AnalysisOptions(gap_threshold_ns=gap_threshold_ns, step_regex=step_regex)
-    return _finish(f"{len(_items)} uploaded files", ranked, options)
+    members = [TraceBytes(Path(name).name, data) for name, data in _items]
+    return _open(members, _options, _model, f"{len(_items)} uploaded files")
 
 
 def load_rank_source(source: RankSource, state: MutableMapping) -> LoadedRanks:
     """Raises TraceError (one line) when a file cannot be read."""
-    options = current_options(state)
+    from ..analysis.result_key import NotKeyableError, result_key
+
+    options, model = current_options(state), current_given(state)  # model: the model and device given
+    try:
+        options_key = result_key(options=options, given=model, limits=ReadLimits.from_env())
+    except NotKeyableError:
+        options_key = None
     if source.folder is None:
         items = tuple(state.get(RANK_UPLOADS_KEY, ()))
+        if options_key is None:
+            return _open(
+                [TraceBytes(Path(n).name, d) for n, d in items], options, model, f"{len(items)} uploaded files"
+            )
         key = hashlib.sha256(b"".join(hashlib.sha256(d).digest() for _, d in items)).hexdigest()
-        return _ranks_of_uploads(key, options.gap_threshold_ns, options.step_regex, items)
+        return _ranks_of_uploads(key, options_key, items, options, model)
     paths = tuple(find_trace_files(source.folder))
-    return _ranks_of_folder(_files_key(list(paths)), options.gap_threshold_ns, options.step_regex, paths, source.label)
+    if options_key is None:
+        return _open(list(paths), options, model, source.label)
+    return _ranks_of_folder(_files_key(list(paths)), options_key, paths, options, model, source.label)

@@ -25,7 +25,7 @@ def report_bytes(key: str, _a: LoadedTrace, _b: LoadedTrace | None, _comparison:
 @st.fragment
 def report_download(a: LoadedTrace, b: LoadedTrace | None = None, comparison: Comparison | None = None) -> None:
     """A button that makes the report, then its download button."""
-    key = a.sha256 if b is None else f"{a.sha256}:{b.sha256}"
+    key = f"{a.name}:{a.answer_id}" if b is None else f"{a.name}:{a.answer_id}:{b.name}:{b.answer_id}"
     what = "this trace" if b is None else "this comparison"
     if key not in st.session_state.setdefault(READY_KEY, set()):
         st.button(

@@ -1,9 +1,12 @@
-"""Expected vs measured (roofline) on the Analyze page: pick the inputs, call analysis.roofline, lay out its answer.
+"""Expected vs measured (roofline) on the Analyze page: the front door's roofline, and what-ifs beside it.
 
-A trace with a run.json beside it (the app's own runs, the shipped samples) knows its model, dtype and
-prompt length; the device comes from the trace (GPU table row) or is this machine's CPU, measured once
-per process. Any other trace (uploads, traces from elsewhere) gets a model preset and a GPU picked here.
-Nothing is computed here: every number comes from the RooflineReport.
+A trace with a run.json beside it (the app's own runs, the shipped samples) knows its model, dtype and prompt
+length; the device comes from the trace (GPU table row) or, on a CPU, from figures measured once and stored. Any
+other trace (uploads, traces from elsewhere) gets its model picked here: the choice goes into the session's
+analysis settings, and every page opens traces with it through the front door, so the findings, the Summary
+(JSON) download and the HTML report carry the same roofline the table shows. Another device or fractions of peak
+make a what-if, computed by analysis.roofline and labelled as such: it is not part of the answer.
+Nothing is computed here: every number comes from a RooflineReport.
 """
 
 from __future__ import annotations
@@ -14,26 +17,23 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from ..analysis.anatomy import with_category_roofline
 from ..analysis.roofline import (
     GPUS,
     TYPICAL_FRACTIONS,
     Hardware,
     RooflineReport,
     calibrate_cpu,
-    find_run_record,
     match_gpu,
-    roofline_for_trace,
     roofline_report,
-    run_record_note,
     timeline_device,
+    usable_run_record,
 )
 from ..analysis.roofline.compare import format_bytes
-from ..analysis.roofline.model_source import model_shape
 from ..collectors.presets import DEFAULT_PRESET, PRESETS
 from ..contracts.run_record import RunRecord
 from ..exporters.safe_text import for_markdown
 from . import components, tables
+from .analysis_settings import DEVICE_KEY, MODEL_KEY, set_device, set_model
 from .cache import LoadedTrace
 from .trace_sources import TraceSource
 
@@ -47,7 +47,7 @@ FLOPS_FRACTION_KEY = "roofline_flops_fraction"
 
 @dataclass(frozen=True)
 class RooflineChoice:
-    """What the report is built from: the device row, and for traces without run.json the model."""
+    """A what-if: the device row, the fractions of peak and a prompt length (the model is the answer's)."""
 
     device: str  # a GPUS key, CPU_ROW or NO_DEVICE
     preset: str | None  # None: from run.json (or skipped)
@@ -57,15 +57,9 @@ class RooflineChoice:
     flops_fraction: float
 
 
-@st.cache_resource(show_spinner="Measuring this machine's memory bandwidth and matmul throughput (once)...")
-def cpu_hardware(name: str) -> Hardware:
-    """The calibrated CPU, measured once per server process (calibrate_cpu is cached too)."""
-    return calibrate_cpu(name)
-
-
 def _hardware(device: str, cpu_name: str | None, memory_fraction: float, flops_fraction: float) -> Hardware | None:
     if device == CPU_ROW:
-        base = cpu_hardware(cpu_name or "CPU")
+        base = calibrate_cpu(cpu_name or "CPU")  # measured once per machine and stored
     elif device in GPUS:
         base = GPUS[device]
     else:
@@ -74,19 +68,13 @@ def _hardware(device: str, cpu_name: str | None, memory_fraction: float, flops_f
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def cached_report(
-    sha256: str, trace_path: str | None, cpu_name: str | None, choice: RooflineChoice, _loaded: LoadedTrace
-) -> RooflineReport | None:
-    """The report for one trace and one set of choices; reruns (any widget) reuse it."""
+def what_if_report(answer_id: str, cpu_name: str | None, choice: RooflineChoice, _loaded: LoadedTrace, _shape):
+    """The roofline on another device or at fractions of peak (a what-if), for the answer's model (or the one
+    picked, when the trace's device is unknown); reruns (any widget) reuse it."""
     hardware = _hardware(choice.device, cpu_name, choice.memory_fraction, choice.flops_fraction)
-    if hardware is None:
+    if hardware is None or _shape is None:
         return None
-    if choice.preset is None:
-        if trace_path is None:
-            return None
-        return roofline_for_trace(trace_path, _loaded.analysis, *timeline_device(_loaded.timeline), hardware=hardware)
-    shape = model_shape(choice.preset, choice.dtype)
-    return roofline_report(_loaded.analysis, shape, hardware, prompt_tokens=choice.prompt_tokens)
+    return roofline_report(_loaded.analysis, _shape, hardware, prompt_tokens=choice.prompt_tokens, batch=None)
 
 
 def _default_device(loaded: LoadedTrace, record: RunRecord | None) -> str:
@@ -104,81 +92,99 @@ def _set_fractions(memory: float, flops: float) -> None:
     st.session_state[FLOPS_FRACTION_KEY] = flops
 
 
-def _controls(loaded: LoadedTrace, record: RunRecord | None) -> RooflineChoice:
-    key = loaded.sha256[:12]
-    devices = [NO_DEVICE, *GPUS, CPU_ROW]
-    default_device = _default_device(loaded, record)
-    cols = st.columns([3, 3, 2, 2, 2] if record is None else [4, 2, 2])
-    device = cols[0].selectbox(
-        "Device",
-        devices,
-        index=devices.index(default_device),
-        key=f"roofline_device_{key}",
-        help="Peak bandwidth and dense throughput from the datasheet table, or this machine's CPU measured "
-        "on the spot (right when the trace was made here, as the app's own runs are).",
+def _model_picker(loaded: LoadedTrace, default_device: str) -> None:
+    """For a trace without run.json: the model it ran, kept in the session's analysis settings, so the answer
+    itself (findings, downloads, every page) is read against it."""
+    chosen = st.session_state.get(MODEL_KEY) or (None, None)
+    presets = [NO_MODEL, *sorted(PRESETS)]
+    left, right = st.columns([3, 1])
+    picked = left.selectbox(
+        "Model (no run.json beside this trace)",
+        presets,
+        index=presets.index(chosen[0]) if chosen[0] in presets else 0,
+        format_func=lambda p: p if p == NO_MODEL else f"{p}: {PRESETS[p].description}",
+        help=f"The model whose bytes and FLOPs set the floor; the presets' shapes (e.g. {DEFAULT_PRESET}). "
+        "Every page then reads traces without a run.json against it.",
     )
-    preset, dtype, prompt_tokens = None, "bfloat16", None
-    if record is None:
-        presets = [NO_MODEL, *sorted(PRESETS)]
-        picked = cols[1].selectbox(
-            "Model (no run.json beside this trace)",
-            presets,
-            index=0,
-            key=f"roofline_model_{key}",
-            format_func=lambda p: p if p == NO_MODEL else f"{p}: {PRESETS[p].description}",
-            help=f"The model whose bytes and FLOPs set the floor; the presets' shapes (e.g. {DEFAULT_PRESET}).",
+    default_dtype = chosen[1] or ("float32" if default_device == CPU_ROW else "bfloat16")
+    dtype = right.selectbox("Dtype", DTYPES, index=DTYPES.index(default_dtype))
+    wanted = (None, None) if picked == NO_MODEL else (picked, dtype)
+    if wanted != tuple(chosen):
+        set_model(st.session_state, *wanted)
+        st.rerun()
+    if default_device != NO_DEVICE and not st.session_state.get(DEVICE_KEY):
+        return  # the trace names its device
+    devices = [NO_DEVICE, *GPUS]
+    current = st.session_state.get(DEVICE_KEY)
+    device = st.selectbox(
+        "Device (the trace names none the GPU table knows)",
+        devices,
+        index=devices.index(current) if current in devices else 0,
+        help="The GPU the trace ran on; every page then reads traces that name no device against it.",
+    )
+    if (None if device == NO_DEVICE else device) != current:
+        set_device(st.session_state, None if device == NO_DEVICE else device)
+        st.rerun()
+
+
+def _what_if_controls(loaded: LoadedTrace, default_device: str) -> RooflineChoice | None:
+    """Another device, fractions of peak or a prompt length: a what-if beside the answer (None: none asked)."""
+    key = loaded.answer_id[-12:]
+    devices = [NO_DEVICE, *GPUS, CPU_ROW]
+    with st.expander("What if: another device, or a fraction of peak", expanded=False):
+        cols = st.columns([3, 2, 2, 2])
+        device = cols[0].selectbox(
+            "Device",
+            devices,
+            index=devices.index(default_device),
+            key=f"roofline_device_{key}",
+            help="Peak bandwidth and dense throughput from the datasheet table, or this machine's CPU (measured "
+            "once and stored).",
         )
-        preset = None if picked == NO_MODEL else picked
-        default_dtype = "float32" if device == CPU_ROW else "bfloat16"
-        dtype = cols[2].selectbox("Dtype", DTYPES, index=DTYPES.index(default_dtype), key=f"roofline_dtype_{key}")
-        prompt_tokens = cols[2].number_input(
+        prompt_tokens = cols[1].number_input(
             "Prompt tokens",
             min_value=1,
             value=None,
             key=f"roofline_prompt_{key}",
             help="Used where the trace's step markers do not give the prefill length.",
         )
-    fraction_cols = cols[-2:]
-    st.session_state.setdefault(MEMORY_FRACTION_KEY, 1.0)  # set here, not as value=: the buttons set them too
-    st.session_state.setdefault(FLOPS_FRACTION_KEY, 1.0)
-    memory_fraction = fraction_cols[0].number_input(
-        "Memory bandwidth fraction",
-        0.05,
-        1.0,
-        step=0.05,
-        key=MEMORY_FRACTION_KEY,
-        help="Fraction of the peak bandwidth you expect kernels to achieve (1.0 = peak).",
+        st.session_state.setdefault(MEMORY_FRACTION_KEY, 1.0)  # set here, not as value=: the buttons set them too
+        st.session_state.setdefault(FLOPS_FRACTION_KEY, 1.0)
+        memory_fraction = cols[2].number_input(
+            "Memory bandwidth fraction",
+            0.05,
+            1.0,
+            step=0.05,
+            key=MEMORY_FRACTION_KEY,
+            help="Fraction of the peak bandwidth you expect kernels to achieve (1.0 = peak).",
+        )
+        flops_fraction = cols[3].number_input(
+            "Compute fraction",
+            0.05,
+            1.0,
+            step=0.05,
+            key=FLOPS_FRACTION_KEY,
+            help="Fraction of the peak dense throughput you expect kernels to achieve (1.0 = peak).",
+        )
+        typical_m, typical_f = TYPICAL_FRACTIONS["memory"], TYPICAL_FRACTIONS["flops"]
+        b1, b2, note = st.columns([1, 1, 4])
+        b1.button("Peak (1.0 / 1.0)", on_click=_set_fractions, args=(1.0, 1.0), key=f"roofline_peak_{key}")
+        b2.button(
+            f"Typical ({typical_m:g} / {typical_f:g})",
+            on_click=_set_fractions,
+            args=(typical_m, typical_f),
+            key=f"roofline_typical_{key}",
+        )
+        note.caption(
+            f"Real kernels reach about {typical_m:.0%} of the bandwidth and {typical_f:.0%} of the FLOPs (Typical). "
+            "A what-if is shown here only; the findings and downloads keep the answer above."
+        )
+    choice = RooflineChoice(
+        device, None, "", int(prompt_tokens) if prompt_tokens else None, float(memory_fraction), float(flops_fraction)
     )
-    flops_fraction = fraction_cols[1].number_input(
-        "Compute fraction",
-        0.05,
-        1.0,
-        step=0.05,
-        key=FLOPS_FRACTION_KEY,
-        help="Fraction of the peak dense throughput you expect kernels to achieve (1.0 = peak).",
-    )
-    typical_m, typical_f = TYPICAL_FRACTIONS["memory"], TYPICAL_FRACTIONS["flops"]
-    b1, b2, note = st.columns([1, 1, 4])
-    b1.button("Peak (1.0 / 1.0)", on_click=_set_fractions, args=(1.0, 1.0), key=f"roofline_peak_{key}")
-    b2.button(
-        f"Typical ({typical_m:g} / {typical_f:g})",
-        on_click=_set_fractions,
-        args=(typical_m, typical_f),
-        key=f"roofline_typical_{key}",
-    )
-    note.caption(
-        "Fractions of peak you expect to achieve. At 1.0 (the default) efficiency is against the datasheet "
-        f"peak; real kernels reach about {typical_m:.0%} of the bandwidth and {typical_f:.0%} of the FLOPs "
-        "(Typical). A measured CPU is already at its best measured figures."
-    )
-    return RooflineChoice(
-        device,
-        preset,
-        dtype,
-        int(prompt_tokens) if prompt_tokens else None,
-        float(memory_fraction),
-        float(flops_fraction),
-    )
+    if device == default_device and choice.prompt_tokens is None and (memory_fraction, flops_fraction) == (1.0, 1.0):
+        return None
+    return choice
 
 
 def _flops_text(flops: float) -> str:
@@ -218,37 +224,47 @@ def _hardware_caption(report: RooflineReport) -> str:
 
 
 def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
-    """The "Expected vs measured" section; returns the report for the summary line (None: nothing to show)."""
+    """The "Expected vs measured" section; returns the answer's roofline for the summary line (None: none)."""
     st.subheader("Expected vs measured (roofline)")
-    record = find_run_record(source.path) if source.path is not None else None
+    record = usable_run_record(loaded.timeline)
+    default_device = _default_device(loaded, record)
     if record is not None:
         st.caption(
             f"Model, dtype and prompt length from the run.json beside the trace "
             f"({for_markdown(record.spec.get('preset') or record.model_source or 'model')}, "
             f"{for_markdown(record.dtype)}, prompt {for_markdown(record.prompt_len)} tokens)."
         )
-    choice = _controls(loaded, record)
-    if choice.device == NO_DEVICE:
-        st.info("Pick the device the trace ran on to see how far each phase is from what it allows.")
+    else:
+        _model_picker(loaded, default_device)
+    for note in loaded.notes:
+        st.caption(for_markdown(note.removeprefix("note: ")))
+    report = loaded.analysis.roofline
+    if report is not None:
+        _phase_table(report, "")
+    elif record is None and loaded.model is None:
+        st.info("No run.json beside this trace: pick the model it ran (a preset's shapes) to see the roofline.")
         return None
-    if record is None and choice.preset is None:
-        note = run_record_note(source.path) if source.path is not None else None
-        st.info(
-            f"{for_markdown(note)}. Pick the model it ran (a preset's shapes) to see the roofline."
-            if note
-            else "No run.json beside this trace: pick the model it ran (a preset's shapes) to see the roofline."
-        )
-        return None
-    cpu_name = record.device if record else timeline_device(loaded.timeline)[0]
-    try:
-        report = cached_report(loaded.sha256, str(source.path) if record else None, cpu_name, choice, loaded)
-    except ValueError as exc:
-        st.error(f"No roofline: {for_markdown(exc)}")
-        return None
-    if report is None or report.phases.empty:
+    else:
+        st.info("The trace's device is not in the GPU table: pick the device it ran on above.")
+    choice = _what_if_controls(loaded, default_device)
+    if choice is not None and choice.device != NO_DEVICE:
+        cpu_name = record.device if record else timeline_device(loaded.timeline)[0]
+        shape = report.shape if report is not None else loaded.model
+        try:
+            what_if = what_if_report(loaded.answer_id, cpu_name, choice, loaded, shape)
+        except ValueError as exc:
+            st.error(f"No what-if: {for_markdown(exc)}")
+            what_if = None
+        if what_if is not None:
+            _phase_table(what_if, "What-if (not part of the findings or downloads): ")
+    return report
+
+
+def _phase_table(report: RooflineReport, label: str) -> None:
+    if report.phases.empty:
         st.info("No prefill or decode step to compare against the roofline.")
-        return report
-    st.caption(_hardware_caption(report))
+        return
+    st.caption(label + _hardware_caption(report))
     st.dataframe(
         phase_table(report),
         hide_index=True,
@@ -263,10 +279,10 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
     crossover = report.summary.compute_bound_prompt_tokens
     if crossover:
         st.caption(f"Prefill turns compute bound at {crossover:,} prompt tokens on this device.")
-    components.finding_alerts(report.findings)
+    if not label:
+        components.finding_alerts(report.findings)
     for note in report.notes:
         st.caption(for_markdown(note))
-    return report
 
 
 def summary_line(report: RooflineReport | None) -> None:
@@ -292,13 +308,13 @@ def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None
     if anat is None or anat.median_step is None:
         return
     st.subheader("Roofline per category (median decode step)")
-    if report is None:
+    if report is None and (anat.roofline or {}).get("status") != "ok":
         st.info(
-            "The per-category roofline needs a model and a device: pick them under Expected vs measured "
-            "(a run.json beside the trace gives the model)."
+            "The per-category roofline needs a model and a device: pick the model under Expected vs measured "
+            "(a run.json beside the trace gives it)."
         )
         return
-    roofline = with_category_roofline(loaded.analysis, report.shape, report.hardware).anatomy.roofline
+    roofline = anat.roofline or {}
     if roofline.get("status") != "ok":
         st.info(f"No per-category roofline: {for_markdown(roofline.get('status', 'unknown'))}.")
         return

@@ -33,3 +33,26 @@ def mark(name: str) -> None:
     """A moment rather than a stage (start == end), e.g. when a page's script starts."""
     with stage(name):
         pass
+
+
+class StageTimer:
+    """A progress callback that times the stages a long call reports (the front door's "read", "analyse", ...):
+    each stage lasts until the next one starts, or until done(). `names` renames them for the log."""
+
+    def __init__(self, names: dict[str, str] | None = None) -> None:
+        self.names = names or {}
+        self.current: tuple[str, float] | None = None
+
+    def stage(self, name: str) -> None:
+        self.done()
+        self.current = (self.names.get(name, name), time.time())
+
+    def done(self) -> None:
+        if self.current is None:
+            return
+        name, start = self.current
+        self.current = None
+        target = os.environ.get(TIMING_ENV)
+        if target:
+            with contextlib.suppress(OSError), open(target, "a") as log:
+                log.write(json.dumps({"stage": name, "start": start, "end": time.time()}) + "\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analysis.composition import composition_table as composition_table_of
 from ..analysis.model import Analysis
 from ..exporters.safe_text import plain
 
@@ -38,6 +39,31 @@ def steps_table(analysis: Analysis) -> pd.DataFrame:
         wide = anat.step_table().reindex(range(len(steps))).fillna(0.0).reset_index(drop=True)
         out = pd.concat([out, wide], axis=1)
     return out
+
+
+def composition_table(analysis: Analysis) -> pd.DataFrame:
+    """What the run's batches held (analysis.composition), one figure per row: steps by kind, sequences per decode
+    step, prefill tokens per prefill-carrying step, requests, and for a speculative run its verify figures."""
+    table = composition_table_of(analysis.steps)
+    rows = [(f"{kind} steps", n) for kind, n in table["steps"].items() if n]
+    rows += [
+        ("sequences per decode step (median)", table["sequences_per_decode_step"]),
+        ("prefill tokens per prefill-carrying step (median)", table["prefill_tokens_per_step"]),
+        ("requests", table["requests"]),
+    ]
+    spec = analysis.summary.speculative
+    if spec:
+        rows.append(("draft tokens per verify", spec["draft_tokens_per_verify"]))
+        rows.append(
+            ("accepted per verify", spec["accepted_tokens_per_step"] if spec["acceptance_known"] else "unknown")
+        )
+    return pd.DataFrame({"figure": [r[0] for r in rows], "value": [_shown(r[1]) for r in rows]})
+
+
+def _shown(value) -> str:
+    if value is None:
+        return "n/a"
+    return value if isinstance(value, str) else f"{value:g}"
 
 
 def gaps_table(analysis: Analysis) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..parsers import TraceError
 from ..parsers.limits import MiB, ReadLimits
-from .analysis_settings import current_options
+from .analysis_settings import current_given, current_options
 from .cache import LoadedTrace, load_bytes, sha256_of_bytes
 
 UPLOADS_KEY = "uploads"  # session state: {sha256: (file name, bytes)}
@@ -58,4 +58,4 @@ def upload_names(state: MutableMapping) -> dict[str, str]:
 
 def load_upload(state: MutableMapping, sha: str) -> LoadedTrace:
     name, data = state[UPLOADS_KEY][sha]
-    return load_bytes(name, data, current_options(state))
+    return load_bytes(name, data, current_options(state), current_given(state))

@@ -55,6 +55,8 @@ SCHEMAS = {
             ("launches", pa.int64()),
             ("gpu_busy_us", pa.float64()),
             ("gpu_idle_us", pa.float64()),
+            ("memory_allocated_end_bytes", pa.int64()),
+            ("memory_peak_bytes", pa.int64()),
         ]
     ),
     "gaps": pa.schema(

@@ -49,6 +49,8 @@ STEP_FIELDS = (
     "launches",
     "gpu_busy_us",
     "gpu_idle_us",
+    "memory_allocated_end_bytes",  # null without memory events (issue 25)
+    "memory_peak_bytes",
 )
 GAP_FIELDS = ("key", "rank", "start_us", "end_us", "dur_us", "device", "placement", "step", "cause")
 # the anatomy of each trace's median decode step (analysis/anatomy.py): time and kernels (host ops) per category
@@ -90,13 +92,12 @@ def _empty(fields: tuple[str, ...]) -> dict:
     return {f: [] for f in fields}
 
 
-def category_rows(key: str, timeline, analysis, rank: int | None = None) -> dict:
-    """The categories of the median decode step (time in us, kernels or host ops), one row per category."""
-    from ..analysis.anatomy import anatomy
-
-    an = anatomy(timeline, analysis)
+def category_rows(key: str, analysis, rank: int | None = None) -> dict:
+    """The categories of the median decode step (time in us, kernels or host ops), one row per category: the
+    anatomy the front door's analysis holds."""
+    an = analysis.anatomy
     rows = _empty(CATEGORY_FIELDS)
-    if an.median_step is None:
+    if an is None or an.median_step is None:
         return rows
     sc = an.step_categories[an.step_categories["step"] == an.median_step]
     rows.update(
@@ -111,37 +112,28 @@ def category_rows(key: str, timeline, analysis, rank: int | None = None) -> dict
     return rows
 
 
-def _trace_rows(key: str, timeline, analysis, rank: int | None) -> tuple[dict, dict, dict, dict]:
-    """(traces-row fields, steps, gaps, categories columns) of one analysed trace (one rank of a run)."""
+def _trace_rows(key: str, opened, rank: int | None) -> tuple[dict, dict, dict, dict]:
+    """(traces-row fields, steps, gaps, categories columns) of one opened trace (one rank of a run). The steps are
+    the contract's own (the same numbers analyze --json prints), the figures the metric registry's."""
+    report, analysis = opened.report, opened.analysis
     fields = dict(
         status="ok",
         rank=rank,
-        format=timeline.meta.source_format,
-        device=timeline.device_name,
-        events=len(timeline.events),
-        segmentation_method=analysis.segmentation.method,
-        segmentation_confidence=float(analysis.segmentation.confidence),
-        steps=len(analysis.steps),
+        format=report["format"],
+        device=report["device"],
+        events=report["events"],
+        segmentation_method=report["segmentation"]["method"],
+        segmentation_confidence=report["segmentation"]["confidence"],
+        steps=len(report["steps"]),
         **summary_fields(analysis),
-        **_run_facts(timeline),
+        **_run_facts(opened.timeline),
     )
-    s = analysis.steps
+    contract_steps = report["steps"]
     steps = {
-        "key": [key] * len(s),
-        "rank": [rank] * len(s),
-        "step": list(range(len(s))),
-        "kind": s["kind"].astype(str).tolist(),
-        "request": s["request"].astype("int64").tolist(),
-        "index": s["index"].astype("int64").tolist(),
-        "start_us": (s["start_ns"] / 1000.0).tolist(),
-        "end_us": (s["end_ns"] / 1000.0).tolist(),
-        "tokens": [
-            None if v is None or v != v else int(v) for v in s["tokens"].astype(object).where(s["tokens"].notna(), None)
-        ],
-        "kernels": s["kernels"].astype("int64").tolist(),
-        "launches": s["launches"].astype("int64").tolist(),
-        "gpu_busy_us": (s["gpu_busy_ns"] / 1000.0).tolist(),
-        "gpu_idle_us": (s["gpu_idle_ns"] / 1000.0).tolist(),
+        "key": [key] * len(contract_steps),
+        "rank": [rank] * len(contract_steps),
+        "step": list(range(len(contract_steps))),
+        **{field: [s[field] for s in contract_steps] for field in STEP_FIELDS[3:]},
     }
     g = analysis.gaps
     gaps = {
@@ -155,7 +147,7 @@ def _trace_rows(key: str, timeline, analysis, rank: int | None) -> tuple[dict, d
         "step": g["step"].astype("int64").tolist(),
         "cause": g["cause"].astype(str).tolist(),
     }
-    return fields, steps, gaps, category_rows(key, timeline, analysis, rank)
+    return fields, steps, gaps, category_rows(key, analysis, rank)
 
 
 def _comm_shares(result) -> dict[int, tuple[float | None, float | None]]:
@@ -192,11 +184,8 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
             os._exit(17)
         except FileExistsError:
             pass
-    from ..analysis import analyze
+    from ..analysis.front_door import open_run, open_trace
     from ..parsers.errors import TraceError
-    from ..trace_cache.timelines import (
-        load_trace_cached,  # the on-disk parse cache; workers write it atomically
-    )
 
     started = time.perf_counter()
     base = {f: None for f in TRACE_FIELDS}
@@ -204,15 +193,11 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
     rows, parts = [dict(base)], []
     try:
         if Path(path).is_dir():
-            from ..analysis.ranks import analyze_ranks
-            from ..parsers.ranks import load_ranks
-
-            ranked = load_ranks(path)
-            result = analyze_ranks(ranked)
-            shares = _comm_shares(result)
+            run = open_run(path)  # the front door: each rank through the on-disk cache; workers write it atomically
+            shares = _comm_shares(run.result)
             rows = []
-            for f, timeline, analysis in zip(ranked.files, ranked.timelines, result.analyses, strict=True):
-                fields, *tables = _trace_rows(key, timeline, analysis, f.rank)
+            for f, opened in zip(run.ranked.files, run.ranks, strict=True):
+                fields, *tables = _trace_rows(key, opened, f.rank)
                 comm, exposed = shares.get(f.rank, (None, None))
                 rows.append(
                     {
@@ -226,9 +211,7 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
                 )
                 parts.append(tables)
         else:
-            timeline = load_trace_cached(Path(path))
-            analysis = analyze(timeline)
-            fields, *tables = _trace_rows(key, timeline, analysis, None)
+            fields, *tables = _trace_rows(key, open_trace(path), None)
             rows[0].update(fields)
             parts.append(tables)
     except TraceError as exc:

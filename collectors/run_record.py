@@ -94,4 +94,15 @@ def build_record(
         markers=expected_markers,
         trace="trace.json.gz",
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        extra=_machine(device_type),
     )
+
+
+def _machine(device_type: str) -> dict[str, Any]:
+    """A CPU run's own roofline figures (collectors/machine_figures.py), measured once here and stored: the
+    roofline of this run then gives the same answer on every machine and in every process."""
+    if device_type != "cpu":
+        return {}
+    from .machine_figures import measure_cpu
+
+    return {"machine": measure_cpu()}

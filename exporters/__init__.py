@@ -1,11 +1,11 @@
-"""Writers that take Stepscope's results to other tools (Perfetto UI). No Streamlit here."""
+"""Stepscope's results for people and other tools: the HTML report, the CLI's text and Markdown, the Plotly
+figures the app and the report draw, the Perfetto export. No Streamlit here.
+
+Nothing is imported here: the command line's warm path renders a cached answer as text (text_report) without
+loading the Perfetto protos, Plotly or pandas.
+"""
 
 if "." not in __name__:  # imported by its bare folder name in a checkout: be the stepscope. module
     from stepscope._checkout import alias_this
 
     alias_this(__name__)
-
-from .perfetto_trace import PerfettoExport, perfetto_trace_bytes, write_perfetto
-from .perfetto_ui import open_in_perfetto_html
-
-__all__ = ["PerfettoExport", "open_in_perfetto_html", "perfetto_trace_bytes", "write_perfetto"]

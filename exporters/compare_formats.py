@@ -49,6 +49,7 @@ def comparison_json(comparison: Comparison, summary_a: dict, summary_b: dict, ga
         "metrics": metrics,
         "sentence": comparison.sentence,
         "gates": [{"expr": r.expr, "ok": r.ok, "detail": r.detail} for r in gates],
+        "composition": comparison.composition_json(),
     }
 
 

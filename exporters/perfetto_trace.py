@@ -8,7 +8,9 @@ What goes in:
   - one lane per GPU stream (grouped under "GPU n · name") with its kernels, copies, sets;
   - per host thread a "host launches" lane (runtime/driver calls) and a "host ops" lane;
   - a "Stepscope phases" group: prefill and decode steps, GPU idle gaps (cause and
-    length), and counter tracks for kernels per step and GPU idle per step.
+    length), and counter tracks for kernels per step and GPU idle per step;
+  - a "Memory" group, when the trace has memory events: allocated and reserved bytes per device as counter
+    tracks (read back into the memory table by parsers.perfetto_memory).
 Every Timeline row is written with its kind as category, its correlation id (plus
 a flow arrow from launch to GPU work), external id and input shapes, so Stepscope's
 Perfetto reader rebuilds the same Timeline and re-analysis finds the same steps
@@ -29,6 +31,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.model import Analysis
+from ..parsers.memory_table import UNKNOWN
+from ..parsers.perfetto_memory import FIGURES, MEMORY_GROUP, memory_track_name
 from ..parsers.perfetto_reader import (
     EXTERNAL_ID_ANNOTATION,
     HOST_LAUNCH_GROUP,
@@ -122,7 +126,7 @@ def _write_trace(timeline: Timeline, analysis: Analysis, f: IO[bytes]) -> tuple[
     extra_iid = {n: len(names) + i + 1 for i, n in enumerate(extra_names)}
     step_slices = _step_slices(analysis, tracks, phases_root, phase_names, extra_iid, len(kinds))
     gap_slices = _gap_slices(analysis, tracks, phases_root, gap_names, extra_iid, len(kinds))
-    counters = _step_counters(analysis, tracks, phases_root)
+    counters = _step_counters(analysis, tracks, phases_root) + _memory_counters(timeline, tracks)
     _write_events(builder, [slices, step_slices, gap_slices], counters)
     n_slices = sum(len(s["ts"]) for s in (slices, step_slices, gap_slices))
     return n_slices, len(tracks.uuids), len(analysis.steps), len(analysis.gaps)
@@ -367,6 +371,37 @@ def _step_counters(analysis: Analysis, tracks: _Tracks, root: int) -> list[tuple
     samples = [(int(t), kernels, float(k)) for t, k in zip(starts, steps["kernels"], strict=True)]
     samples += [(int(t), idle, float(v)) for t, v in zip(starts, steps["gpu_idle_ns"], strict=True)]
     samples += [(last_end, kernels, 0.0), (last_end, idle, 0.0)]
+    return samples
+
+
+def _memory_counters(timeline: Timeline, tracks: _Tracks) -> list[tuple[int, int, float]]:
+    """(ts, track, value) samples of each device's allocated and reserved bytes, where the trace says them."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor
+
+    memory = timeline.memory
+    if memory is None:
+        return []
+    root = tracks.get("memory", lambda d: setattr(d, "name", MEMORY_GROUP))
+    samples: list[tuple[int, int, float]] = []
+    ts = memory["ts"].to_numpy()
+    device_type, device = memory["device_type"].to_numpy(), memory["device"].to_numpy()
+    for dt, dev in sorted(set(zip(device_type.tolist(), device.tolist(), strict=True))):
+        on_device = (device_type == dt) & (device == dev)
+        for figure in FIGURES:
+            values = memory[figure].to_numpy()
+            rows = on_device & (values != UNKNOWN)
+            if not rows.any():
+                continue
+            name = memory_track_name(figure, dt, dev)
+
+            def describe(desc, name=name) -> None:
+                desc.name = name
+                desc.parent_uuid = root
+                desc.counter.unit = CounterDescriptor.UNIT_SIZE_BYTES
+
+            track = tracks.get(("memory", name), describe)
+            count = int(rows.sum())
+            samples += zip(ts[rows].tolist(), [track] * count, values[rows].astype(float).tolist(), strict=True)
     return samples
 
 

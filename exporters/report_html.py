@@ -23,13 +23,13 @@ import pandas as pd
 import plotly.io as pio
 import plotly.offline
 
-from ..analysis.compare import Comparison
+from ..analysis.compare import Comparison, batches_differ
 from ..analysis.gap_table import gaps_by_cause
 from ..analysis.metrics import HEADLINE
 from ..analysis.model import Analysis
 from ..parsers.timeline import Timeline
 from .compare_formats import format_delta, format_ratio, format_value
-from .figures import compare_charts, step_charts, timeline
+from .figures import compare_charts, memory_chart, step_charts, timeline
 from .safe_text import BIDI_CONTROLS, for_html
 
 MAX_REPORT_BYTES = 8_000_000
@@ -61,12 +61,17 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} th{background:#f1f3f5
 
 @dataclass(frozen=True)
 class ReportTrace:
-    """What the report reads of one trace (app.cache.LoadedTrace has the same fields)."""
+    """What the report reads of one trace: the front door's answer (analysis.front_door.Opened) has these fields."""
 
     name: str
     timeline: Timeline
     analysis: Analysis
-    report: dict  # analysis.report.contract(timeline, analysis)
+    report: dict  # the contract the front door built
+
+
+def report_trace(opened) -> ReportTrace:
+    """The report's view of one opened trace (analysis.front_door.Opened)."""
+    return ReportTrace(opened.name, opened.timeline, opened.analysis, opened.report)
 
 
 class ReportTooLargeError(ValueError):
@@ -156,6 +161,7 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
         _figure_html(fig, f"{prefix}overview"),
         f'<p class="note">{esc(note)}Drag to zoom, double-click to reset.</p>',
     ]
+    parts += _memory_section(trace, overview_budget, step_budget, prefix)
     parts.append("<h2>Per step</h2>")
     if analysis.steps.empty:
         parts.append("<p>No steps found, so no per-step charts.</p>")
@@ -167,6 +173,8 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
             ("busy", step_charts.busy_idle_chart),
         ):
             parts.append(_figure_html(chart(steps), f"{prefix}step_{name}"))
+        if step_charts.has_composition(steps):
+            parts.append(_figure_html(step_charts.batch_chart(steps), f"{prefix}step_batch"))
         if note:
             parts.append(f'<p class="note">{esc(note)}</p>')
     gaps = analysis.gaps
@@ -202,6 +210,39 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
     return parts
 
 
+def _memory_section(trace: ReportTrace, lane_budget: int, step_budget: int, prefix: str) -> list[str]:
+    """The memory lane, the model device's memory figures and the per-step memory chart (none without memory)."""
+    memory = trace.analysis.summary.memory
+    if memory is None:
+        return []
+    lane = memory_chart.memory_lane_figure(trace.timeline, trace.analysis, lane_budget)
+    parts = [f"<h2>Memory ({esc(memory.device)})</h2>"]
+    if lane is not None:
+        parts.append(_figure_html(lane, f"{prefix}memory_lane"))
+    rows = [
+        ("peak allocated", memory.peak_allocated_bytes),
+        ("peak reserved", memory.peak_reserved_bytes),
+        ("KV growth per decode step", memory.kv_growth_bytes_per_token),
+        ("expected KV per decode step (model)", memory.expected_kv_bytes_per_token),
+        ("expected weights (model)", memory.expected_weights_bytes),
+        ("device memory", memory.device_memory_bytes),
+    ]
+    figures = pd.DataFrame(
+        {
+            "figure": [label for label, _ in rows] + ["KV tokens that fit (per sequence)"],
+            "value": [format_value(v, "B") for _, v in rows] + [format_value(memory.kv_tokens_capacity, "")],
+        }
+    )
+    parts.append(_table(figures, ("value",)))
+    steps, _ = _thin_steps(trace.analysis.steps, step_budget)
+    chart = memory_chart.step_memory_chart(replace(trace.analysis, steps=steps))
+    if chart is not None:
+        parts.append(_figure_html(chart, f"{prefix}step_memory"))
+    notes = [f"KV growth: {memory.basis}.", *memory.notes]
+    parts.append(f'<p class="note">{"<br>".join(esc(n) for n in notes)}</p>')
+    return parts
+
+
 def _comparison_sections(
     a: ReportTrace, b: ReportTrace, comparison: Comparison, budgets: tuple[int, int, int, int]
 ) -> list[str]:
@@ -218,6 +259,7 @@ def _comparison_sections(
         f'<p class="sentence">{esc(comparison.sentence)}</p>',
         "<table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B − A</th><th>B / A</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>",
+        *_composition_rows(comparison),
     ]
     decode = [int((t.analysis.steps["kind"] == "decode").sum()) if len(t.analysis.steps) else 0 for t in (a, b)]
     if max(decode) > decode_budget:
@@ -231,6 +273,15 @@ def _comparison_sections(
         parts.append(_figure_html(compare_charts.itl_overlay(a_fig, b_fig), "cmp_itl"))
         parts.append(_figure_html(compare_charts.per_step_overlay(a_fig, b_fig), "cmp_steps"))
     return parts
+
+
+def _composition_rows(comparison: Comparison) -> list[str]:
+    """The batches of A and B (sequences per decode step, steps by kind, requests), when either trace tells."""
+    rows = comparison.composition
+    if rows.empty or not batches_differ(rows):
+        return []
+    table = rows.drop(columns="key").rename(columns={"label": "batches", "a": "A", "b": "B", "delta": "B − A"})
+    return ["<h3>Batches</h3>", _table(table, ("A", "B", "B − A"), {c: _num(1) for c in ("A", "B", "B − A")})]
 
 
 def _document(title: str, body: Sequence[str]) -> str:

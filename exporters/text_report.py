@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.metrics import METRICS
+from ..analysis.metrics import METRICS, format_bytes
 from .safe_text import plain
 
 
@@ -22,6 +22,7 @@ def render_text(report: dict) -> str:
         f"{report['requests']} request(s), {len(report['steps'])} step(s)",
     ]
     lines += [f"warning  {w}" for w in seg["warnings"]]
+    lines += composition_lines(report)
     summary = report["summary"]
     lines.append("")
     lines += [f"{m.label:<26}{_num(m.value(summary), m.unit)}" for m in METRICS]
@@ -41,10 +42,32 @@ def render_text(report: dict) -> str:
     anatomy = summary.get("anatomy")
     if anatomy:
         lines += anatomy_lines(anatomy)
+    lines += memory_lines(summary.get("memory"))
     if report["findings"]:
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}" for f in report["findings"]]
     return plain("\n".join(lines) + "\n")  # a name's bidi controls and undecodable bytes printed as escapes
+
+
+def composition_lines(report: dict) -> list[str]:
+    """One line on what the batches held, when a step carried more than one sequence or was not a plain prefill
+    or decode (mixed, verify, draft); nothing otherwise."""
+    steps, summary = report["steps"], report["summary"]
+    kinds = {k: summary.get(f"{k}_steps") or 0 for k in ("mixed", "verify", "draft")}
+    sequences = [s["sequences"] for s in steps if s.get("kind") == "decode" and s.get("sequences") is not None]
+    batched = bool(sequences) and max(sequences) > 1
+    if not batched and not any(kinds.values()):
+        return []
+    parts = [f"{n} {k}" for k, n in kinds.items() if n]
+    if sequences:
+        parts.append(f"{sorted(sequences)[len(sequences) // 2]} sequences per decode step (median)")
+    spec = summary.get("speculative")
+    if spec and spec.get("itl_ms_range"):
+        r = spec["itl_ms_range"]
+        parts.append(f"ITL per emitted token {r['min']:.2f}-{r['max']:.2f} ms (acceptance unknown)")
+    elif spec and spec.get("itl_ms_per_token"):
+        parts.append(f"ITL per emitted token {spec['itl_ms_per_token']['p50']:.2f} ms")
+    return [f"batches  {', '.join(parts)}"]
 
 
 def anatomy_lines(anatomy: dict) -> list[str]:
@@ -90,9 +113,46 @@ def anatomy_lines(anatomy: dict) -> list[str]:
     return lines
 
 
+def memory_lines(memory: dict | None) -> list[str]:
+    """The model device's memory: peaks, KV growth against the model, capacity, per phase, other devices."""
+    if not memory:
+        return []
+
+    def size(key: str, missing: str = "n/a") -> str:
+        value = memory.get(key)
+        return format_bytes(value) if isinstance(value, int | float) else missing
+
+    capacity = memory.get("kv_tokens_capacity")
+    lines = [
+        "",
+        f"memory   {memory['device']}: peak allocated {size('peak_allocated_bytes')}, "
+        f"peak reserved {size('peak_reserved_bytes', 'none')}, device {size('device_memory_bytes', 'size unknown')}",
+        f"KV       per decode step: measured {size('kv_growth_bytes_per_token')}, expected "
+        f"{size('expected_kv_bytes_per_token', 'n/a (needs the model)')}; weights "
+        f"{size('expected_weights_bytes', 'n/a (need the model)')}; tokens of KV that fit per sequence: "
+        f"{'n/a' if capacity is None else f'{capacity:,}'}",
+    ]
+    for kind, phase in (memory.get("phases") or {}).items():
+        peak = phase.get("peak_allocated_bytes")
+        reserved = phase.get("peak_reserved_bytes")
+        lines.append(
+            f"         {kind:<8} peak allocated {format_bytes(peak) if peak is not None else 'n/a'}, "
+            f"peak reserved {format_bytes(reserved) if reserved is not None else 'none'}"
+        )
+    for device in memory.get("devices") or []:
+        peak = device.get("peak_allocated_bytes")
+        shown = format_bytes(peak) if peak is not None else "n/a"
+        lines.append(f"         also {device['device']}: peak allocated {shown}")
+    lines.append(f"         {memory.get('basis', '')}")
+    lines += [f"note     {n}" for n in memory.get("notes") or []]
+    return lines
+
+
 def _num(value: float, unit: str) -> str:
     if math.isnan(value):
         return "n/a"
+    if unit == "B":
+        return format_bytes(value)
     if not unit:
         return f"{value:,.3f}".rstrip("0").rstrip(".")  # counts print as counts, medians with their decimals
     return f"{value:,.3f} {unit}"

@@ -13,6 +13,7 @@ import operator
 import os
 import re
 from collections import Counter
+from functools import partial
 from itertools import count, repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -22,17 +23,24 @@ import numpy as np
 
 from .errors import TraceError
 from .kineto_schema import (  # the JSON's shape, as msgspec decodes it
+    _INSTANT_TYPES,
     _SKIPPED_TYPES,
+    MEMORY_EVENT,
     _AnyEvent,
     _Complete,
+    _Instant,
+    _MemoryArgs,
     _Metadata,
     _TraceDoc,
 )
 from .limits import ReadLimits, check_event_count
+from .memory_table import COUNTED_TOTALS, MEMORY_COLUMNS, UNKNOWN, memory_frame, with_counted_totals
 from .timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .split_decode import Meanwhile, Progress
 
 BATCH_EVENTS = 32_768
 MAX_TIME_US = float(1 << 62) / 1000  # |ts| and dur beyond 2^62 ns (146 years): skipped, never wrapped
@@ -68,8 +76,29 @@ CATEGORY_KINDS = {
     "fwdbwd": "other",
 }
 _LEGACY_CATEGORIES = frozenset({"Operator", "Kernel", "Runtime", "Memcpy", "Memset"})
-# Ops whose input shapes analysis reads (token counts, vocabulary-sized outputs).
-SHAPE_OPS = frozenset({"aten::embedding", "aten::linear", "aten::mm", "aten::addmm", "aten::matmul"})
+# Ops whose input shapes analysis reads (token counts, vocabulary-sized outputs; and what a batch holds: the rows
+# sampled, the attention's query and key lengths, per-sequence causal mask blocks: step_finding.batch_contents).
+SHAPE_OPS = frozenset(
+    {
+        "aten::embedding",
+        "aten::linear",
+        "aten::mm",
+        "aten::addmm",
+        "aten::matmul",
+        "aten::argmax",
+        "aten::multinomial",
+        "aten::softmax",
+        "aten::log_softmax",
+        "aten::topk",
+        "aten::sort",
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::triu_",
+    }
+)
 
 
 _ROOT_DECODER = msgspec.json.Decoder(_TraceDoc)
@@ -86,11 +115,17 @@ def looks_like_chrome_trace(head: bytes) -> bool:
     return stripped[:1] in (b"{", b"[")
 
 
-def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray], limits: ReadLimits | None = None) -> Timeline:
+def read_chrome_trace(
+    data: bytes | bytearray | list[bytes | bytearray],
+    limits: ReadLimits | None = None,
+    meanwhile: Meanwhile | None = None,
+    progress: Progress | None = None,
+) -> Timeline:
     """Parse decompressed Chrome-trace JSON bytes into a Timeline.
 
     Given a one-element list instead, the reader takes the bytes out of it, so that (with no other
     reference left) the file's bytes are freed once the last event is decoded, before the frame is built.
+    `meanwhile` and `progress`: as split_decode says, for big files decoded by two processes.
     """
     if isinstance(data, list):
         data = data.pop()
@@ -102,7 +137,7 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray], limits:
     box = [data]  # big files: in pieces, shared with a second process; anything unusual falls back
     del data
     try:
-        return _timeline(*decode_in_two(box, max_events))  # empties the box once the bytes are not needed
+        return _timeline(*decode_in_two(box, max_events, meanwhile, progress))  # empties the box when done with it
     except SplitNotPossibleError:
         data = box.pop()
     # Every event has a "ph" key: counting them (one C-level scan) bounds the event count before the
@@ -135,17 +170,25 @@ def read_chrome_trace(data: bytes | bytearray | list[bytes | bytearray], limits:
     return _timeline(doc, builder, event_count)
 
 
-def read_chrome_trace_file(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
+def read_chrome_trace_file(
+    path: str | os.PathLike,
+    limits: ReadLimits | None = None,
+    meanwhile: Meanwhile | None = None,
+    progress: Progress | None = None,
+) -> Timeline:
     """A big plain JSON trace read in pieces straight from disk by two processes (split_decode). Raises
-    split_decode.SplitNotPossibleError when that cannot be done: the caller reads the whole file instead."""
+    split_decode.SplitNotPossibleError when that cannot be done: the caller reads the whole file instead;
+    split_decode.DecodeStoppedError when `meanwhile` returns True."""
     from .split_decode import decode_file_in_two
 
-    return _timeline(*decode_file_in_two(path, (limits or ReadLimits.from_env()).max_events))
+    max_events = (limits or ReadLimits.from_env()).max_events
+    return _timeline(*decode_file_in_two(path, max_events, meanwhile, progress))
 
 
 def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Timeline:
     """The frame and metadata from the decoded columns and the document's other fields."""
     events = builder.frame()
+    memory = builder.memory_frame()
     devices = {
         p.id: DeviceInfo(
             ordinal=p.id, name=p.name.strip()[:200], sm_count=_count(p.numSms), memory_bytes=_count(p.totalGlobalMem)
@@ -172,7 +215,7 @@ def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Time
             "host_name": doc.host_name,
         },
     )
-    return Timeline(events=events, meta=meta)
+    return Timeline(events=events, meta=meta, memory=memory)
 
 
 def _decode_batch(raws: list[msgspec.Raw], offset: int, builder: _ColumnBuilder | None = None) -> list:
@@ -237,6 +280,8 @@ class _ColumnBuilder:
         self.parts["input_dims"] = []
         self.parts["grid"] = []
         self.parts["block"] = []
+        for col in MEMORY_PARTS:  # the memory table's columns, built and merged like the frame's
+            self.parts[col] = []
         self.kinds: dict[str, int] = {}
         self.names: dict[str, int] = {}
         self.dims: dict[str, int] = {"": 0}
@@ -250,6 +295,7 @@ class _ColumnBuilder:
         self.duration_events = 0
         self.invalid_utf8 = 0
         self.wide_ids = 0
+        self.memory_counted = 0  # memory events whose totals were counted (memory_frame)
         self._ids = count()
 
     def add_batch(self, evs: list, offset: int = 0) -> None:
@@ -260,6 +306,10 @@ class _ColumnBuilder:
         if phases.get(_Metadata):
             self.skipped["metadata"] += phases[_Metadata]
             self._read_metadata(list(filter(_Metadata.__instancecheck__, evs)))
+        instants = sum(phases.get(cls, 0) for cls in _INSTANT_TYPES)
+        if instants:
+            self.skipped["instant"] += instants  # not frame rows; the memory ones also go to the memory table
+            self._add_memory(list(filter(_Instant.__instancecheck__, evs)))
         if phases.get(_Complete, 0) != len(evs):
             evs = list(filter(_Complete.__instancecheck__, evs))
         if not evs:
@@ -344,6 +394,38 @@ class _ColumnBuilder:
         parts["external_id"].append(ext)
         self.duration_events += n
 
+    def _add_memory(self, instants: list[_Instant]) -> None:
+        """The `[memory]` instants' columns (MEMORY_PARTS). One without a usable time, without its args or with a
+        value that is not a number is left out and counted (MEMORY_SKIPPED); an absent value reads as unknown.
+
+        Each field is one C-level pass into int64: measured on 57k memory events, 3 ms a field, where one pass
+        building a tuple per event took 50 ms and passes into float64 6 ms a field."""
+        names = list(map(attrgetter("name"), instants))
+        if names.count(MEMORY_EVENT) != len(names):
+            named = np.fromiter(map(partial(operator.eq, MEMORY_EVENT), names), bool, len(names))
+            instants = list(map(instants.__getitem__, np.flatnonzero(named).tolist()))
+        n = len(instants)
+        if not n:
+            return
+        args = list(map(attrgetter("args"), instants))
+        ts_us = _floats(instants, "ts")
+        try:  # every value an integer (Kineto's layout): int64 straight away
+            numbers = [np.fromiter(map(attrgetter(f), args), np.int64, n) for f in _MEMORY_NUMBERS]
+            usable = np.ones(n, dtype=bool)
+        except (AttributeError, TypeError, ValueError, OverflowError):  # absent or odd values, args not an object
+            numbers, usable = _memory_numbers(instants)
+        keep = usable & np.isfinite(ts_us) & (np.abs(np.where(np.isfinite(ts_us), ts_us, 0)) <= MAX_TIME_US)
+        if not keep.all():
+            self.skipped[MEMORY_SKIPPED] += int((~keep).sum())
+            if not keep.any():
+                return
+            ts_us, numbers = ts_us[keep], [values[keep] for values in numbers]
+        whole = np.floor(ts_us)
+        parts = self.parts
+        parts["memory_ts"].append(whole.astype(np.int64) * 1000 + np.rint((ts_us - whole) * 1000).astype(np.int64))
+        for field, values in zip(_MEMORY_NUMBERS, numbers, strict=True):
+            parts[f"memory_{field}"].append(values)
+
     def _int64(self, values: list) -> np.ndarray:
         """An int64 column; JSON allows any integer, so values beyond int64 become -1 (unknown), counted."""
         try:
@@ -424,6 +506,10 @@ class _ColumnBuilder:
             out.append(f"{self.invalid_utf8} invalid UTF-8 sequences in the events replaced with U+FFFD")
         if self.wide_ids:
             out.append(f"{self.wide_ids} ids (correlation, device, stream, pid, tid) beyond 64 bits read as unknown")
+        if self.memory_counted:
+            out.append(f"{self.memory_counted} {COUNTED_TOTALS}")
+        if self.skipped.get(MEMORY_SKIPPED):
+            out.append(f"{self.skipped[MEMORY_SKIPPED]} {MEMORY_SKIPPED}")
         clipped = sum(1 for s in self.names if len(s) > MAX_NAME_CHARS)
         if clipped:
             out.append(f"{clipped} names longer than {MAX_NAME_CHARS} characters were cut")
@@ -432,7 +518,7 @@ class _ColumnBuilder:
     def frame(self) -> pd.DataFrame:
         import pandas as pd  # here, not at the top: a big file's decoding starts before pandas is loaded
 
-        cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items()}  # batches came last-first
+        cols = {c: np.concatenate(v[::-1]) for c, v in self.parts.items() if c not in MEMORY_PARTS}  # last-first
         ts = cols["ts"]
         in_order = len(ts) < 2 or bool((ts[1:] >= ts[:-1]).all())
         order = None if in_order else np.argsort(ts, kind="stable")
@@ -449,6 +535,58 @@ class _ColumnBuilder:
         if cols["grid"].any():  # optional columns: only traces that record launch geometry have them
             names += ["grid", "block"]
         return pd.DataFrame({c: sorted_column(c) for c in [*names, "input_dims"]}, copy=False)
+
+    def memory_frame(self) -> pd.DataFrame | None:
+        """The memory table (parsers.memory_table), None without memory events. A device whose events carry no
+        totals (traces before Kineto wrote them) gets the running sum of its changes, from the trace's start."""
+        parts = {c: self.parts[f"memory_{c}"][::-1] for c in MEMORY_COLUMNS}  # batches came last-first
+        if not parts["ts"]:
+            return None
+        table = memory_frame({c: np.concatenate(v) for c, v in parts.items()})
+        if table is None:
+            return None
+        table, self.memory_counted = with_counted_totals(table)
+        return table
+
+
+MEMORY_PARTS = tuple(f"memory_{c}" for c in MEMORY_COLUMNS)
+MEMORY_SKIPPED = "[memory] events without a usable ts, args or values, left out of the memory table"
+
+
+_MEMORY_NUMBERS = ("bytes", "allocated", "reserved", "device_type", "device")
+_MAX_MEMORY_NUMBER = float(1 << 53)  # beyond this a size or id is not exact in float64: the event is left out
+
+
+def _floats(rows: list, field: str) -> np.ndarray:
+    """float64 of each row's field, NaN for anything that is not a number (only hostile input takes the slow path)."""
+    try:
+        return np.fromiter(map(attrgetter(field), rows), dtype=np.float64, count=len(rows))
+    except (TypeError, ValueError, OverflowError):
+        return np.array([_number(v) for v in map(attrgetter(field), rows)], dtype=np.float64)
+
+
+def _memory_numbers(instants: list[_Instant]) -> tuple[list[np.ndarray], np.ndarray]:
+    """(the five number columns as int64, which events are usable): the slow path for memory events with absent
+    values (read as unknown: bytes 0, the others -1), values that are not numbers or args that are not an object."""
+    n = len(instants)
+    args = [e.args if isinstance(e.args, _MemoryArgs) else None for e in instants]
+    usable = np.fromiter((a is not None for a in args), bool, n)
+    columns = []
+    for field in _MEMORY_NUMBERS:
+        values = np.array([_number(getattr(a, field)) if a is not None else 0.0 for a in args], dtype=np.float64)
+        size = np.abs(values) <= _MAX_MEMORY_NUMBER  # False for NaN (absent), inf (not a number), beyond 2^53
+        usable &= np.isnan(values) | size
+        columns.append(np.where(size, values, 0 if field == "bytes" else UNKNOWN).astype(np.int64))
+    return columns, usable
+
+
+def _number(value) -> float:
+    """A JSON value as a float: NaN when absent (None), inf when not a number."""
+    if value is None:
+        return math.nan
+    if type(value) in (int, float):
+        return float(value) if abs(value) < 1e300 else math.inf
+    return math.inf
 
 
 def _count(value: int | None) -> int | None:

@@ -53,13 +53,39 @@ class _Metadata(msgspec.Struct, tag_field="ph", tag="M", gc=False):
     args: _MetaArgs | None = None
 
 
+class _MemoryArgs(msgspec.Struct, gc=False):
+    """What a `[memory]` instant says (profile_memory=True); typed loosely: an instant's args are free-form, and a
+    value that is not a number is skipped and counted by the column builder, never a reason to reject the file."""
+
+    bytes: Any = msgspec.field(default=None, name="Bytes")
+    allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device: Any = msgspec.field(default=None, name="Device Id")
+
+
+class _Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
+    """An instant event: not a Timeline row; the `[memory]` ones fill the memory table (parsers.memory_table)."""
+
+    name: Any = ""
+    ts: Any = None
+    args: _MemoryArgs | list | str | int | float | bool | None = None
+
+
+class _LegacyInstant(_Instant, tag="I"):
+    """The Chrome format's older spelling of an instant."""
+
+
+MEMORY_EVENT = "[memory]"
+
+
 def _skipped_phase(phase: str) -> type:
     """A field-less struct per other Chrome phase: msgspec skips their bodies without building objects."""
     return msgspec.defstruct(f"_Phase_{ord(phase)}", [], tag_field="ph", tag=phase, gc=False)
 
 
 # Every phase of the Chrome trace format; an unknown phase means the file is not a trace.
-_OTHER_PHASES = "BEiICbnestfPONDRc()Vv"
+_OTHER_PHASES = "BECbnestfPONDRc()Vv"  # and the instants above
 _PHASE_LABELS = {
     "i": "instant",
     "I": "instant",
@@ -71,7 +97,8 @@ _PHASE_LABELS = {
     "C": "counter (not read)",
 }
 _SKIPPED_TYPES = {_skipped_phase(p): _PHASE_LABELS.get(p, f"phase {p} (not read)") for p in _OTHER_PHASES}
-_AnyEvent = Union[(_Complete, _Metadata, *_SKIPPED_TYPES)]
+_INSTANT_TYPES = (_Instant, _LegacyInstant)
+_AnyEvent = Union[(_Complete, _Metadata, *_INSTANT_TYPES, *_SKIPPED_TYPES)]
 
 
 class _DeviceProps(msgspec.Struct):

@@ -1,34 +1,107 @@
 """One entry point for every supported trace format; the reader is picked from the content.
 
+`read_trace_file` is the one loader of a trace file: `load_trace` and the on-disk cache (trace_cache.timelines)
+both read through it, the cache with its own check of whether the content is already known. Everything a read
+needs travels as an argument (no module state): two sessions of one server reading at once share nothing.
+
 The readers are imported when used: a big JSON trace's two-process decoding starts before numpy is loaded."""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import TraceError
-from .limits import ReadLimits, decode_container, read_trace_bytes
+from .limits import ReadLimits, decode_container, read_file_bytes, read_trace_bytes
 from .run_sidecar import attach_run_json
+from .split_decode import DecodeStoppedError, Meanwhile, Progress
 from .timeline import Timeline
 
 _FORMATS = "not a Kineto/Chrome JSON trace, Perfetto protobuf trace or Nsight Systems SQLite export"
 
+# Asked once whether the caller already has this file's Timeline (its content is cached, say): with None while a
+# big JSON file is decoded by two processes (the caller reads the file itself meanwhile, to hash it), or with the
+# file's bytes as stored (gzip still compressed) when it is read whole, so that it is read once. True: stop.
+ContentCheck = Callable[[bytes | bytearray | None], bool]
 
-def load_trace(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline:
-    """Read a trace file of any supported format (plain or gzip) into a Timeline, with its run.json if any."""
-    timeline = read_in_pieces(path, limits)
-    if timeline is None:
-        owned = [read_trace_bytes(Path(path), limits)]  # handed over: the reader frees it as soon as it can
-        timeline = _parse(owned, limits)
+
+def load_trace(
+    path: str | os.PathLike,
+    limits: ReadLimits | None = None,
+    *,
+    meanwhile: Callable[[], object] | None = None,
+    progress: Progress | None = None,
+) -> Timeline:
+    """Read a trace file of any supported format (plain or gzip) into a Timeline, with its run.json if any.
+    `meanwhile` and `progress`: as read_trace_file says (what meanwhile returns is not used here: there is no
+    other source to stop for)."""
+
+    def work() -> bool:
+        if meanwhile is not None:
+            meanwhile()
+        return False
+
+    timeline = _read_file(Path(path), limits, work if meanwhile is not None else None, None, progress, False)
     return attach_run_json(timeline, Path(path))
 
 
-def read_in_pieces(path: str | os.PathLike, limits: ReadLimits | None = None) -> Timeline | None:
+def read_trace_file(
+    path: str | os.PathLike,
+    limits: ReadLimits | None = None,
+    *,
+    meanwhile: Meanwhile | None = None,
+    cached: ContentCheck | None = None,
+    progress: Progress | None = None,
+    whole: bool = False,
+) -> Timeline | None:
+    """The Timeline of a trace file of any supported format (plain or gzip), without its run.json; None only when
+    `cached` (see ContentCheck) or `meanwhile` returned True.
+
+    meanwhile: work for this process while a second one decodes a big JSON file (split_decode.Meanwhile).
+    progress: the fraction decoded so far, 0 to 1, as it goes (1 once the Timeline is built, whatever the format).
+    whole: never read in pieces (a caller that must hash and parse the very same bytes).
+    Raises TraceError with a one-line reason."""
+    try:
+        return _read_file(Path(path), limits, meanwhile, cached, progress, whole)
+    except DecodeStoppedError:
+        return None
+
+
+def _read_file(
+    path: Path,
+    limits: ReadLimits | None,
+    meanwhile: Meanwhile | None,
+    cached: ContentCheck | None,
+    progress: Progress | None,
+    whole: bool,
+) -> Timeline:
+    """read_trace_file, raising DecodeStoppedError where it returns None."""
+    limits = limits or ReadLimits.from_env()
+    timeline = None if whole else read_in_pieces(path, limits, _while_decoding(cached, meanwhile), progress)
+    if timeline is None:
+        raw = _stored_bytes(path, limits)
+        if cached is not None and cached(raw):
+            raise DecodeStoppedError
+        owned = [decode_container(raw, limits)]
+        del raw
+        timeline = _parse(owned, limits, meanwhile, progress)  # the reader drops the bytes as soon as it can
+    if progress is not None:
+        progress(1.0)
+    return timeline
+
+
+def read_in_pieces(
+    path: str | os.PathLike,
+    limits: ReadLimits | None = None,
+    meanwhile: Meanwhile | None = None,
+    progress: Progress | None = None,
+) -> Timeline | None:
     """The Timeline of a big plain JSON trace within the limits, read piece by piece from disk by two
     processes (no whole-file buffer); None for any other file, or when anything about it is unusual: the
-    caller then reads the whole file, which also words any error."""
+    caller then reads the whole file, which also words any error. Raises split_decode.DecodeStoppedError
+    when `meanwhile` returns True."""
     from .split_decode import MIN_SPLIT_BYTES, SplitNotPossibleError
 
     limits = limits or ReadLimits.from_env()
@@ -42,7 +115,7 @@ def read_in_pieces(path: str | os.PathLike, limits: ReadLimits | None = None) ->
     from .chrome_trace import read_chrome_trace_file
 
     try:
-        return read_chrome_trace_file(path, limits)
+        return read_chrome_trace_file(path, limits, meanwhile, progress)
     except SplitNotPossibleError:
         return None
 
@@ -56,7 +129,35 @@ def parse_trace_bytes(
     return _parse([data], limits)
 
 
-def _parse(owned: list[bytes | bytearray], limits: ReadLimits | None = None) -> Timeline:
+def _while_decoding(cached: ContentCheck | None, meanwhile: Meanwhile | None) -> Meanwhile | None:
+    """What runs while the second process decodes: the content check first (a hit stops the decoding at once),
+    then the caller's other work."""
+    if cached is None:
+        return meanwhile
+
+    def work() -> bool:
+        return cached(None) or bool(meanwhile is not None and meanwhile())
+
+    return work
+
+
+def _stored_bytes(path: Path, limits: ReadLimits) -> bytes | bytearray:
+    """The file's bytes as stored (gzip still compressed); what is wrong with it in read_trace_bytes's words."""
+    try:
+        if os.stat(path).st_size <= limits.max_file_bytes and path.is_file():
+            return read_file_bytes(path, limits.max_file_bytes)
+    except OSError:
+        pass
+    read_trace_bytes(path, limits)  # raises the one-line TraceError for what is wrong
+    raise TraceError(f"cannot read {path.name}")  # it became readable in between: treat as a failure
+
+
+def _parse(
+    owned: list[bytes | bytearray],
+    limits: ReadLimits | None = None,
+    meanwhile: Meanwhile | None = None,
+    progress: Progress | None = None,
+) -> Timeline:
     """Sniff the content and read it; `owned` holds the only reference the readers may drop early."""
     from .chrome_trace import looks_like_chrome_trace, read_chrome_trace
 
@@ -66,7 +167,7 @@ def _parse(owned: list[bytes | bytearray], limits: ReadLimits | None = None) -> 
         raise TraceError("the file is empty")
     if looks_like_chrome_trace(head):
         del data
-        return read_chrome_trace(owned, limits)
+        return read_chrome_trace(owned, limits, meanwhile, progress)
     from .nsys_reader import looks_like_sqlite, read_nsys_sqlite
     from .perfetto_reader import looks_like_perfetto, read_perfetto
 

@@ -6,6 +6,7 @@ Tables read (each optional, at least one needed; names resolved through StringId
   CUPTI_ACTIVITY_KIND_RUNTIME                      -> runtime (cuda*) or driver (cu*) calls
   NVTX_EVENTS (push/pop and start/end ranges)      -> annotation, so NVTX-marked steps are found
                                                       like record_function ones
+  CUDA_GPU_MEMORY_USAGE_EVENTS (--cuda-memory-usage) -> the memory table (parsers.nsys_memory)
 GPU activity and API calls share correlationId, kept in the correlation column;
 graphNodeId, where the export has it, is kept in an extra graph_node_id column.
 Times are already nanoseconds on the session clock. Runtime names lose nsys's
@@ -16,6 +17,7 @@ opened read-only; only real tables are queried, never views.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sqlite3
 import tempfile
@@ -26,6 +28,7 @@ import pandas as pd
 
 from .errors import TraceError
 from .limits import ReadLimits, check_event_count
+from .nsys_memory import read_memory_usage
 from .numbers import int64_column
 from .timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 
@@ -117,7 +120,12 @@ def _read(conn: sqlite3.Connection, limits: ReadLimits | None = None) -> Timelin
     raw = raw.assign(start=start, end=end)[keep]
     for col in ("pid", "tid", "device", "stream"):
         raw[col] = int64_column(raw[col])[0]
-    return _timeline(raw, skipped, _devices(conn, tables), _thread_names(conn, tables), present)
+    timeline = _timeline(raw, skipped, _devices(conn, tables), _thread_names(conn, tables), present)
+    memory, notes = read_memory_usage(conn, tables)
+    if memory is None and not notes:
+        return timeline
+    meta = dataclasses.replace(timeline.meta, warnings=(*timeline.meta.warnings, *notes))
+    return dataclasses.replace(timeline, meta=meta, memory=memory)
 
 
 def _query(conn: sqlite3.Connection, sql: str, table: str) -> pd.DataFrame:

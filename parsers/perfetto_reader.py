@@ -17,6 +17,7 @@ trace_processor_shell, used only when a binary is already on the machine.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
 from collections import Counter
@@ -30,6 +31,7 @@ from .chrome_trace import CATEGORY_KINDS
 from .errors import TraceError
 from .limits import ReadLimits, check_event_count
 from .numbers import MAX_TIME
+from .perfetto_memory import memory_from_counters, memory_track
 from .timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 from .trace_processor import TRACE_PROCESSOR_ENV, find_trace_processor
 
@@ -199,6 +201,7 @@ class _SliceCollector:
         self.notes: Counter[str] = Counter()  # values repaired on reading, said in the warnings
         self.packet_kinds: Counter[str] = Counter()
         self.track_events = 0
+        self.counter_samples: list[tuple[int, int, float]] = []  # (ts, track, value): memory counters among them
 
     def add_packet(self, packet) -> None:
         seq_id = packet.trusted_packet_sequence_id
@@ -274,7 +277,10 @@ class _SliceCollector:
         elif kind == _TYPE_INSTANT:
             self.skipped["instant"] += 1
         elif kind == _TYPE_COUNTER:
-            self.skipped["counter"] += 1
+            self.skipped["counter"] += 1  # not a slice; a memory counter's samples also go to the memory table
+            if ts <= MAX_TIME:
+                value = event.double_counter_value if event.HasField("double_counter_value") else event.counter_value
+                self.counter_samples.append((ts, track, float(value)))
         else:
             self.skipped["track events of unspecified type (legacy)"] += 1
 
@@ -294,7 +300,27 @@ class _SliceCollector:
             slices = slices[~negative]
         for kind, n in self.packet_kinds.items():
             self.skipped[f"packets of type {kind} (not read)"] += n
-        return _build_timeline(slices, self.tracks, self.track_events, self.skipped, self.notes)
+        timeline = _build_timeline(slices, self.tracks, self.track_events, self.skipped, self.notes)
+        return _with_memory_counters(timeline, self.counter_samples, self.tracks)
+
+
+def _with_memory_counters(timeline: Timeline, samples: list[tuple[int, int, float]], tracks: dict) -> Timeline:
+    """The timeline with the memory table of its memory counter tracks (parsers.perfetto_memory), if any."""
+    found = {}
+    for uuid in {s[1] for s in samples}:
+        chain = _ancestors(tracks, uuid)
+        if chain and chain[0].is_counter and not any(t.name == PHASES_TRACK for t in chain):
+            answer = memory_track([t.name for t in chain])
+            if answer is not None:
+                found[uuid] = answer
+    memory = memory_from_counters(samples, found) if found else None
+    if memory is None:
+        return timeline
+    warnings = timeline.meta.warnings
+    guessed = sorted({" / ".join(t.name for t in _ancestors(tracks, u)) for u, a in found.items() if a[3]})
+    if guessed:
+        warnings += (f"memory counters matched by name (allocated or reserved bytes): {', '.join(guessed)[:300]}",)
+    return dataclasses.replace(timeline, meta=dataclasses.replace(timeline.meta, warnings=warnings), memory=memory)
 
 
 def _annotations(event, state: _SequenceState, notes: Counter) -> tuple[int, int, str]:

@@ -53,6 +53,7 @@ class RankedRun:
     warnings: tuple[str, ...]
     same_clock: bool  # False: different hosts or disjoint times, compare ranks by step durations only
     clock_note: str
+    order: tuple[int, ...] = ()  # files[k] is the order[k]-th of the paths given (rank_timelines' input order)
 
 
 def find_trace_files(source: str | os.PathLike) -> list[Path]:
@@ -184,4 +185,5 @@ def rank_timelines(paths: list[Path], timelines: list[Timeline]) -> RankedRun:
         warnings=tuple(warnings),
         same_clock=same_clock,
         clock_note=note,
+        order=tuple(order),
     )

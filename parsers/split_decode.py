@@ -34,6 +34,7 @@ import re
 import signal
 import struct
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,7 @@ from ..contracts.safe_read import open_regular
 from .errors import TraceError
 from .file_pieces import FileChangedError, FileSource
 from .kineto_schema import _AnyEvent, _TraceDoc
+from .piece_channel import PieceChannel
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,6 +82,16 @@ _TAIL_DECODER = msgspec.json.Decoder(_Tail)
 
 class SplitNotPossibleError(Exception):
     """The piecewise path could not be used; the caller reads the file in one process instead."""
+
+
+class DecodeStoppedError(Exception):
+    """The caller's `meanwhile` returned True (it has what it needs: the content is cached, say): decoding stopped."""
+
+
+# Work for the calling process while the other one decodes (imports it needs next, hashing the file): it then costs
+# about half its time. Returning True stops the decoding (DecodeStoppedError). Run only when a second process decodes.
+Meanwhile = Callable[[], object]
+Progress = Callable[[float], None]  # the fraction of the pieces decoded so far, 0 to 1
 
 
 def split_workers() -> int:
@@ -199,14 +211,14 @@ def _decode_in_place(data: bytearray, start: int, stop: int) -> list:
         data[start - 1], data[stop] = before, after
 
 
-def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None) -> dict[int, _Piece | None]:
+def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None, progress=None) -> dict[int, _Piece | None]:
     """Decode the pieces whose numbers `numbers` yields (the shared queue, or all of them in one process).
 
-    `publish(number, piece)`, when given (the child), hands each piece on as soon as it is decoded instead of
-    keeping it."""
+    `publish(number, piece)`, when given (the other process), hands each piece on as soon as it is decoded instead
+    of keeping it; `progress(count)`, when given, hears how many this process has decoded after each one."""
     done: dict[int, _Piece | None] = {}
     events = 0
-    for i in numbers:
+    for count, i in enumerate(numbers, 1):
         piece = _decode(data, *pieces[i])
         events += piece.count if piece is not None else 0
         if events > max_events:  # the one-process reader counts them and words the error
@@ -215,6 +227,8 @@ def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None) -> 
             done[i] = piece
         else:
             publish(i, piece)
+        if progress is not None:
+            progress(count)
     return done
 
 
@@ -228,22 +242,33 @@ def _queue(fd: int):
         yield struct.unpack("<I", raw)[0]
 
 
-def decode_in_two(box: list[bytes | bytearray], max_events: int = 1 << 62) -> tuple[_TraceDoc, _ColumnBuilder, int]:
+def decode_in_two(
+    box: list[bytes | bytearray],
+    max_events: int = 1 << 62,
+    meanwhile: Meanwhile | None = None,
+    progress: Progress | None = None,
+) -> tuple[_TraceDoc, _ColumnBuilder, int]:
     """(the document's other fields, a column builder holding every event, the event count).
 
     `box` holds the file's bytes, and should hold the only reference: once every event is decoded
     the box is emptied, so the bytes are freed before the frame is built. Raises
-    SplitNotPossibleError (the box still full) when the file is small or its layout cannot be proved.
+    SplitNotPossibleError (the box still full) when the file is small or its layout cannot be proved,
+    DecodeStoppedError when `meanwhile` returns True.
     """
     data = box[0]
-    head, ordered = _decode_pieces(data, bytes(data[:HEAD_BYTES]), max_events)
+    head, ordered = _decode_pieces(data, bytes(data[:HEAD_BYTES]), max_events, meanwhile, progress)
     del data
     result = _joined(head, ordered, max_events)
     box.clear()  # every event is decoded: the file's bytes can go before the frame is built
     return result
 
 
-def decode_file_in_two(path: str | os.PathLike, max_events: int = 1 << 62) -> tuple[_TraceDoc, _ColumnBuilder, int]:
+def decode_file_in_two(
+    path: str | os.PathLike,
+    max_events: int = 1 << 62,
+    meanwhile: Meanwhile | None = None,
+    progress: Progress | None = None,
+) -> tuple[_TraceDoc, _ColumnBuilder, int]:
     """decode_in_two for a file on disk, read piece by piece by the processes that decode them (no whole-file
     buffer). Raises SplitNotPossibleError when the file is small, not a plain JSON object, changes size while
     it is read, or cannot be read or split; the caller then reads it whole (and gets the precise error)."""
@@ -253,7 +278,7 @@ def decode_file_in_two(path: str | os.PathLike, max_events: int = 1 << 62) -> tu
         raise SplitNotPossibleError("cannot open the file") from None
     try:
         source = FileSource(fd, os.fstat(fd).st_size)
-        head, ordered = _decode_pieces(source, source.head(HEAD_BYTES), max_events)
+        head, ordered = _decode_pieces(source, source.head(HEAD_BYTES), max_events, meanwhile, progress)
         source.check_unchanged_size()
     except (OSError, FileChangedError) as exc:
         raise SplitNotPossibleError(f"the file could not be read in pieces: {exc}") from None
@@ -262,7 +287,9 @@ def decode_file_in_two(path: str | os.PathLike, max_events: int = 1 << 62) -> tu
     return _joined(head, ordered, max_events)
 
 
-def _decode_pieces(data, head_bytes: bytes, max_events: int) -> tuple[_TraceDoc, list[_Piece]]:
+def _decode_pieces(
+    data, head_bytes: bytes, max_events: int, meanwhile: Meanwhile | None, progress: Progress | None
+) -> tuple[_TraceDoc, list[_Piece]]:
     """The document's keys before the events and the decoded pieces in file order (see the module).
     `data`: the bytes or the FileSource; `head_bytes`: its first HEAD_BYTES."""
     if len(data) < MIN_SPLIT_BYTES:
@@ -271,11 +298,12 @@ def _decode_pieces(data, head_bytes: bytes, max_events: int) -> tuple[_TraceDoc,
         raise SplitNotPossibleError("not a JSON object")
     first, head = _array_start(head_bytes)
     pieces = _plan(data, first)
-    with _no_garbage_collection():
+    with _COLLECTOR.paused():
         if split_workers() < 2 or not hasattr(os, "fork") or len(pieces) < 2:
-            done = _take_pieces(data, pieces, range(len(pieces)), max_events)
+            own = None if progress is None else (lambda count: progress(count / len(pieces)))
+            done = _take_pieces(data, pieces, range(len(pieces)), max_events, progress=own)
         else:
-            done = _decode_with_child(data, pieces, max_events)
+            done = _decode_with_child(data, pieces, max_events, meanwhile, progress)
         return head, _prove(data, pieces, done)
 
 
@@ -292,79 +320,134 @@ def _joined(head: _TraceDoc, ordered: list[_Piece], max_events: int) -> tuple[_T
     return head, builder, count
 
 
-@contextlib.contextmanager
-def _no_garbage_collection() -> Iterator[None]:
+class _CollectorPause:
     """The cycle collector paused while events are decoded: every piece allocates tens of thousands of
-    containers (lists, structs' args) that trigger collections, none of which can find a cycle."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+    containers (lists, structs' args) that trigger collections, none of which can find a cycle. The collector is
+    one switch for the whole process, so decodes running at once in several threads (a server's sessions) count
+    themselves in, behind a lock: the last one out switches it back on, if it was on before the first came in."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._decoding = 0
+        self._was_enabled = False
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            if self._decoding == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._decoding += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._decoding -= 1
+                if self._decoding == 0 and self._was_enabled:
+                    gc.enable()
 
 
-def _decode_with_child(data, pieces: list, max_events: int) -> dict[int, _Piece | None]:
-    """Both processes take pieces from the queue; the child's come back through a shared file (see _Results)."""
+_COLLECTOR = _CollectorPause()
+
+
+def _decode_with_child(
+    data, pieces: list, max_events: int, meanwhile: Meanwhile | None, progress: Progress | None
+) -> dict[int, _Piece | None]:
+    """Both processes take pieces from the queue; the other's come back through a PieceChannel.
+
+    The other process is a plain fork of this one when this is the process's only thread (the command line: the
+    cheapest start), else a child of the decode helper (parsers.decode_helper): a fork made while other threads
+    run (a server's sessions) copies the locks they hold, and the child could wait on one forever."""
     queue_read, queue_write = os.pipe()
     os.write(queue_write, b"".join(struct.pack("<I", i) for i in range(len(pieces))))
     os.close(queue_write)
-    results = _Results()
-    pid = os.fork()
-    if pid == 0:  # the child: decode pieces, write each one's columns as it is done, leave without cleanup handlers
-        code = 1
-        try:
-            results.as_writer()
-            _take_pieces(data, pieces, _queue(queue_read), max_events, publish=results.publish)
-            code = 0
-        except BaseException:  # any failure: the parent sees a non-zero exit and falls back
-            pass
-        finally:
-            os._exit(code)
+    channel, pid = PieceChannel(), 0
     try:
-        results.as_reader()
-        _work_while_the_child_decodes()
-        done = _take_pieces(data, pieces, _queue(queue_read), max_events)
-        records = results.records()  # until the child closes its end: it has written every piece
-        _, status = os.waitpid(pid, 0)
-        pid = 0
-        received = results.collect(records) if status == 0 else None
-        if received is None:
-            raise SplitNotPossibleError("the child could not decode its pieces")
-        done.update(received)
-    except BaseException:
+        pid = _start_second_process(data, pieces, max_events, queue_read, channel)
+        channel.as_reader()
+        if meanwhile is not None and meanwhile():
+            raise DecodeStoppedError
+        if "pandas" not in sys.modules:  # the frame needs it: imported while the other process decodes
+            import pandas  # noqa: F401
+
+        def own(count: int) -> None:  # this process's pieces and those the other has sent so far
+            progress(min(1.0, (count + channel.sent_so_far()) / len(pieces)))
+
+        done = _take_pieces(data, pieces, _queue(queue_read), max_events, progress=own if progress else None)
+        if len(done) < len(pieces):  # the other process took some: wait for them
+            done.update(_received(channel))
         if pid:
-            _stop(pid)
+            os.waitpid(pid, 0)
+            pid = 0
+    except BaseException:
+        _stop(pid, queue_read)
         raise
     finally:
-        results.close()
+        channel.close()
         os.close(queue_read)
     return done
 
 
-_MEANWHILE: list[Callable[[], object]] = []  # see while_decoding
+def _start_second_process(data, pieces: list, max_events: int, queue_read: int, channel: PieceChannel) -> int:
+    """The pid of a child forked here; 0 when the decode helper is asked to fork it (if there is no helper, no
+    process takes pieces but this one, which then decodes them all)."""
+    if threading.active_count() == 1:
+        pid = os.fork()
+        if pid == 0:  # the child: decode pieces, send each one as it is done, leave without cleanup handlers
+            code = 1
+            try:
+                channel.as_writer()
+                _take_pieces(data, pieces, _queue(queue_read), max_events, publish=_sender(channel))
+                channel.finish()
+                code = 0
+            except BaseException:  # any failure: no finishing record, and the parent falls back
+                pass
+            finally:
+                os._exit(code)
+        return pid
+    from . import decode_helper
 
-
-@contextlib.contextmanager
-def while_decoding(work: Callable[[], object]) -> Iterator[None]:
-    """Within this block, a big file's decoding also runs `work` (imports the caller needs next, say) in this
-    process right after the child is forked: the child is decoding meanwhile, and the shared queue hands it
-    more pieces, so the work costs about half its time. Works of nested blocks run innermost first; an
-    exception from one stops the decoding and reaches the caller. Not run when no child is forked (small
-    files, one worker)."""
-    _MEANWHILE.append(work)
+    source, ours = decode_helper.trace_descriptor(data)
     try:
-        yield
+        request = {"size": len(data), "pieces": pieces, "max_events": max_events}
+        decode_helper.submit(request, [source, queue_read, *channel.child_fds()])
     finally:
-        _MEANWHILE.remove(work)
+        if ours:
+            os.close(source)
+    return 0
 
 
-def _work_while_the_child_decodes() -> None:
-    for work in reversed(_MEANWHILE):
-        work()
-    if "pandas" not in sys.modules:  # the frame needs it
-        import pandas  # noqa: F401
+def decode_for_parent(request: dict, fds: list[int]) -> None:
+    """The other process's share, in a child of the decode helper: the trace (its file, or a copy of the parent's
+    buffer), the queue and the channel come as descriptors (see _decode_with_child)."""
+    source, queue_read, records_write, results = fds
+    channel = PieceChannel.for_child(records_write, results)
+    pieces = [(start, stop) for start, stop in request["pieces"]]
+    gc.disable()  # as in the parent: nothing decoded holds a cycle
+    source = FileSource(source, request["size"])
+    _take_pieces(source, pieces, _queue(queue_read), request["max_events"], publish=_sender(channel))
+    channel.finish()
+
+
+def _sender(channel: PieceChannel) -> Callable[[int, _Piece | None], None]:
+    def send(index: int, piece: _Piece | None) -> None:
+        if piece is None:
+            channel.send(index, {"index": index, "parsed": False}, ())
+        else:
+            header, columns = _piece_header(index, piece)
+            channel.send(index, header, columns.values())
+
+    return send
+
+
+def _received(channel: PieceChannel) -> dict[int, _Piece | None]:
+    """The other process's pieces once it is done. Raises SplitNotPossibleError when it did not finish (it died,
+    or failed on a piece) or what it wrote is garbled."""
+    got = channel.records()
+    received = channel.received(got[0]) if got is not None and got[1] else None
+    if received is None:
+        raise SplitNotPossibleError("the other process could not decode its pieces")
+    return {i: _rebuilt(header, columns) if header["parsed"] else None for i, (header, columns) in received.items()}
 
 
 def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:
@@ -446,115 +529,22 @@ def _remap_ids(values: np.ndarray, id_map: dict[int, int]) -> np.ndarray:
     return np.where(hit, targets[pos], values)
 
 
-def _stop(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
-        pass
-
-
-# --- the child's pieces, through a shared file -------------------------------------------------------------------
-
-
-_RECORD = struct.Struct("<QQQ")  # piece number, header offset, header length (MAX_PIECES of them fit a pipe)
-
-
-class _Results:
-    """The child's decoded pieces, handed to this process as it goes.
-
-    The child appends each piece to an unnamed shared file (memfd; a temporary file where there is none) right
-    after decoding it: a msgpack header (string tables, counts) padded to 8 bytes, then its int64 columns. A
-    24-byte record per piece (number, offset, header length) goes through a pipe, in one atomic write. This
-    process maps the file once the child is done: the columns are read-only views of it, not copies. So the
-    child's pieces cost this process nothing while it decodes its own, and nothing is copied at the end."""
-
-    def __init__(self) -> None:
-        self.records_read, self.records_write = os.pipe()
+def _stop(pid: int, queue_read: int) -> None:
+    """End the other process's work: kill a forked child; for the helper's child, take every piece left in the queue
+    (it stops after the one in hand, and its next record meets a closed pipe)."""
+    if pid:
         try:
-            self.fd = os.memfd_create("stepscope-pieces", getattr(os, "MFD_CLOEXEC", 0))
-            self._file = None
-        except (AttributeError, OSError):
-            import tempfile
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        return
+    with contextlib.suppress(OSError):
+        while os.read(queue_read, 1 << 16):
+            pass
 
-            self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
-            self.fd = self._file.fileno()
-        self._end = 0
 
-    def as_writer(self) -> None:
-        os.close(self.records_read)
-        self.records_read = -1
-
-    def as_reader(self) -> None:
-        os.close(self.records_write)
-        self.records_write = -1
-
-    def publish(self, index: int, piece: _Piece | None) -> None:
-        if piece is None:
-            header, columns = {"index": index, "parsed": False}, {}
-        else:
-            header, columns = _piece_header(index, piece)
-        blob = msgspec.msgpack.encode(header)
-        start = self._end
-        self._write(blob + b"\0" * (-len(blob) % 8))  # padded: the columns after it start 8-byte aligned
-        for array in columns.values():
-            self._write(memoryview(array).cast("B"))
-        os.write(self.records_write, _RECORD.pack(index, start, len(blob)))
-
-    def _write(self, data) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.pwrite(self.fd, view, self._end)
-            self._end += n
-            view = view[n:]
-
-    def records(self) -> list[tuple[int, int, int]] | None:
-        """Every record the child wrote, once it has closed its end; None when they are not whole records."""
-        raw = bytearray()
-        while chunk := os.read(self.records_read, 1 << 16):
-            raw += chunk
-        if len(raw) % _RECORD.size:
-            return None
-        return [_RECORD.unpack_from(raw, i) for i in range(0, len(raw), _RECORD.size)]
-
-    def collect(self, records: list[tuple[int, int, int]] | None) -> dict[int, _Piece | None] | None:
-        """The child's pieces, rebuilt as builders whose columns are views of the mapped file; None if garbled."""
-        import mmap
-
-        import numpy as np
-
-        if records is None:
-            return None
-        size = os.fstat(self.fd).st_size
-        region = mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) if size else b""
-        done: dict[int, _Piece | None] = {}
-        try:
-            for index, offset, blob_length in records:
-                header = msgspec.msgpack.decode(region[offset : offset + blob_length])
-                if not header["parsed"]:
-                    done[index] = None
-                    continue
-                columns, position = {}, offset + blob_length + (-blob_length % 8)
-                for name, length in header["columns"]:
-                    if position + 8 * length > size:
-                        return None
-                    columns[name] = np.frombuffer(region, dtype=np.int64, count=length, offset=position)
-                    position += 8 * length
-                done[index] = _rebuilt(header, columns)
-        except (msgspec.DecodeError, KeyError, TypeError, ValueError):
-            return None
-        return done
-
-    def close(self) -> None:
-        for fd in (self.records_read, self.records_write):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        if self._file is not None:
-            self._file.close()
-        else:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)  # a mapping made from it stays valid
+# --- a piece's columns as the other process sends them (parsers.piece_channel) -------------------------------
 
 
 def _piece_header(index: int, piece: _Piece) -> tuple[dict, dict[str, np.ndarray]]:

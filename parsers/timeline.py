@@ -61,11 +61,13 @@ class TraceMeta:
 class Timeline:
     """Duration events (ts and dur in int64 ns on the trace's own clock) plus metadata.
 
-    The frame is sorted by ts. Treat it as read-only: analysis derives new frames.
+    The frame is sorted by ts. Treat it as read-only: analysis derives new frames. `memory`: the trace's
+    allocations, frees and memory samples (parsers.memory_table), None when it has none.
     """
 
     events: pd.DataFrame
     meta: TraceMeta
+    memory: pd.DataFrame | None = None
 
     def __len__(self) -> int:
         return len(self.events)

@@ -29,7 +29,7 @@ if not _os.path.isdir(_os.path.join(_here, "parsers")) and _os.path.isdir(_os.pa
     __path__.append(_root)  # a checkout: stepscope.parsers is ./parsers
     _install_bare_names(_Path(_root))
 
-__all__ = ["Trace", "TraceComparison", "analyze", "compare", "frames", "load"]
+__all__ = ["Run", "Trace", "TraceComparison", "analyze", "compare", "frames", "load", "load_run"]
 
 
 def __getattr__(name: str):

@@ -15,9 +15,10 @@ import pytest
 import streamlit as st
 
 from app import cache as app_cache
-from parsers import load_trace
+from parsers import load as loader
+from parsers.chrome_trace import read_chrome_trace
 from tests.synthetic_traces import doc, synthetic_generation
-from trace_cache import keys, timelines
+from trace_cache import keys
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def counted(tmp_path, monkeypatch):
     st.cache_data.clear()
     st.cache_resource.clear()
     calls = {"read": [], "hash_file": [], "parse": 0}
-    real_read, real_hash, real_parse = timelines.read_file_bytes, keys.hash_file, timelines._parse
+    real_read, real_hash, real_parse = loader.read_file_bytes, keys.hash_file, loader._parse
 
     def read(path, *args, **kwargs):
         calls["read"].append(os.path.basename(path))
@@ -41,9 +42,9 @@ def counted(tmp_path, monkeypatch):
         calls["parse"] += 1
         return real_parse(*args, **kwargs)
 
-    monkeypatch.setattr(timelines, "read_file_bytes", read)
+    monkeypatch.setattr(loader, "read_file_bytes", read)
     monkeypatch.setattr(keys, "hash_file", hash_file)
-    monkeypatch.setattr(timelines, "_parse", parse)
+    monkeypatch.setattr(loader, "_parse", parse)
     yield calls
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -59,12 +60,12 @@ def test_a_file_is_read_once_and_never_hashed_on_its_own(tmp_path, counted):
     trace = _trace(tmp_path / "logs" / "a" / "trace.json")
     loaded = app_cache.load_path(trace)
     assert counted["read"] == ["trace.json"] and counted["hash_file"] == [] and counted["parse"] == 1
-    assert loaded.sha256 == keys.hash_bytes(trace.read_bytes())  # the digest of the bytes, computed here apart
-    expected = load_trace(trace).events  # an independent parse, outside every cache
+    assert loaded.digest == keys.hash_bytes(trace.read_bytes())  # the digest of the bytes, computed here apart
+    expected = read_chrome_trace([trace.read_bytes()]).events  # an independent parse, outside every cache
     assert len(loaded.timeline.events) == len(expected) > 0
     assert loaded.timeline.events["ts"].tolist() == expected["ts"].tolist()
     again = app_cache.load_path(trace)  # a rerun: the stat lookups only
-    assert counted["read"] == ["trace.json"] and counted["parse"] == 1 and again.sha256 == loaded.sha256
+    assert counted["read"] == ["trace.json"] and counted["parse"] == 1 and again.digest == loaded.digest
 
 
 def test_a_rerun_reads_nothing_even_without_the_on_disk_stat_index(tmp_path, counted, monkeypatch):
@@ -72,7 +73,7 @@ def test_a_rerun_reads_nothing_even_without_the_on_disk_stat_index(tmp_path, cou
     monkeypatch.setattr(keys, "remember_digest", lambda *args, **kwargs: None)  # a cache folder that keeps nothing
     first = app_cache.load_path(trace)
     second = app_cache.load_path(trace)
-    assert counted["read"] == ["trace.json"] and counted["parse"] == 1 and first.sha256 == second.sha256
+    assert counted["read"] == ["trace.json"] and counted["parse"] == 1 and first.digest == second.digest
 
 
 def test_the_same_content_under_two_names_is_parsed_once(tmp_path, counted):
@@ -82,7 +83,7 @@ def test_the_same_content_under_two_names_is_parsed_once(tmp_path, counted):
     shutil.copyfile(first, copy)
     a = app_cache.load_path(first)
     b = app_cache.load_path(copy)
-    assert a.sha256 == b.sha256
+    assert a.digest == b.digest
     assert counted["parse"] == 1  # the copy is read to learn its hash, then its content is already known
     assert counted["read"] == ["trace.json", "copy.json"] and counted["hash_file"] == []
 
@@ -93,5 +94,5 @@ def test_a_changed_file_is_read_again(tmp_path, counted):
     _trace(trace, decode_steps=6)  # new content: size and mtime change
     after = app_cache.load_path(trace)
     assert counted["read"] == ["trace.json", "trace.json"] and counted["parse"] == 2
-    assert after.sha256 != before.sha256
+    assert after.digest != before.digest
     assert len(after.analysis.steps) > len(before.analysis.steps)

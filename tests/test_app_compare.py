@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict
 
@@ -50,11 +51,22 @@ GRAPH = _analysis(
 def test_metrics_frame_has_deltas_and_ratios():
     result = compare(EAGER, GRAPH, "eager", "cuda-graph")
     assert list(result.metrics.columns) == list(METRIC_COLUMNS)
-    assert len(result.metrics) == len(COMPARED_METRICS)
+    assert len(result.metrics) == len(COMPARED_METRICS) - 4  # no memory events in either: no memory rows
     itl = result.metrics.set_index("metric").loc["itl_p50_ms"]
     assert itl["a"] == 9.8 and itl["b"] == 6.1
     assert math.isclose(itl["delta"], -3.7)
     assert math.isclose(itl["ratio"], 6.1 / 9.8)
+
+
+def test_memory_rows_appear_when_either_trace_has_memory():
+    from analysis.summary import MemorySummary
+
+    memory = MemorySummary(device="cuda:0", events=3, peak_allocated_bytes=2 << 30, peak_reserved_bytes=None)
+    result = compare(EAGER, dataclasses.replace(GRAPH, summary=dataclasses.replace(GRAPH.summary, memory=memory)))
+    rows = result.metrics.set_index("metric")
+    assert len(result.metrics) == len(COMPARED_METRICS) - 3  # only the figure B has: its peak allocated
+    peak = rows.loc["memory_peak_allocated_bytes"]
+    assert peak["b"] == 2 << 30 and math.isnan(peak["a"])
 
 
 def test_sentence_names_cuda_graphs_and_what_moved():

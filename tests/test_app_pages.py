@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.analysis_settings import DEVICE_KEY, MODEL_KEY
 from app.navigation import ANALYZE_KEY, COMPARE_KEYS
 from app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
 from tests.app_pages import page_test
@@ -198,12 +199,15 @@ def test_analyze_shows_expected_vs_measured_for_the_cpu_sample(samples):
     assert device.value.startswith("CPU")  # run.json says cpu: this machine, measured
     titles = [a.value for a in list(at.info) + list(at.warning)]
     assert any("roofline" in t and "Decode runs at" in t for t in titles)
-    # a lower achievable fraction lowers the floor's bandwidth, so the expected time rises
+    # a lower achievable fraction lowers the floor's bandwidth, so the expected time rises: in a what-if table
+    # beside the answer's, which stays as it was (the findings and downloads keep the answer)
     before = float(table.loc[table["phase"] == "decode", "expected ms"].iloc[0])
     next(n for n in at.number_input if n.label == "Memory bandwidth fraction").set_value(0.5).run()
     assert not at.exception
-    after = float(_roofline_table(at).loc[lambda t: t["phase"] == "decode", "expected ms"].iloc[0])
-    assert after > before
+    answer, what_if = (d.value for d in at.dataframe if "% of roofline" in d.value.columns)
+    assert float(answer.loc[lambda t: t["phase"] == "decode", "expected ms"].iloc[0]) == before
+    assert float(what_if.loc[lambda t: t["phase"] == "decode", "expected ms"].iloc[0]) > before
+    assert any(c.value.startswith("What-if") for c in at.caption)
     next(b for b in at.button if b.label.startswith("Typical")).click().run()
     assert next(n for n in at.number_input if n.label == "Memory bandwidth fraction").value == 0.8
 
@@ -214,11 +218,14 @@ def test_roofline_for_a_trace_without_run_json_takes_a_model_and_a_gpu(samples):
     at.run()
     assert not at.exception
     assert _roofline_table(at) is None
-    assert any("pick the device" in i.value.lower() for i in at.info)
-    next(s for s in at.selectbox if s.label == "Device").set_value("H100 SXM").run()
     assert any("pick the model" in i.value.lower() for i in at.info)
     next(s for s in at.selectbox if s.label.startswith("Model")).set_value("llama-3-8b").run()
     assert not at.exception
+    assert at.session_state[MODEL_KEY] == ("llama-3-8b", "bfloat16")  # every page now reads traces with it
+    assert any("pick the device" in i.value.lower() for i in at.info)  # the synthetic trace names no GPU
+    next(s for s in at.selectbox if s.label.startswith("Device (the trace")).set_value("H100 SXM").run()
+    assert not at.exception
+    assert at.session_state[DEVICE_KEY] == "H100 SXM"
     table = _roofline_table(at)
     assert list(table["phase"]) == ["prefill", "decode"]
     assert table["binding resource"].str.contains("HBM").any()
@@ -270,8 +277,8 @@ def test_analyze_gpu_trace_shows_short_kernel_names_and_needs_a_model_for_catego
     assert not at.exception
     assert not any("pct_of_roofline" in d.value.columns for d in at.dataframe)
     assert any("per-category roofline needs a model" in i.value for i in at.info)
-    next(s for s in at.selectbox if s.label == "Device").set_value("H100 SXM").run()
     next(s for s in at.selectbox if s.label.startswith("Model")).set_value("llama-3-8b").run()
+    next(s for s in at.selectbox if s.label.startswith("Device (the trace")).set_value("H100 SXM").run()
     assert not at.exception
     roof = next(d.value for d in at.dataframe if "pct_of_roofline" in d.value.columns)
     gemm = roof[roof["category"] == "gemm"].iloc[0]
@@ -296,7 +303,7 @@ def test_perfetto_export_is_made_on_request(samples):
 
 def test_a_perfetto_upload_opens_in_analyze(samples):
     from app.cache import load_path
-    from exporters import perfetto_trace_bytes
+    from exporters.perfetto_trace import perfetto_trace_bytes
 
     loaded = load_path(samples / "cpu_tiny-llama_eager" / "trace.json.gz")
     data = perfetto_trace_bytes(loaded.timeline, loaded.analysis)
@@ -368,3 +375,46 @@ def test_analysis_settings_reanalyse_and_a_bad_regex_is_one_line(samples):
     assert any("regex" in e.value for e in at.error)
     at.text_input(key="step_regex").set_value("").run()
     assert not at.exception and not [e for e in at.error if "regex" in e.value]
+
+
+def test_analyze_shows_the_memory_lane_and_figures_of_a_memory_capture(samples):
+    """A real capture with profile_memory (tests/data/captures): the memory lane under the timeline, the memory
+    cards of the CPU (the model's device), the per-step memory chart; a trace without memory says how to get it."""
+    capture = REPO / "tests" / "data" / "captures" / "memory_fp32_b1_dynamic.json.gz"
+    (samples / "memory_capture").mkdir()
+    (samples / "memory_capture" / "trace.json.gz").write_bytes(capture.read_bytes())
+    at = _page("analyze.py")
+    at.session_state[ANALYZE_KEY] = "sample:memory_capture"
+    at.run()
+    assert not at.exception
+    specs = _plotly_specs(at)
+    lane = [s for s in specs if "Memory over the run" in s]
+    assert len(lane) == 1 and "allocated · cpu" in lane[0]
+    assert any("Memory per step (cpu)" in s for s in specs)
+    metrics = _metrics(at)
+    assert metrics["Peak allocated (cpu)"].endswith("KiB")
+    assert metrics["KV growth / decode step (cpu)"] == "1.0 KiB"
+    assert metrics["Expected KV / decode step (cpu)"] == "needs the model"
+    eager = _page("analyze.py").run()
+    assert not eager.exception
+    assert not [s for s in _plotly_specs(eager) if "Memory over the run" in s]
+    assert any("No memory events in this trace" in c.value for c in eager.caption)
+
+
+def test_run_page_profile_memory_reaches_the_run_spec(samples, monkeypatch):
+    pytest.importorskip("torch")
+    import collectors.run
+    from collectors.errors import CollectorError
+
+    seen = []
+
+    def stop(spec, *args, **kwargs):
+        seen.append(spec)
+        raise CollectorError("stopped by the test")
+
+    monkeypatch.setattr(collectors.run, "run_profiled_generation", stop)
+    at = _page("run.py").run()
+    next(c for c in at.checkbox if c.label == "Profile memory").check()
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not at.exception
+    assert [s.profile_memory for s in seen] == [True]

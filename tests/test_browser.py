@@ -38,6 +38,8 @@ CHROMIUM_ARGS = [
 # Screenshots land in test-artifacts/ (ignored by git); STEPSCOPE_UPDATE_SCREENSHOTS=1 refreshes README's.
 SCREENSHOTS = REPO / ("docs/screenshots" if os.environ.get("STEPSCOPE_UPDATE_SCREENSHOTS") else "test-artifacts")
 PAGE_TIMEOUT_MS = 60_000
+MEMORY_CAPTURE = REPO / "tests" / "data" / "captures" / "memory_fp32_b1_two_requests_kept.json.gz"
+MEMORY_SAMPLE = "memory_capture"
 
 
 def _require_browser() -> None:
@@ -70,6 +72,8 @@ def app_url(tmp_path_factory):
         if folder.is_dir():
             shutil.copytree(folder, samples / folder.name)
     write_synthetic_trace(samples, "synthetic")
+    (samples / MEMORY_SAMPLE).mkdir()  # a real capture with profile_memory (tests/data/captures)
+    shutil.copy(MEMORY_CAPTURE, samples / MEMORY_SAMPLE / "trace.json.gz")
     env = dict(os.environ, STEPSCOPE_SAMPLES_DIR=str(samples), STEPSCOPE_RUNS_DIR=str(samples / "runs"))
     with _streamlit(env) as url:
         yield url
@@ -204,6 +208,36 @@ def test_trace_text_is_escaped(browser, app_url):
     )
     page.wait_for_timeout(1500)
     assert page.locator("img[src='x']").count() == 0
+    assert not dialogs
+    page.close()
+
+
+def test_memory_lane_is_drawn_under_the_timeline(browser, app_url):
+    """A capture with memory events: the memory lane's traces (allocated per device, the step boundaries) are on
+    the page under the timeline, and the memory figures and the finding on the kept cache are shown."""
+    page, dialogs = _open(browser, app_url)
+    _wait_for_analysis(page)
+    page.locator("[data-testid='stSelectbox']").first.click()
+    page.get_by_role("option", name=MEMORY_SAMPLE).click()
+    page.wait_for_selector(
+        ".st-key-memory_lane .js-plotly-plot .scatterlayer .trace", state="attached", timeout=PAGE_TIMEOUT_MS
+    )
+    lane = page.evaluate("""() => {
+        const gd = document.querySelector('.st-key-memory_lane .js-plotly-plot');
+        return {names: gd._fullData.map(d => d.name), points: gd._fullData.map(d => d.x.length),
+                top: gd.getBoundingClientRect().top,
+                timeline: document.querySelector('.st-key-overview_timeline').getBoundingClientRect().top};
+    }""")
+    assert "allocated · cpu" in lane["names"] and "step boundaries" in lane["names"]
+    assert lane["points"][lane["names"].index("allocated · cpu")] > 100  # the series itself, not an empty trace
+    assert lane["top"] > lane["timeline"]  # under the timeline
+    body = page.inner_text("body")
+    assert "Memory over the run" in body and "KV growth / decode step (cpu)" in body
+    assert "Memory not returned after 2 request(s)" in body
+    page.locator(".st-key-memory_lane").scroll_into_view_if_needed()
+    page.wait_for_timeout(1000)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "analyze_memory.png"))
     assert not dialogs
     page.close()
 

@@ -24,7 +24,12 @@ STEP_KEYS = {
     "gpu_busy_us",
     "gpu_idle_us",
     "categories",
-}  # categories: issue 12's added key
+    "memory_allocated_end_bytes",
+    "memory_peak_bytes",
+    "sequences",
+    "prefill_tokens",
+    "decode_sequences",
+}  # categories: issue 12's; memory_*: issue 25's (null without memory events); sequences ...: issue 24's
 SUMMARY_KEYS = {
     "prefill_steps",
     "decode_steps",
@@ -36,7 +41,13 @@ SUMMARY_KEYS = {
     "launches_per_decode_step",
     "gpu_idle_per_decode_step_us",
     "anatomy",
-}  # anatomy: issue 12's added key
+    "memory",
+    "mixed_steps",
+    "verify_steps",
+    "draft_steps",
+    "speculative",
+    "gaps",
+}  # anatomy: issue 12's; memory: 25's; mixed_steps, verify_steps, draft_steps, speculative: 24's; gaps: 23's
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -59,6 +70,19 @@ def test_json_contract_on_a_synthetic_generation(tmp_path):
     assert set(report["summary"]["itl_ms"]) == {"p50", "p90", "p99", "mean"}
     assert all(set(f) == {"id", "severity", "title", "detail"} for f in report["findings"])
     assert [s["kind"] for s in report["steps"]] == ["prefill"] + ["decode"] * 5
+    assert report["summary"]["memory"] is None  # no memory events in this trace
+
+
+def test_memory_in_the_json_and_the_readable_output():
+    capture = ROOT / "tests" / "data" / "captures" / "memory_fp32_b1_dynamic.json.gz"
+    report = json.loads(run_cli("analyze", str(capture), "--json", "--no-cache").stdout)
+    memory = report["summary"]["memory"]
+    assert memory["device"] == "cpu" and memory["peak_reserved_bytes"] is None and memory["devices"] == []
+    assert memory["kv_growth_bytes_per_token"] == pytest.approx(1024, rel=0.1)
+    assert all(isinstance(s["memory_peak_bytes"], int) for s in report["steps"])
+    text = run_cli("analyze", str(capture), "--no-cache").stdout
+    assert "memory   cpu: peak allocated" in text and "KV       per decode step: measured 1.0 KiB" in text
+    assert "KV growth per decode step 1.0 KiB" in text  # the registry's line
 
 
 def test_start_us_is_on_the_input_clock(tmp_path):

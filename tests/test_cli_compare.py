@@ -209,3 +209,22 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
     proc.stdout.close()
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 and "Traceback" not in stderr, stderr
+
+
+def test_memory_deltas_in_the_json_markdown_and_a_gate():
+    """Two real captures (tests/data/captures): outputs dropped (A) vs kept (B). The peak each trace holds comes
+    from `analyze --json` of each, run separately; compare's memory rows, markdown and gate follow it."""
+    captures = ROOT / "tests" / "data" / "captures"
+    a, b = captures / "memory_fp32_b1_two_requests.json.gz", captures / "memory_fp32_b1_two_requests_kept.json.gz"
+    reports = [json.loads(run_cli("analyze", p, "--json").stdout) for p in (a, b)]
+    peaks = [r["summary"]["memory"]["peak_allocated_bytes"] for r in reports]
+    assert peaks[1] > peaks[0]  # the premise: B keeps the first request's cache while running the second
+    rows = {m["key"]: m for m in json.loads(run_cli("compare", a, b, "--json").stdout)["metrics"]}
+    peak = rows["memory_peak_allocated_bytes"]
+    assert (peak["a"], peak["b"], peak["delta"]) == (*peaks, peaks[1] - peaks[0])
+    assert (peak["unit"], peak["better"]) == ("B", "lower")
+    assert rows["kv_growth_bytes_per_token"]["ratio"] == pytest.approx(1.0, abs=0.05)
+    markdown = run_cli("compare", a, b, "--format", "markdown").stdout
+    assert "| peak memory allocated |" in markdown and "KiB" in markdown
+    gate = run_cli("compare", a, b, "--gate", "memory_peak_allocated_bytes<=1.05x")
+    assert gate.returncode == 1 and "memory_peak_allocated_bytes<=1.05x" in gate.stderr

@@ -7,8 +7,8 @@ from dataclasses import fields
 
 import pytest
 
-from analysis.metrics import HEADLINE, METRICS, format_value, metric
-from analysis.summary import RooflineSummary, Summary, contract_fields
+from analysis.metrics import COMPARED, HEADLINE, METRICS, format_bytes, format_value, metric
+from analysis.summary import MemorySummary, RooflineSummary, Summary, contract_fields
 
 
 def test_every_metric_reads_a_summary_field_and_says_which_way_is_better():
@@ -17,7 +17,7 @@ def test_every_metric_reads_a_summary_field_and_says_which_way_is_better():
     for m in METRICS:
         assert m.field in names, m.key
         assert m.better in ("lower", "higher", None)
-        assert m.unit in ("ms", "us", "%", "tok/s", "")
+        assert m.unit in ("ms", "us", "%", "tok/s", "B", "")
 
 
 def test_values_come_from_the_summary_or_its_json_alike():
@@ -50,6 +50,10 @@ def test_contract_keys_and_cards_are_unchanged():
         "kernels_per_decode_step",
         "launches_per_decode_step",
         "gpu_idle_per_decode_step_us",
+        "mixed_steps",  # issue 24's added keys, after the original ones
+        "verify_steps",
+        "draft_steps",
+        "speculative",
     )
     assert [m.card for m in HEADLINE] == [
         "TTFT",
@@ -72,3 +76,20 @@ def test_format_value():
     assert format_value(3900.0, "us") == "3.90 ms"
     assert format_value(40.5, "%") == "40.50%"
     assert format_value(352.0, "") == "352"
+
+
+def test_memory_metrics_read_the_record_or_its_json_and_are_compared_not_carded():
+    memory = MemorySummary(device="cuda:0", events=9, peak_allocated_bytes=3 << 30, peak_reserved_bytes=None)
+    summary = Summary(memory=memory)
+    as_json = {"memory": {"peak_allocated_bytes": 3 << 30, "peak_reserved_bytes": None}}
+    m = metric("memory_peak_allocated_bytes")
+    assert m.value(summary) == m.value(as_json) == 3 << 30 and m.format(m.value(summary)) == "3.0 GiB"
+    assert math.isnan(metric("memory_peak_reserved_bytes").value(summary))
+    assert math.isnan(m.value(Summary()))  # no memory events: unknown, not zero
+    memory_keys = {"memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "kv_growth_bytes_per_token"}
+    assert memory_keys <= {c.key for c in COMPARED} and not memory_keys & {c.key for c in HEADLINE}
+
+
+def test_format_bytes():
+    assert format_bytes(131072) == "128.0 KiB" and format_bytes(512) == "512 B"
+    assert format_bytes(-(3 << 20)) == "-3.0 MiB" and format_value(16 << 30, "B") == "16.0 GiB"

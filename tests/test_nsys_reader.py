@@ -206,3 +206,51 @@ def test_nsys_export_is_sniffed_by_content(tmp_path) -> None:
     misnamed = tmp_path / "trace.json.gz"
     misnamed.write_bytes(export.save().read_bytes())
     assert load_trace(misnamed).meta.source_format == "nsys-sqlite"
+
+
+MEMORY_SCHEMA = """
+CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER NOT NULL, globalPid INTEGER, deviceId INTEGER NOT NULL,
+    contextId INTEGER, address INTEGER NOT NULL, pc INTEGER, bytes INTEGER NOT NULL, memKind INTEGER NOT NULL,
+    memoryOperationType INTEGER NOT NULL, name TEXT, correlationId INTEGER, streamId INTEGER);
+CREATE TABLE ENUM_CUDA_DEV_MEM_EVENT_OPER (id INTEGER PRIMARY KEY, name TEXT, label TEXT);
+CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT, label TEXT);
+INSERT INTO ENUM_CUDA_DEV_MEM_EVENT_OPER VALUES (0, 'CUDA_DEV_MEM_EVENT_OPR_ALLOCATION', 'Allocation'),
+    (1, 'CUDA_DEV_MEM_EVENT_OPR_DEALLOCATION', 'Deallocation');
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (0, 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE', 'Pageable'),
+    (1, 'CUDA_MEMOPR_MEMORY_KIND_PINNED', 'Pinned'), (2, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE', 'Device'),
+    (5, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE_STATIC', 'Device Static');
+"""
+
+
+def test_cuda_memory_usage_becomes_the_memory_table(tmp_path) -> None:
+    """A SYNTHETIC `--cuda-memory-usage=true` export: allocations and frees of device memory on two GPUs become the
+    memory table with each device's running total; pinned host memory is left out; rows come out in time order."""
+    export = SyntheticNsysExport(tmp_path / "r.sqlite")
+    export.kernel("k", 1_000, 2_000, 1)
+    export.conn.executescript(MEMORY_SCHEMA)
+    rows = [  # (start, device, bytes, kind, operation)
+        (5_000, 0, 2 << 20, 2, 0),
+        (1_000, 0, 20 << 20, 2, 0),
+        (7_000, 0, 2 << 20, 2, 1),
+        (6_000, 1, 4 << 20, 5, 0),
+        (6_500, 0, 1 << 20, 1, 0),  # pinned host memory: not device memory
+    ]
+    export.conn.executemany(
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS (start, deviceId, address, bytes, memKind, memoryOperationType) "
+        "VALUES (?, ?, 0, ?, ?, ?)",
+        [(s, d, b, k, o) for s, d, b, k, o in rows],
+    )
+    timeline = load_trace(export.save())
+    memory = timeline.memory
+    assert list(memory["ts"]) == [1_000, 5_000, 6_000, 7_000]
+    assert list(memory["device"]) == [0, 0, 1, 0] and set(memory["device_type"]) == {1}
+    assert list(memory["bytes"]) == [20 << 20, 2 << 20, 4 << 20, -(2 << 20)]
+    assert list(memory["allocated"]) == [20 << 20, 22 << 20, 4 << 20, 20 << 20]
+    assert set(memory["reserved"]) == {-1}
+    assert any("what a caching allocator reserves" in w for w in timeline.meta.warnings)
+
+
+def test_an_export_without_memory_usage_has_no_memory_table(tmp_path) -> None:
+    export = SyntheticNsysExport(tmp_path / "r.sqlite")
+    export.kernel("k", 1_000, 2_000, 1)
+    assert load_trace(export.save()).memory is None

@@ -127,7 +127,7 @@ def test_api_numbers_match_the_cli(tmp_path):
     assert trace.summary["itl_ms"] == pytest.approx(summary["itl_ms"])
     assert trace.summary["decode_steps"] == summary["decode_steps"] == len(trace.steps[trace.steps["kind"] == "decode"])
     frames = stepscope.frames(trace)
-    assert set(frames) == {"events", "steps", "gaps", "top_kernels", "findings"}
+    assert set(frames) == {"events", "steps", "gaps", "top_kernels", "findings", "memory"}
     assert len(frames["events"]) == json.loads(cli.stdout)["events"]
     assert trace.name == "cpu_tiny-llama_eager"
 

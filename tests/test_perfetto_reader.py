@@ -171,7 +171,7 @@ def test_unmatched_ends_and_open_slices_are_counted() -> None:
 
 
 def _exported() -> bytes:
-    from exporters import perfetto_trace_bytes
+    from exporters.perfetto_trace import perfetto_trace_bytes
     from parsers.chrome_trace import read_chrome_trace
 
     timeline = read_chrome_trace(json.dumps(st.doc(st.synthetic_generation(with_markers=True))).encode())
@@ -219,3 +219,35 @@ def test_format_is_sniffed_from_content_not_name(tmp_path) -> None:
     json_named_pftrace = st.write(tmp_path / "trace.pftrace", st.synthetic_generation())
     assert load_trace(pftrace_named_json).meta.source_format == "perfetto"
     assert load_trace(json_named_pftrace).meta.source_format == "kineto-json"
+
+
+def test_foreign_memory_counters_become_the_memory_table() -> None:
+    """Counter tracks named for memory (allocated / reserved, on GPU 1) fill the memory table, one row per sample;
+    a counter track that is not about memory (the GPU lane's own counter) does not."""
+    trace = _Foreign()
+    _generation(trace)
+    for uuid, name in ((10, "GPU 1 memory allocated"), (11, "GPU 1 memory reserved"), (12, "queue depth")):
+        packet = trace._packet()
+        packet.track_descriptor.uuid = uuid
+        packet.track_descriptor.name = name
+        packet.track_descriptor.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
+    for i, (allocated, reserved) in enumerate(((100, 2048), (300, 2048), (200, 4096))):
+        for uuid, value in ((10, allocated), (11, reserved), (12, 7)):
+            packet = trace._packet()
+            packet.timestamp = 2_000_000 + 1000 * i
+            packet.track_event.type = COUNTER
+            packet.track_event.track_uuid = uuid
+            packet.track_event.counter_value = value
+    timeline = read_perfetto(trace.bytes())
+    memory = timeline.memory
+    assert len(memory) == 6 and set(memory["device"]) == {1} and set(memory["device_type"]) == {1}
+    assert list(memory.loc[memory["allocated"] >= 0, "allocated"]) == [100, 300, 200]
+    assert list(memory.loc[memory["reserved"] >= 0, "reserved"]) == [2048, 2048, 4096]
+    assert any("memory counters matched by name" in w for w in timeline.meta.warnings)
+
+
+def test_a_trace_without_memory_counters_has_no_memory_table() -> None:
+    trace = _Foreign()
+    _generation(trace)
+    trace.other(COUNTER, GPU, 5_000_000)
+    assert read_perfetto(trace.bytes()).memory is None

@@ -203,10 +203,10 @@ def test_hta_two_rank_training_pair_groups_as_one_run():
 
 
 def test_run_folder_json_and_bad_rank_file(tmp_path):
-    from analysis.ranks_report import analyze_run_folder
+    from analysis.front_door import NO_CACHE, open_run
     from parsers.errors import TraceError
 
-    out = analyze_run_folder(TP_SAMPLE)
+    out = open_run(TP_SAMPLE, cache=NO_CACHE).report
     text = json.dumps(out, allow_nan=False)
     assert [r["rank"] for r in out["ranks"]] == [0, 1]
     single_keys = {"format", "device", "events", "segmentation", "requests", "steps", "summary", "findings"}
@@ -218,4 +218,4 @@ def test_run_folder_json_and_bad_rank_file(tmp_path):
     folder = write_run(tmp_path / "run")
     (folder / "rank-9.json").write_bytes(b"{not json")
     with pytest.raises(TraceError, match=r"rank-9\.json"):
-        analyze_run_folder(folder)
+        open_run(folder, cache=NO_CACHE)

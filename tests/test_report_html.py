@@ -136,3 +136,16 @@ def test_sample_report_is_built_quickly():
     html = build_report(ReportTrace("eager", timeline, analysis, contract(timeline, analysis)))
     assert 4_500_000 < len(html.encode()) <= MAX_REPORT_BYTES  # plotly.js (~4.8 MB) plus the figures
     assert "host ops per decode step" in html  # a CPU trace's cards say what stands in for kernels
+
+
+def test_report_has_the_memory_section_of_a_memory_capture(tmp_path):
+    """A real capture with profile_memory (tests/data/captures): the memory lane, the figures and the per-step
+    memory chart; a trace without memory events gets no memory section."""
+    capture = ROOT / "tests" / "data" / "captures" / "memory_fp32_b1_dynamic.json.gz"
+    timeline = load_trace(capture)
+    analysis = analyze(timeline)
+    html = build_report(ReportTrace("memory capture", timeline, analysis, contract(timeline, analysis)))
+    assert "<h2>Memory (cpu)</h2>" in html and 'id="a_memory_lane"' in html and 'id="a_step_memory"' in html
+    assert 'KV growth per decode step</td><td class="num">1.0 KiB' in html
+    plain = _report_trace(tmp_path, "no memory", synthetic_steps(4))
+    assert "<h2>Memory" not in build_report(plain)

@@ -17,12 +17,11 @@ from analysis.roofline import (
     compute_bound_prompt_tokens,
     decode_cost,
     estimate,
-    find_run_record,
     gpu_by_name,
     kv_bytes_per_token,
     match_gpu,
     prefill_cost,
-    roofline_for_trace,
+    roofline_for_run,
     roofline_report,
     shape_from_config,
     shape_from_run_record,
@@ -30,6 +29,7 @@ from analysis.roofline import (
 )
 from analysis.summary import Summary
 from collectors.presets import PRESETS
+from parsers.run_sidecar import read_sidecar
 from tests.conftest import ROOT
 
 SEED_H100 = Hardware("H100 (seed)", 3350e9, 700e12)
@@ -160,7 +160,7 @@ def test_table_figures_are_the_datasheets_and_user_names_resolve():
 def test_cpu_calibration_measures_positive_figures_once():
     cpu = calibrate_cpu()
     assert cpu.kind == "cpu" and cpu.memory_bytes_per_s > 1e8 and cpu.flops_per_s > 1e8
-    assert calibrate_cpu() is cpu
+    assert calibrate_cpu() == cpu  # stored once (analysis/roofline/machine.py; tests/test_machine_figures.py)
 
 
 # --- command line -------------------------------------------------------------------------------------
@@ -290,12 +290,13 @@ def test_run_json_beside_a_trace_gives_the_model_and_the_device(tmp_path):
     }
     (tmp_path / "run.json").write_text(json.dumps(record))
     trace = tmp_path / "trace.json.gz"
-    assert find_run_record(trace).prompt_len == 7
-    shape = shape_from_run_record(find_run_record(tmp_path))
+    sidecar = read_sidecar(trace)
+    assert sidecar.usable and sidecar.record.prompt_len == 7
+    shape = shape_from_run_record(sidecar.record)
     assert shape.dtype_bytes == 2 and shape.name == "llama-3-8b"  # run dtype wins over the config's
-    report = roofline_for_trace(trace, _analysis(9.0, 15.0, 0.5), device_name=None)
+    report = roofline_for_run(sidecar.record, _analysis(9.0, 15.0, 0.5), device_name=None)
     assert report.hardware.name == "H100 SXM" and len(report.findings) == 2
-    assert find_run_record(tmp_path / "elsewhere" / "trace.json") is None
+    assert read_sidecar(tmp_path / "elsewhere" / "trace.json").record is None
 
 
 def test_real_trace_device_names_reach_the_table():

@@ -67,9 +67,10 @@ def test_sweep_rejects_bad_ranges_with_one_line():
 
 def test_analyze_reads_the_run_json_beside_a_real_cpu_run(tmp_path):
     from analysis import analyze
-    from analysis.roofline import roofline_for_trace, timeline_device, with_roofline
+    from analysis.roofline import roofline_for_run, timeline_device, with_roofline
     from collectors.run import RunSpec, run_profiled_generation
     from parsers import load_trace
+    from parsers.run_sidecar import read_sidecar
 
     run_dir = run_profiled_generation(
         RunSpec(preset="tiny-llama", device="cpu", prompt_tokens=16, new_tokens=6, warmup=0), out_dir=tmp_path
@@ -77,7 +78,7 @@ def test_analyze_reads_the_run_json_beside_a_real_cpu_run(tmp_path):
     trace = run_dir / "trace.json.gz"
     timeline = load_trace(trace)
     analysis = analyze(timeline)
-    report = roofline_for_trace(trace, analysis, *timeline_device(timeline))
+    report = roofline_for_run(read_sidecar(trace).record, analysis, *timeline_device(timeline))
     assert report is not None and report.hardware.kind == "cpu"
     rows = report.phases.set_index("phase")
     assert rows.loc["prefill", "tokens"] == 16 and rows.loc["decode", "context"] == 16 + 2  # steps 1..4 -> 16..19

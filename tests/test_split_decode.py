@@ -16,6 +16,7 @@ import pytest
 from parsers import TraceError, split_decode
 from parsers.chrome_trace import read_chrome_trace
 from tests.conftest import real_trace
+from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import annotation, cpu_op, kernel, launch
 
 
@@ -39,6 +40,9 @@ def _assert_same(a, b) -> None:
     fb, mb = _labelled(b)
     pd.testing.assert_frame_equal(fa, fb, check_categorical=False)
     assert ma == mb
+    assert (a.memory is None) == (b.memory is None)
+    if a.memory is not None:
+        pd.testing.assert_frame_equal(a.memory, b.memory)  # the memory table: same rows, order and dtypes
 
 
 def _labelled(timeline):
@@ -175,6 +179,7 @@ def test_no_duration_events_gives_the_one_process_error(monkeypatch):
         "tracelens_sglang_qwen3-8b_decode_mi300x.json.gz",
         "hta_sampled_no_device_props.json.gz",
         "hta_sampled_2rank/sampled_rank-1.json.gz",  # distributedInfo and launch geometry
+        "tracelens_hf_qwen1.5-0.5b_forward_h100.json.gz",  # [memory] events, CUDA and CPU
     ],
 )
 def test_real_traces_split_equals_one_process(name, monkeypatch):
@@ -185,6 +190,45 @@ def test_real_traces_split_equals_one_process(name, monkeypatch):
     except split_decode.SplitNotPossibleError as exc:
         pytest.skip(f"this layout is not split ({exc})")
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
+
+
+def test_memory_tables_of_both_halves_equal_one_process(monkeypatch):
+    """[memory] events all through the file, out of time order, on two devices, some without totals (only Bytes,
+    as traces before Kineto wrote totals), some with values that are not numbers: the same table either way."""
+    events = _events(300)
+    for i in range(600):
+        t = 5000.0 - 7 * i  # falling times: the table is sorted by ts, stably
+        events.append(memory_event(t, 64 * (i % 5) - 100, 10_000 + i, 1 << 20))
+        events.append(memory_event(t + 0.5, 8, 50 + i, 0, device_type=CPU))
+    events.append({**memory_event(1.0, 8, 9), "args": "not an object"})
+    events.append({**memory_event(2.0, 8, 9), "ts": "soon"})
+    odd = memory_event(3.0, 8, 9)
+    odd["args"]["Total Allocated"] = 1 << 70
+    events.append(odd)
+    data = _doc_bytes(events)
+    split_decode.decode_in_two([data])  # the split path is really taken
+    split = read_chrome_trace([data])
+    _assert_same(split, _serial(data, monkeypatch))
+    memory = split.memory
+    assert len(memory) == 1200 and memory["ts"].is_monotonic_increasing
+    assert split.meta.skipped["[memory] events without a usable ts, args or values, left out of the memory table"] == 3
+    assert set(zip(memory["device_type"], memory["device"], strict=True)) == {(1, 0), (0, -1)}
+    legacy = [
+        {**e, "args": {k: v for k, v in e["args"].items() if k.startswith(("Bytes", "Device"))}}
+        if e.get("name") == "[memory]" and isinstance(e.get("args"), dict)
+        else e
+        for e in events
+    ]
+    counted = read_chrome_trace([_doc_bytes(legacy)])
+    _assert_same(counted, _serial(_doc_bytes(legacy), monkeypatch))
+    cuda = counted.memory[counted.memory["device_type"] == 1]
+    assert (cuda["allocated"].to_numpy() == cuda["bytes"].cumsum().to_numpy()).all()  # summed from the start
+    assert any("counted from the trace's start" in w for w in counted.meta.warnings)
+
+
+def test_a_trace_without_memory_events_has_no_memory_table(monkeypatch):
+    data = _doc_bytes(_events(300))
+    assert read_chrome_trace([data]).memory is None and _serial(data, monkeypatch).memory is None
 
 
 def test_the_input_bytes_are_never_changed(monkeypatch):
@@ -449,12 +493,14 @@ def test_the_childs_pieces_come_back_without_memfd(monkeypatch):
 
 def test_a_garbled_result_file_falls_back(monkeypatch):
     """A child whose records do not match what it wrote: the parent does not trust them and reads in one process."""
-    original = split_decode._Results.collect
+    from parsers.piece_channel import PieceChannel
+
+    original = PieceChannel.received
 
     def garbled(self, records):
         return original(self, [(index, offset + 1, length) for index, offset, length in records])
 
-    monkeypatch.setattr(split_decode._Results, "collect", garbled)
+    monkeypatch.setattr(PieceChannel, "received", garbled)
     data = _doc_bytes(_events(400))
     with pytest.raises(split_decode.SplitNotPossibleError):
         split_decode.decode_in_two([data])

@@ -14,11 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from parsers import load as loader
 from parsers import load_trace
 from tests.conftest import ROOT, real_trace
+from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import synthetic_generation, write
 from trace_cache import keys, timelines
-from trace_cache.results import cached_analyze_json, store_result
+from trace_cache.results import cached_result, store_result
 from trace_cache.store import CacheStore
 
 SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
@@ -27,6 +29,9 @@ SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
 def _assert_same(a, b) -> None:
     pd.testing.assert_frame_equal(a.events, b.events)  # dtypes, category order, values
     assert a.meta == b.meta
+    assert (a.memory is None) == (b.memory is None)
+    if a.memory is not None:
+        pd.testing.assert_frame_equal(a.memory, b.memory)
 
 
 @pytest.fixture
@@ -69,18 +74,41 @@ def test_round_trip_keeps_launch_geometry_and_rank_facts(store, monkeypatch):
     assert fresh.meta.extra["distributed"]["world_size"] == 16
     timelines.load_trace_cached(path, store=store)
     assert len(list((store.root / "timelines").iterdir())) == 1
-    monkeypatch.setattr(timelines, "_parse", lambda *_: pytest.fail("parsed although cached"))
+    monkeypatch.setattr(loader, "_parse", lambda *_: pytest.fail("parsed although cached"))
     _assert_same(fresh, timelines.load_trace_cached(path, store=store))
+
+
+def test_round_trip_keeps_the_memory_table(store, tmp_path, monkeypatch):
+    """A SYNTHETIC trace with [memory] events on two devices: the memory table comes back exact, mapped from the one
+    entry (not copied, not parsed); an entry whose memory part is cut off is rebuilt, never served without it."""
+    events = synthetic_generation(decode_steps=8)
+    events += [memory_event(1000.0 + 3 * i, 512, 4096 + 512 * i, 1 << 21) for i in range(300)]
+    events += [memory_event(1001.0 + 5 * i, 16, 16 * (i + 1), 0, device_type=CPU) for i in range(100)]
+    path = write(tmp_path / "memory.json", events)
+    fresh = load_trace(path)
+    assert fresh.memory is not None and len(fresh.memory) == 400
+    timelines.load_trace_cached(path, store=store)
+    (entry,) = (store.root / "timelines").iterdir()
+    with monkeypatch.context() as m:
+        m.setattr(loader, "_parse", lambda *_: pytest.fail("parsed although cached"))
+        warm = timelines.load_trace_cached(path, store=store)
+    _assert_same(fresh, warm)
+    assert not warm.memory["allocated"].to_numpy().flags.writeable  # a view of the mapped entry
+    whole = entry.read_bytes()
+    entry.write_bytes(whole[: len(whole) - 40])  # the memory table's end and the trailer gone
+    _assert_same(fresh, timelines.load_trace_cached(path, store=store))
+    assert entry.read_bytes() == whole  # rebuilt
 
 
 def test_a_hit_does_not_parse(store, trace, monkeypatch):
     timelines.load_trace_cached(trace, store=store)
+    expected = len(load_trace(trace).events)
 
     def no_parse(*_):
         raise AssertionError("parsed although cached")
 
-    monkeypatch.setattr(timelines, "_parse", no_parse)
-    assert len(timelines.load_trace_cached(trace, store=store).events) == len(load_trace(trace).events)
+    monkeypatch.setattr(loader, "_parse", no_parse)
+    assert len(timelines.load_trace_cached(trace, store=store).events) == expected
 
 
 def test_corrupt_entry_is_rebuilt(store, trace):
@@ -89,12 +117,12 @@ def test_corrupt_entry_is_rebuilt(store, trace):
     data = bytearray(entry.read_bytes())
     entry.write_bytes(bytes(data[: len(data) // 2]))  # truncated
     calls = []
-    real_parse = timelines._parse
-    timelines._parse = lambda owned, limits=None: calls.append(1) or real_parse(owned, limits)
+    real_parse = loader._parse
+    loader._parse = lambda owned, *args: calls.append(1) or real_parse(owned, *args)
     try:
         again = timelines.load_trace_cached(trace, store=store)
     finally:
-        timelines._parse = real_parse
+        loader._parse = real_parse
     assert calls == [1]
     _assert_same(load_trace(trace), again)
     assert entry.stat().st_size == len(data)  # rewritten whole
@@ -197,26 +225,32 @@ RESULT = json.dumps(
 )
 
 
-def test_result_cache_keyed_by_options_and_checksummed(store, trace):
+def _text(trace, key, store):
+    hit = cached_result(trace, key, store)
+    return None if hit is None else hit.text
+
+
+def test_result_cache_keyed_and_checksummed(store, trace):
     timelines.load_trace_cached(trace, store=store)  # records the file's digest
-    opts = {"gap_threshold_ns": 1000, "step_regex": None}
-    assert cached_analyze_json(trace, opts, store) is None
-    assert store_result(trace, opts, RESULT, ["note: x"], store=store)
-    assert cached_analyze_json(trace, opts, store) == RESULT
-    assert cached_analyze_json(trace, dict(opts, gap_threshold_ns=5), store) is None
+    assert _text(trace, "key1", store) is None
+    assert store_result(trace, "key1", RESULT, ["note: x"], store=store)
+    assert _text(trace, "key1", store) == RESULT
+    assert cached_result(trace, "key1", store).notes == ("note: x",)
+    assert _text(trace, "key2", store) is None
     (entry,) = (store.root / "results").iterdir()
     entry.write_bytes(entry.read_bytes().replace(b'"events": 1', b'"events": 2'))  # damaged body
-    assert cached_analyze_json(trace, opts, store) is None
+    assert _text(trace, "key1", store) is None
     assert not entry.exists()
 
 
-def test_result_key_follows_the_run_json(store, trace):
-    timelines.load_trace_cached(trace, store=store)
-    opts = {"gap_threshold_ns": 1000, "step_regex": None}
-    store_result(trace, opts, RESULT, store=store)
-    assert cached_analyze_json(trace, opts, store) == RESULT
+def test_result_key_follows_the_run_json(trace):
+    from analysis.front_door import NOTHING_GIVEN, answer_key
+    from analysis.options import AnalysisOptions
+    from parsers.limits import ReadLimits
+
+    before = answer_key(trace, AnalysisOptions(), NOTHING_GIVEN, ReadLimits.from_env())
     (trace.parent / "run.json").write_text('{"device": "x"}')
-    assert cached_analyze_json(trace, opts, store) is None
+    assert answer_key(trace, AnalysisOptions(), NOTHING_GIVEN, ReadLimits.from_env()) != before
 
 
 def _cli(args, cache: Path, code: str | None = None) -> subprocess.CompletedProcess:
@@ -262,33 +296,38 @@ def test_bad_file_still_fails_cleanly_with_the_cache(tmp_path):
     assert out.returncode == 2 and out.stderr.startswith("error:")
 
 
-def test_options_outside_the_key_are_never_served_or_stored(tmp_path):
-    """--categories (a file whose content may change) and --model are not in the result key: such runs bypass
-    the result cache both ways, so an edited rules file is always honoured. SYNTHETIC trace: kernel_0..kernel_4."""
+def test_every_input_is_in_the_key_so_no_answer_is_served_for_another(tmp_path):
+    """--categories (a file whose content may change) and --model are in the result key (the rules by their
+    patterns, the model by its shape): an edited rules file is honoured, going back to the first content serves
+    the first answer, and each input has an entry of its own. SYNTHETIC trace: kernel_0..kernel_4."""
     (tmp_path / "t").mkdir()
     trace = write(tmp_path / "t" / "trace.json", synthetic_generation(decode_steps=3, kernels_per_step=5))
     cache = tmp_path / "cache"
-    assert _cli(["analyze", str(trace), "--json"], cache).returncode == 0
-    stored = sorted((cache / "results").iterdir())
-    assert len(stored) == 1
+    plain = _cli(["analyze", str(trace), "--json"], cache)
+    assert plain.returncode == 0
+    assert len(list((cache / "results").iterdir())) == 1
     rules = tmp_path / "mine.toml"
-    for pattern, gemm_kernels in (("^kernel_[0-2]$", 3), ("^kernel_0$", 1)):  # same path, new content
+    answers = []
+    for pattern, gemm_kernels in (("^kernel_[0-2]$", 3), ("^kernel_0$", 1), ("^kernel_[0-2]$", 3)):  # same path
         rules.write_text(f'gemm = ["{pattern}"]\n')
         out = _cli(["analyze", str(trace), "--json", "--categories", str(rules)], cache)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["steps"][-1]["categories"]["gemm"]["kernels"] == gemm_kernels
+        answers.append(out.stdout)
+    assert answers[0] == answers[2] != answers[1]
     model = _cli(["analyze", str(trace), "--json", "--model", "tiny-llama"], cache)
     assert model.returncode == 0, model.stderr
     assert "memory bandwidth" in json.loads(model.stdout)["summary"]["anatomy"]["roofline"]["status"]
-    assert sorted((cache / "results").iterdir()) == stored  # none of them was stored
+    assert len(list((cache / "results").iterdir())) == 4  # plain, two rule files, the model
+    assert _cli(["analyze", str(trace), "--json"], cache).stdout == plain.stdout  # still the plain answer
     probe = (
         "import sys\nfrom stepscope.app.cli.main import main\nmain(sys.argv[1:])\n"
         "print('PANDAS', 'pandas' in sys.modules, file=sys.stderr)\n"
     )
-    folder = _cli(["analyze", str(trace.parent), "--json"], cache, code=probe)  # a folder: the full command
-    assert "PANDAS True" in folder.stderr, folder.stderr
     warm = _cli(["analyze", str(trace), "--json"], cache, code=probe)
     assert "PANDAS False" in warm.stderr, warm.stderr
+    folder = _cli(["analyze", str(trace.parent), "--json"], cache)  # a folder of one trace: that trace's answer
+    assert folder.stdout == plain.stdout
 
 
 def test_a_lowered_read_limit_refuses_a_cached_trace(tmp_path, trace, monkeypatch):

@@ -26,12 +26,12 @@ class CachedResult:
 
 def cached_result(
     path: str | os.PathLike,
-    options: dict,
-    command: str = "analyze",
+    key: str,
     store: CacheStore | None = None,
     known_only: bool = False,
 ) -> CachedResult | None:
-    """The cached result of `command` on this file with these options, or None (a miss or a damaged entry).
+    """The cached answer for this file's content under `key` (analysis/result_key.py: every input that shapes the
+    answer), or None (a miss or a damaged entry).
 
     `known_only`: look only through the stat index, never hash the file. The command line's fast path uses it:
     a file the index does not know is almost always a first open, whose full path reads and hashes it anyway,
@@ -43,7 +43,7 @@ def cached_result(
         return None
     if digest is None:
         return None
-    name = result_entry_name(digest, path, options, command)
+    name = result_entry_name(digest, key)
     raw = store.read_bytes("results", name)
     if raw is None:
         return None
@@ -53,28 +53,21 @@ def cached_result(
     return result
 
 
-def cached_analyze_json(path: str | os.PathLike, options: dict, store: CacheStore | None = None) -> str | None:
-    """The `analyze --json` text for this file and options when cached, else None. Imports no pandas."""
-    result = cached_result(path, options, "analyze", store)
-    return None if result is None else result.text
-
-
 def store_result(
     path: str | os.PathLike,
-    options: dict,
+    key: str,
     text: str,
     notes: tuple[str, ...] | list[str] = (),
-    command: str = "analyze",
     store: CacheStore | None = None,
 ) -> bool:
-    """Remember a command's output for this file (its content hash must already be in the stat index)."""
+    """Remember an answer for this file (its content hash must already be in the stat index)."""
     store = store or CacheStore()
     digest = known_digest(store, path)
     if digest is None:  # the file changed while it was analysed, or the cache is not writable
         return False
     header = json.dumps({"tag": _TAG, "sum": hash_text(text), "notes": list(notes)})
     data = (header + "\n" + text).encode()
-    return store.put_bytes("results", result_entry_name(digest, path, options, command), data) is not None
+    return store.put_bytes("results", result_entry_name(digest, key), data) is not None
 
 
 def _decode(raw: bytes) -> CachedResult | None:

@@ -8,25 +8,34 @@ which suits a Timeline (treated as immutable; analysis derives new frames).
 
 What is cached is the reader's output before the run.json beside the file is attached: that file
 may change on its own, so it is read fresh each time (it is small).
+
+A Timeline with a memory table (parsers.memory_table) has a second table of another length: the entry is then the
+events' IPC file, the memory table's IPC file, the offset of the second and a 16-byte trailer, and both are mapped
+back from the one file (see _entry_tables).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..parsers import Timeline, TraceError
-from ..parsers.limits import ReadLimits, decode_container, read_file_bytes, read_trace_bytes
-from ..parsers.load import _parse, read_in_pieces
+from ..parsers import Timeline
+from ..parsers.limits import ReadLimits
+from ..parsers.load import load_trace, parse_trace_bytes, read_trace_file
+from ..parsers.memory_table import MEMORY_COLUMNS
 from ..parsers.run_sidecar import attach_run_json
-from ..parsers.split_decode import while_decoding
+from ..parsers.split_decode import Progress
 from ..parsers.timeline import DeviceInfo, TraceMeta
 from .keys import (
     PARSER_VERSION,
+    FileDigest,
     hash_bytes,
-    hash_file,
+    hash_bytes_sampled,
+    hash_file_sampled,
     known_digest,
     limits_tag,
     remember_digest,
@@ -35,9 +44,12 @@ from .keys import (
 from .store import CacheStore
 
 if TYPE_CHECKING:
+    import pandas as pd
     import pyarrow as pa
 
 _META_KEY = b"stepscope"
+_MEMORY_TRAILER = b"stepscope-memory"  # the entry's last 16 bytes when a memory table follows the events
+_OFFSET = struct.Struct("<Q")
 
 
 class NotCacheableError(Exception):
@@ -102,12 +114,39 @@ def timeline_to_table(timeline: Timeline) -> pa.Table:
             raise NotCacheableError(f"column {name} of type {col.dtype} is not cached")
         arrays.append(array)
         fields.append(pa.field(str(name), array.type))
-    meta = {"parser_version": PARSER_VERSION, "meta": meta_to_json(timeline.meta), "columns": list(frame.columns)}
+    meta = {
+        "parser_version": PARSER_VERSION,
+        "meta": meta_to_json(timeline.meta),
+        "columns": list(frame.columns),
+        "memory_rows": None if timeline.memory is None else len(timeline.memory),
+    }
     schema = pa.schema(fields, metadata={_META_KEY: json.dumps(meta).encode()})
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def table_to_timeline(table: pa.Table) -> Timeline:
+def memory_to_table(memory: pd.DataFrame) -> pa.Table:
+    """The memory table's int64 columns as an Arrow table."""
+    import pyarrow as pa
+
+    if list(memory.columns) != list(MEMORY_COLUMNS) or any(memory[c].dtype.kind != "i" for c in MEMORY_COLUMNS):
+        raise NotCacheableError("the memory table is not the one parsers.memory_table describes")
+    return pa.Table.from_arrays([pa.array(memory[c].to_numpy()) for c in MEMORY_COLUMNS], names=list(MEMORY_COLUMNS))
+
+
+def table_to_memory(table: pa.Table, rows: int) -> pd.DataFrame:
+    """The memory table back, its columns read-only views of the mapped entry."""
+    import pandas as pd
+
+    if table.column_names != list(MEMORY_COLUMNS) or table.num_rows != rows:
+        raise NotCacheableError("the entry's memory table does not match its events")
+    data = {}
+    for name in MEMORY_COLUMNS:
+        col = table.column(name)
+        data[name] = (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).to_numpy(zero_copy_only=True)
+    return pd.DataFrame(data, copy=False)
+
+
+def table_to_timeline(table: pa.Table, memory: pa.Table | None = None) -> Timeline:
     import pandas as pd
     import pyarrow as pa
 
@@ -124,7 +163,11 @@ def table_to_timeline(table: pa.Table) -> Timeline:
         else:
             data[name] = chunk.to_numpy(zero_copy_only=True)
     frame = pd.DataFrame(data, copy=False)
-    return Timeline(events=frame, meta=meta_from_json(raw["meta"]))
+    rows = raw.get("memory_rows")
+    if (rows is None) != (memory is None):
+        raise NotCacheableError("the entry's memory table is missing or unexpected")
+    memory_frame = table_to_memory(memory, rows) if memory is not None else None
+    return Timeline(events=frame, meta=meta_from_json(raw["meta"]), memory=memory_frame)
 
 
 def _entry_name(digest: str, limits: ReadLimits | None) -> str:
@@ -141,12 +184,18 @@ def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: Re
 
     try:
         table = timeline_to_table(timeline)
+        memory = memory_to_table(timeline.memory) if timeline.memory is not None else None
     except (NotCacheableError, pa.ArrowException, TypeError, ValueError):
         return False
 
     def write(handle) -> None:
         with ipc.new_file(handle, table.schema) as writer:
             writer.write_table(table)
+        if memory is not None:
+            start = handle.tell()
+            with ipc.new_file(handle, memory.schema) as writer:
+                writer.write_table(memory)
+            handle.write(_OFFSET.pack(start) + _MEMORY_TRAILER)
 
     return store.put("timelines", _entry_name(digest, limits), write) is not None
 
@@ -159,15 +208,31 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
     if path is None:
         return None
     import pyarrow as pa  # only for a hit: a miss (a first open) does not pay for the import
-    import pyarrow.ipc as ipc
 
     try:
-        table = ipc.open_file(pa.memory_map(str(path))).read_all()
+        table, memory = _entry_tables(pa.memory_map(str(path)).read_buffer())
         table.validate(full=True)  # codes within their dictionaries, offsets in bounds
-        return table_to_timeline(table)
+        return table_to_timeline(table, memory)
     except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError, RecursionError):
         store.discard("timelines", name)  # RecursionError: metadata JSON nested too deep for the decoder
         return None
+
+
+def _entry_tables(entry: pa.Buffer) -> tuple[pa.Table, pa.Table | None]:
+    """(the events table, the memory table or None) of a mapped entry: slices of one buffer, nothing copied."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    end = entry.size - len(_MEMORY_TRAILER)
+    if end < _OFFSET.size or entry.slice(end).to_pybytes() != _MEMORY_TRAILER:
+        return ipc.open_file(pa.BufferReader(entry)).read_all(), None
+    (start,) = _OFFSET.unpack(entry.slice(end - _OFFSET.size, _OFFSET.size).to_pybytes())
+    if not 0 < start < end - _OFFSET.size:
+        raise NotCacheableError("the entry's memory table offset is out of range")
+    events = ipc.open_file(pa.BufferReader(entry.slice(0, start))).read_all()
+    memory = ipc.open_file(pa.BufferReader(entry.slice(start, end - _OFFSET.size - start))).read_all()
+    memory.validate(full=True)
+    return events, memory
 
 
 def load_trace_cached(
@@ -175,95 +240,129 @@ def load_trace_cached(
     limits: ReadLimits | None = None,
     use_cache: bool = True,
     store: CacheStore | None = None,
+    *,
+    meanwhile: Callable[[], object] | None = None,
+    progress: Progress | None = None,
 ) -> Timeline:
     """Like parsers.load_trace, through the cache: a hit maps the Arrow file, a miss parses and stores.
-    Raises TraceError like load_trace."""
+    Raises TraceError like load_trace. `meanwhile`, `progress`: as parsers.load_trace says."""
     path = Path(path)
     if not use_cache:
-        from ..parsers import load_trace
-
-        return load_trace(path, limits)
-    return open_trace_cached(path, limits, store)[1]
+        return load_trace(path, limits, meanwhile=meanwhile, progress=progress)
+    return open_trace_cached(path, limits, store, meanwhile=meanwhile, progress=progress)[1]
 
 
 def open_trace_cached(
     path: str | os.PathLike,
     limits: ReadLimits | None = None,
     store: CacheStore | None = None,
+    *,
+    meanwhile: Callable[[], object] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[str, Timeline]:
     """(the file's content hash, its Timeline) through the cache; see load_trace_cached.
 
-    On a miss a big plain JSON trace is read in pieces by two processes (parsers.load.read_in_pieces) while
+    On a miss a big plain JSON trace is read in pieces by two processes (parsers.load.read_trace_file) while
     this one hashes the file (blake3 on every core); content already cached under another name or stat stops
     that parse. Any other file is read once: its bytes are hashed, then parsed. The hash is recorded in the
-    stat index only when the file is unchanged from before the first read to after the last one. A caller
-    that keys its own caches by content gets the hash without reading the file again."""
+    stat index only when the file is unchanged from before the first read to after the last one, and it is
+    always the hash of this path's own bytes. A caller that keys its own caches by content gets the hash
+    without reading the file again. Everything this open knows lives in its own _Opening: opens running at
+    once in other threads share nothing with it."""
     path = Path(path)
     store = store or CacheStore()
     limits = limits or ReadLimits.from_env()
-    known = known_digest(store, path)
-    if known is not None:
-        cached = load_timeline(store, known, limits)
-        if cached is not None:
-            return known, attach_run_json(cached, path)
-    found = _read_in_pieces_hashing(path, limits, store)
-    if found is not None:
-        return found[0], attach_run_json(found[1], path)
-    raw, before = _read_raw(path, limits)
-    if known is not None and known == known_digest(store, path, before):
-        digest = known  # the stat index knows this exact file state (taken before the read): no second hash
-    else:
-        digest = hash_bytes(raw)
-        remember_digest(store, path, digest, before)
-    cached = load_timeline(store, digest, limits)  # the same content under another name or an older stat
-    if cached is None:
-        owned = [decode_container(raw, limits)]
-        del raw
-        cached = _parse(owned, limits)  # the reader drops the bytes as soon as it can
-        save_timeline(store, digest, cached, limits)  # a few hundredths of a second: pyarrow came with pandas
-    return digest, attach_run_json(cached, path)
+    known = known_digest(store, path)  # checked against the file's bytes (its sample): never served otherwise
+    cached = load_timeline(store, known, limits) if known is not None else None
+    if cached is not None:
+        if progress is not None:
+            progress(1.0)  # all there is to read: a mapped entry
+        return known, attach_run_json(cached, path)
+    digest, timeline = _Opening(path, limits, store).read(meanwhile, progress)
+    return digest, attach_run_json(timeline, path)
 
 
-class _ContentCachedError(Exception):
-    """The file's content already has an entry: the parse in progress is not needed."""
+class _Opening:
+    """One open of a file the cache does not answer at once: the file's stat before it is read, and the digest
+    of its own bytes once taken (from the file while the child decodes, or from the bytes read whole). A digest
+    is only ever taken from this file's bytes: a stat index entry is never used for bytes in hand."""
 
-    def __init__(self, digest: str) -> None:
-        super().__init__(digest)
-        self.digest = digest
+    def __init__(self, path: Path, limits: ReadLimits, store: CacheStore) -> None:
+        self.path, self.limits, self.store = path, limits, store
+        try:
+            self.before: os.stat_result | None = os.stat(os.path.realpath(path))
+        except OSError:
+            self.before = None  # the read words the error
+        self.digest: FileDigest | None = None
+        self.read_whole = False
+        self.look_up = True  # whether the content's entry is looked for (not when reading again after a miss)
 
+    def read(self, meanwhile: Callable[[], object] | None, progress: Progress | None) -> tuple[str, Timeline]:
+        def work() -> bool:  # the caller's own work while the child decodes never stops the read
+            if meanwhile is not None:
+                meanwhile()
+            return False
 
-def _read_in_pieces_hashing(path: Path, limits: ReadLimits, store: CacheStore) -> tuple[str, Timeline] | None:
-    """(hash, Timeline) of a big plain JSON file read in pieces, from the parse or from the cache; None when the
-    file is not read that way or changed while it was read (the caller then reads it whole)."""
-    try:
-        before = os.stat(os.path.realpath(path))
-    except OSError:
-        return None
-    hashed: list[str] = []
+        timeline = read_trace_file(self.path, self.limits, meanwhile=work, cached=self.is_cached, progress=progress)
+        if timeline is None:  # the content has an entry: this file is a copy, or was touched
+            digest = self._recorded_digest()
+            found = load_timeline(self.store, digest, self.limits)
+            if found is not None:
+                return digest, found
+        elif self._recorded():
+            digest = self._recorded_digest()
+            save_timeline(self.store, digest, timeline, self.limits)  # a few hundredths of a second
+            return digest, timeline
+        # The entry found was damaged (and is gone), or the file changed while read in pieces: read it whole, once.
+        again = _Opening(self.path, self.limits, self.store)
+        again.look_up = False
+        timeline = read_trace_file(self.path, self.limits, cached=again.is_cached, whole=True)
+        if timeline is None or again.digest is None:  # is_cached hashed the bytes, and never stops when not looking
+            raise RuntimeError("the whole read of the file took no digest")
+        save_timeline(self.store, again.digest.digest, timeline, self.limits)
+        return again.digest.digest, timeline
 
-    def hash_meanwhile() -> None:  # runs in this process while the forked child decodes
-        hashed.append(hash_file(path))
-        if store.get("timelines", _entry_name(hashed[0], limits)) is not None:
-            raise _ContentCachedError(hashed[0])
+    def is_cached(self, raw: bytes | bytearray | None) -> bool:
+        """read_trace_file's content check: this file's digest, from the file (raw None: while the child decodes)
+        or from the bytes read whole; whether that content already has an entry."""
+        if raw is None:
+            self.digest = self._hash_file()
+            if self.digest is None:
+                return False  # unreadable now: the decoding goes on, and what comes after words the error
+        else:
+            self.read_whole = True
+            self.digest = hash_bytes_sampled(raw)  # blake3 on every core: a few hundredths of a second per 100 MB
+            self._remember()
+        name = _entry_name(self.digest.digest, self.limits)
+        return self.look_up and self.store.get("timelines", name) is not None
 
-    try:
-        with while_decoding(hash_meanwhile):
-            timeline = read_in_pieces(path, limits)
-    except _ContentCachedError as known:
-        timeline = load_timeline(store, known.digest, limits)
-        if timeline is None:  # the entry was damaged and is gone: read the file whole
+    def _recorded(self) -> bool:
+        """Whether the digest is the one of the bytes just parsed: always for a file read whole (hashed from those
+        bytes); for pieces, when the file did not change from before the read to now (the hash and the pieces
+        were read apart). Records it in the stat index when so."""
+        if self.read_whole:
+            return True
+        if self.digest is None:  # no child was forked: the hash was not taken meanwhile
+            self.digest = self._hash_file()
+        return self._remember()
+
+    def _hash_file(self) -> FileDigest | None:
+        try:
+            return hash_file_sampled(self.path)
+        except OSError:
             return None
-        remember_digest(store, path, known.digest, before)
-        return known.digest, timeline
-    except OSError:
-        return None
-    if timeline is None:
-        return None
-    digest = hashed[0] if hashed else hash_file(path)  # no child was forked: the hash was not taken meanwhile
-    if not remember_digest(store, path, digest, before):
-        return None  # the file changed: the hash and the pieces may be of different contents
-    save_timeline(store, digest, timeline, limits)
-    return digest, timeline
+
+    def _recorded_digest(self) -> str:
+        if self.digest is None:
+            raise RuntimeError("no digest was taken")  # read_trace_file asks is_cached before any stop
+        if not self.read_whole:
+            self._remember()  # a copy of cached content: the next open of it hashes nothing
+        return self.digest.digest
+
+    def _remember(self) -> bool:
+        if self.before is None or self.digest is None:
+            return False
+        return remember_digest(self.store, self.path, self.digest, self.before)
 
 
 def parse_bytes_cached(data: bytes, limits: ReadLimits | None = None, store: CacheStore | None = None) -> Timeline:
@@ -273,18 +372,6 @@ def parse_bytes_cached(data: bytes, limits: ReadLimits | None = None, store: Cac
     digest = hash_bytes(data)
     cached = load_timeline(store, digest, limits)
     if cached is None:
-        cached = _parse([decode_container(bytes(data), limits)], limits)
+        cached = parse_trace_bytes(data, limits)
         save_timeline(store, digest, cached, limits)
     return cached
-
-
-def _read_raw(path: Path, limits: ReadLimits) -> tuple[bytes, os.stat_result]:
-    """The file's bytes as stored and its stat before reading; the limits' errors come from read_trace_bytes."""
-    try:
-        before = os.stat(os.path.realpath(path))
-        if before.st_size <= limits.max_file_bytes and path.is_file():
-            return read_file_bytes(path, limits.max_file_bytes), before
-    except OSError:
-        pass
-    read_trace_bytes(path, limits)  # raises the one-line TraceError for what is wrong
-    raise TraceError(f"cannot read {path.name}")  # it became readable in between: treat as a failure

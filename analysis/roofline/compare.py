@@ -82,6 +82,7 @@ def with_roofline(analysis: Analysis, report: RooflineReport) -> Analysis:
         analysis,
         summary=replace(analysis.summary, roofline=report.summary),
         findings=tuple(analysis.findings) + report.findings,
+        roofline=report,
     )
 
 

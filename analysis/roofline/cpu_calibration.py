@@ -1,14 +1,13 @@
-"""The CPU's own roofline, measured on the spot: no table knows the machine a CPU run used.
+"""How a CPU's roofline figures are measured: no table knows the machine a CPU run used.
 
 Bandwidth: the best of a few copies of a 64 MiB float32 array (well beyond the caches), counting
 the read and the write. Throughput: the best of a few float32 1024 x 1024 matmuls (what a
 CPU run computes in; numpy's BLAS uses all cores as torch does). About half a second in all;
-measured once per process.
+measured once per machine and stored (machine.py), because two measurements differ by 10-20%.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 
 import numpy as np
@@ -19,17 +18,12 @@ _COPY_BYTES = 64 << 20
 _MATMUL_N = 1024
 
 
-@functools.cache
 def calibrate_cpu(name: str = "CPU") -> Hardware:
-    """Measured memory bandwidth and float32 matmul throughput of this machine, cached."""
-    return Hardware(
-        name=name,
-        memory_bytes_per_s=measure_memory_bandwidth(),
-        flops_per_s=measure_matmul_throughput(),
-        kind="cpu",
-        memory_name="DRAM",
-        source="measured here: numpy copy of 64 MiB and float32 1024^3 matmul, best of runs",
-    )
+    """This machine's measured memory bandwidth and float32 matmul throughput: measured the first time, then
+    read back from the cache folder (machine.this_machine), so every process gives the same figures."""
+    from .machine import this_machine
+
+    return this_machine(name)
 
 
 def measure_memory_bandwidth(repeats: int = 5) -> float:

@@ -18,46 +18,50 @@ GIB = 1 << 30
 TYPICAL_FRACTIONS = {"memory": 0.8, "flops": 0.7}  # a starting point for the UI's editable fractions
 
 
-def _gpu(name: str, gbps: float, tflops: float, source: str, memory: str = "HBM") -> Hardware:
-    return Hardware(name, gbps * 1e9, tflops * 1e12, kind="gpu", memory_name=memory, source=source)
+def _gpu(name: str, gbps: float, tflops: float, source: str, memory: str = "HBM", gib: float | None = None) -> Hardware:
+    """A row; `gib`: the memory size the sheet names (its "80GB" read as GiB, what the device reports to within
+    a few percent), None where the row covers several sizes."""
+    capacity = int(gib * GIB) if gib else None
+    return Hardware(name, gbps * 1e9, tflops * 1e12, "gpu", memory, source, capacity)
 
 
 GPUS: dict[str, Hardware] = {
     g.name: g
     for g in [
         # NVIDIA H100 Tensor Core GPU datasheet (2023): SXM 3.35 TB/s, BF16 1979 TFLOPS with sparsity.
-        _gpu("H100 SXM", 3350, 989, "NVIDIA H100 datasheet, SXM5 80GB"),
+        _gpu("H100 SXM", 3350, 989, "NVIDIA H100 datasheet, SXM5 80GB", gib=80),
         # same datasheet: PCIe 2 TB/s, BF16 1513 TFLOPS with sparsity.
-        _gpu("H100 PCIe", 2000, 756, "NVIDIA H100 datasheet, PCIe 80GB"),
+        _gpu("H100 PCIe", 2000, 756, "NVIDIA H100 datasheet, PCIe 80GB", gib=80),
         # same datasheet: H100 NVL (94 GB) 3.9 TB/s, BF16 1671 TFLOPS with sparsity.
-        _gpu("H100 NVL", 3900, 835, "NVIDIA H100 datasheet, NVL 94GB"),
+        _gpu("H100 NVL", 3900, 835, "NVIDIA H100 datasheet, NVL 94GB", gib=94),
         # NVIDIA H200 datasheet (2024): SXM 4.8 TB/s, BF16 1979 TFLOPS with sparsity.
-        _gpu("H200", 4800, 989, "NVIDIA H200 datasheet, SXM 141GB"),
+        _gpu("H200", 4800, 989, "NVIDIA H200 datasheet, SXM 141GB", gib=141),
         # NVIDIA GH200 Grace Hopper datasheet: 96 GB HBM3 at 4 TB/s, Hopper BF16 1979 TFLOPS sparse.
-        _gpu("GH200", 4000, 989, "NVIDIA GH200 datasheet, 96GB HBM3"),
+        _gpu("GH200", 4000, 989, "NVIDIA GH200 datasheet, 96GB HBM3", gib=96),
         # NVIDIA A100 datasheet (2021): 40GB 1555 GB/s; BF16 312 TFLOPS dense (624 with sparsity).
-        _gpu("A100 40GB", 1555, 312, "NVIDIA A100 datasheet, 40GB"),
+        _gpu("A100 40GB", 1555, 312, "NVIDIA A100 datasheet, 40GB", gib=40),
         # same datasheet: 80GB SXM 2039 GB/s (80GB PCIe: 1935 GB/s); BF16 312 TFLOPS dense.
-        _gpu("A100 80GB", 2039, 312, "NVIDIA A100 datasheet, 80GB SXM"),
-        # NVIDIA B200 (HGX B200 datasheet, 2024): 8 TB/s per GPU, FP16/BF16 36 PFLOPS sparse per 8 GPUs.
+        _gpu("A100 80GB", 2039, 312, "NVIDIA A100 datasheet, 80GB SXM", gib=80),
+        # NVIDIA B200 (HGX B200 datasheet, 2024): 8 TB/s per GPU, FP16/BF16 36 PFLOPS sparse per 8 GPUs; memory
+        # size left unknown (180 or 192 GB depending on the system).
         _gpu("B200", 8000, 2250, "NVIDIA HGX B200 datasheet, per GPU"),
         # NVIDIA L4 datasheet: 300 GB/s GDDR6, BF16 242 TFLOPS with sparsity.
-        _gpu("L4", 300, 121, "NVIDIA L4 datasheet", memory="GDDR6"),
+        _gpu("L4", 300, 121, "NVIDIA L4 datasheet", memory="GDDR6", gib=24),
         # NVIDIA L40S datasheet: 864 GB/s GDDR6, BF16 733 TFLOPS with sparsity (362 dense).
-        _gpu("L40S", 864, 362, "NVIDIA L40S datasheet", memory="GDDR6"),
+        _gpu("L40S", 864, 362, "NVIDIA L40S datasheet", memory="GDDR6", gib=48),
         # NVIDIA L40 datasheet: 864 GB/s GDDR6, BF16 362 TFLOPS with sparsity.
-        _gpu("L40", 864, 181, "NVIDIA L40 datasheet", memory="GDDR6"),
+        _gpu("L40", 864, 181, "NVIDIA L40 datasheet", memory="GDDR6", gib=48),
         # NVIDIA A10 datasheet: 600 GB/s GDDR6, BF16 125 TFLOPS dense (250 sparse).
-        _gpu("A10", 600, 125, "NVIDIA A10 datasheet", memory="GDDR6"),
+        _gpu("A10", 600, 125, "NVIDIA A10 datasheet", memory="GDDR6", gib=24),
         # AWS G5's A10G has no NVIDIA sheet; AWS lists 600 GB/s (24 GB GDDR6) and the A10's tensor
         # figure is the usual stand-in (the A10G has more SMs at lower clocks): treat as approximate.
-        _gpu("A10G", 600, 125, "AWS G5 page + NVIDIA A10 datasheet (approximate)", memory="GDDR6"),
+        _gpu("A10G", 600, 125, "AWS G5 page + NVIDIA A10 datasheet (approximate)", memory="GDDR6", gib=24),
         # NVIDIA Ada Lovelace architecture whitepaper: RTX 4090 1008 GB/s GDDR6X, FP16/BF16 tensor with
         # FP32 accumulate 165.2 TFLOPS dense (330.4 with fp16 accumulate).
-        _gpu("RTX 4090", 1008, 165.2, "NVIDIA Ada whitepaper, fp32 accumulate", memory="GDDR6X"),
-        # AMD Instinct MI300X datasheet: 5.3 TB/s HBM3, BF16 1307.4 TFLOPS dense (2614.9 sparse).
-        _gpu("MI300X", 5300, 1307.4, "AMD Instinct MI300X datasheet"),
-        # NVIDIA V100 datasheet: SXM2 900 GB/s, FP16 tensor 125 TFLOPS (no bf16: fp16 figure).
+        _gpu("RTX 4090", 1008, 165.2, "NVIDIA Ada whitepaper, fp32 accumulate", memory="GDDR6X", gib=24),
+        # AMD Instinct MI300X datasheet: 5.3 TB/s HBM3 (192 GB), BF16 1307.4 TFLOPS dense (2614.9 sparse).
+        _gpu("MI300X", 5300, 1307.4, "AMD Instinct MI300X datasheet", gib=192),
+        # NVIDIA V100 datasheet: SXM2 900 GB/s, FP16 tensor 125 TFLOPS (no bf16: fp16 figure); 16 or 32 GB.
         _gpu("V100", 900, 125, "NVIDIA V100 datasheet, SXM2 (fp16)"),
         # same datasheet: PCIe 900 GB/s, FP16 tensor 112 TFLOPS.
         _gpu("V100 PCIe", 900, 112, "NVIDIA V100 datasheet, PCIe (fp16)"),

@@ -17,6 +17,7 @@ class Hardware:
     kind: str = "gpu"  # gpu | cpu
     memory_name: str = "HBM"  # what the bandwidth is of, for sentences: HBM, GDDR6, DRAM
     source: str = ""  # where the figures come from
+    capacity_bytes: int | None = None  # the device's memory size as its sheet states it (GPU table), None unknown
 
     def __post_init__(self) -> None:
         if not (self.memory_bytes_per_s > 0 and self.flops_per_s > 0):

@@ -11,7 +11,7 @@ from . import ModelShape, read_config_file, shape_from_config
 _PRESET_MODEL_TYPES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Phi3Config": "phi3"}
 
 
-def model_shape(model: str, dtype: str = "bfloat16") -> ModelShape:
+def model_shape(model: str, dtype: str | None = None) -> ModelShape:
     """A ModelShape for a preset name, else a model folder, config.json or run.json; ValueError
     with a one-line message otherwise."""
     from ...collectors.presets import PRESETS  # torch-free at import

@@ -4,8 +4,10 @@ Step finding is an ordered list of strategies. Each takes the trace's `Views` an
 boundaries and segmentation, or None to pass; the first answer wins, so the list runs from the
 most specific evidence to the least: annotations someone wrote (a user's regex, Stepscope's
 markers, vLLM, SGLang), the training guard, ProfilerStep ranges labelled by embedding lookups,
-the host's own forward spans (call-tree repetition), embedding lookups, then device-side
-repetition (graph replays, a repeating kernel sequence), else nothing.
+the host's own forward spans (call-tree repetition), embedding lookups, compiled regions with a token
+handoff between them, then device-side repetition (graph replays, a repeating kernel sequence), else
+nothing. Whatever answered, batch_contents.compose then reads what each forward holds (sequences,
+prefill and decode, draft or target) from the shapes the trace recorded.
 
 To add a strategy, write a function `(Views) -> Found | None` and put it in STRATEGIES where its
 evidence ranks.
@@ -33,6 +35,8 @@ from .annotated import (
     user_regex,
     vllm_annotations,
 )
+from .batch_contents import compose
+from .compiled import compiled_forwards
 from .device_patterns import graph_replays, kernel_pattern, nothing
 from .embedding import embedding_lookup
 from .frames import BOUNDARY_COLUMNS, Found, Views, boundary_frame
@@ -50,6 +54,7 @@ STRATEGIES: tuple[Strategy, ...] = (
     profiler_steps,
     host_forwards,
     embedding_lookup,
+    compiled_forwards,
     graph_replays,
     kernel_pattern,
 )
@@ -61,6 +66,7 @@ def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.Da
     """Step boundaries (BOUNDARY_COLUMNS) and how they were found: the first strategy that answers."""
     views = Views(timeline, step_regex)
     found = next((f for f in (strategy(views) for strategy in STRATEGIES) if f is not None), None) or nothing(views)
+    found = compose(views, found)  # what each forward holds: sequences, prefill and decode, draft or target
     # what the trace holds that no strategy may trust: numbers too large in step names, malformed shapes
     ev = timeline.events
     names = _annotation_names(ev)

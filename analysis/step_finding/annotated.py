@@ -112,6 +112,8 @@ def annotated_steps(views: Views, parse: Callable[[str], StepLabel | None]) -> p
         tokens=[lab.tokens for lab in parsed],
         batch=[lab.batch for lab in parsed],
         label=rows["name"].astype(str).to_numpy(),
+        prefill_tokens=[lab.prefill_tokens for lab in parsed],
+        decode_sequences=[lab.decode_sequences for lab in parsed],
     )
 
 

@@ -56,6 +56,7 @@ def kernel_pattern(views: Views) -> Found | None:
 
 def nothing(views: Views) -> Found:
     note = "nothing in the trace looks like token generation"
+    from .empty_reasons import empty_reasons
     from .frames import empty_frame
 
-    return views.result(empty_frame(), "none", 0.5, note, evidence=[note])
+    return views.result(empty_frame(), "none", 0.5, note, *empty_reasons(views), evidence=[note])

@@ -23,6 +23,7 @@ from .frames import (
     Found,
     Views,
     boundary_frame,
+    first_of_each,
     requests_opened_by,
 )
 
@@ -211,4 +212,8 @@ def _merge_compiled_forwards(eager: pd.DataFrame, compiled: pd.DataFrame, shaped
     merged["request"] = request.astype(np.int64)
     merged["index"] = (position - first).astype(np.int64)
     merged["label"] = merged["label"].fillna("")
+    merged["model"] = merged["model"].fillna("")
+    merged["opens"] = first_of_each(merged["request"].to_numpy())
+    for column in ("prefill_tokens", "decode_sequences", "accepted"):
+        merged[column] = pd.array(merged[column].astype("Float64").round(), dtype="Int64")
     return merged[list(BOUNDARY_COLUMNS)]

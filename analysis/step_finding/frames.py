@@ -18,7 +18,22 @@ from ...parsers.timeline import Timeline
 from ..event_rows import kind_mask, name_mask, take_rows
 from ..model import Segmentation
 
-BOUNDARY_COLUMNS = ("start_ns", "host_end_ns", "kind", "request", "index", "tokens", "batch", "label")
+BOUNDARY_COLUMNS = (
+    "start_ns",
+    "host_end_ns",
+    "kind",
+    "request",
+    "index",
+    "tokens",
+    "batch",  # sequences in the forward
+    "label",
+    "prefill_tokens",  # of the tokens, those of sequences still prefilling; <NA> when the trace does not tell
+    "decode_sequences",  # sequences past their prompt (one token each; more in a verify); <NA> when unknown
+    "model",  # "draft" for a draft model's forward in speculative decoding, else "" (the model served)
+    "opens",  # requests that join in this forward (a draft's forwards open none)
+    "accepted",  # in a verify: draft tokens the target kept, per sequence; <NA> when the trace does not show it
+)
+COUNT_COLUMNS = ("tokens", "batch", "prefill_tokens", "decode_sequences", "accepted")  # nullable integers
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
 
 
@@ -36,8 +51,14 @@ def boundary_frame(
     tokens=None,
     batch=None,
     label="",
+    prefill_tokens=None,
+    decode_sequences=None,
+    model="",
+    opens=None,
+    accepted=None,
 ) -> pd.DataFrame:
-    """The frame of step boundaries; scalars are broadcast, index defaults to 0..n-1, tokens/batch to <NA>."""
+    """The frame of step boundaries; scalars are broadcast, index defaults to 0..n-1, the counts to <NA>, `opens`
+    to one request at the first step of each request number."""
     start = np.asarray(start_ns, dtype=np.int64)
     n = len(start)
 
@@ -51,6 +72,9 @@ def boundary_frame(
             return pd.array([None] * n, dtype="Int64")
         return pd.array(value, dtype="Int64")
 
+    requests = column(request, np.int64)
+    if opens is None:
+        opens = first_of_each(requests)
     return pd.DataFrame(
         {
             "start_ns": start,
@@ -58,13 +82,23 @@ def boundary_frame(
             if not np.isscalar(host_end_ns)
             else np.full(n, host_end_ns, dtype=np.int64),
             "kind": column(kind, object),
-            "request": column(request, np.int64),
+            "request": requests,
             "index": np.arange(n, dtype=np.int64) if index is None else column(index, np.int64),
             "tokens": nullable_int(tokens),
             "batch": nullable_int(batch),
             "label": column(label, object),
+            "prefill_tokens": nullable_int(prefill_tokens),
+            "decode_sequences": nullable_int(decode_sequences),
+            "model": column(model, object),
+            "opens": column(opens, np.int64),
+            "accepted": nullable_int(accepted),
         }
     )
+
+
+def first_of_each(request: np.ndarray) -> np.ndarray:
+    """1 at the first step of each request number, else 0: every request opens once."""
+    return (~pd.Series(request).duplicated()).to_numpy().astype(np.int64)
 
 
 def requests_opened_by(opens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +114,7 @@ def requests_opened_by(opens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def empty_frame() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="Int64" if c in ("tokens", "batch") else None) for c in BOUNDARY_COLUMNS})
+    return boundary_frame(np.array([], dtype=np.int64), np.array([], dtype=np.int64))
 
 
 @dataclass

@@ -30,6 +30,7 @@ import pandas as pd
 from ..event_rows import isin_ints, kind_mask, name_mask
 from ..names import name_matches
 from .frames import Found, Views, boundary_frame, requests_opened_by
+from .request_spans import requests_by_enclosing_span
 
 SPAN_KINDS = ("python", "cpu_op", "annotation")
 ATEN_OP = re.compile(r"^aten::")
@@ -210,13 +211,19 @@ def _label(
                 "taken as prefill (no input shapes recorded)"
             )
         else:
-            kind[_first_of_requests(start, end, holds)] = "prefill"
+            grouped = requests_by_enclosing_span(views, start, end)
             confidence = 0.5
             notes.append("no input shapes recorded and no size evidence: prefill/decode told apart by position")
-            evidence.append(
-                f"kinds by position ({source}): the first forward, and any after a pause over "
-                f"{REQUEST_PAUSE:g}x the typical pause between forwards, taken as a request's prefill"
-            )
+            if grouped is not None:
+                kind[grouped[0] & holds] = "prefill"
+                evidence.append(f"kinds by position ({source}): each request's first forward is its prefill")
+                evidence.append(grouped[1])
+            else:
+                kind[_first_of_requests(start, end, holds)] = "prefill"
+                evidence.append(
+                    f"kinds by position ({source}): the first forward, and any after a pause over "
+                    f"{REQUEST_PAUSE:g}x the typical pause between forwards, taken as a request's prefill"
+                )
     kind[~holds] = "empty"
     if tokens is None:
         tokens = batch = None

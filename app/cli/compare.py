@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from .errors import UserError
-from .options import add_analysis_options, read_and_analyze
+from .options import add_analysis_options, analysis_options, given_args
 
 EXIT_GATE_FAILED = 1
 
@@ -44,35 +43,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return compare
 
 
-def trace_label(path: str) -> str:
-    """What the table and sentence call a trace: its folder for a generic `trace.json.gz`, else its file name."""
-    p = Path(path)
-    name = p.name
-    for suffix in (".gz", ".json", ".pftrace", ".perfetto-trace", ".sqlite"):
-        name = name.removesuffix(suffix)
-    return p.resolve().parent.name if name in ("trace", "") else name
+def open_for_command(path: str, args: argparse.Namespace):
+    """One trace of compare, report or export through the front door, with the command's options; its notes go
+    to stderr. Raises TraceError or ValueError."""
+    from ...analysis.front_door import open_trace, single_trace_of
 
-
-def load(path: str, args: argparse.Namespace) -> tuple:
-    """(Timeline, Analysis) of one trace with the command's options. Raises TraceError or ValueError."""
-    return read_and_analyze(argparse.Namespace(**{**vars(args), "trace": path}))
+    opened = open_trace(single_trace_of(path), analysis_options(args), **given_args(args))
+    for note in opened.notes:
+        print(note, file=sys.stderr)
+    return opened
 
 
 def run_compare(args: argparse.Namespace) -> int:
     from ...analysis.compare import compare
     from ...analysis.gate import evaluate_gates, parse_gates
-    from ...analysis.report import contract
     from ...exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
 
     if args.json and args.format not in (None, "json"):
         raise UserError(f"--json and --format {args.format} disagree")
     fmt = args.format or ("json" if args.json else "text")
     gates = parse_gates(args.gate)  # GateError is a ValueError: exit 2 before any trace is read
-    (ta, a), (tb, b) = load(args.a, args), load(args.b, args)
-    result = compare(a, b, trace_label(args.a), trace_label(args.b))
-    checked = evaluate_gates(gates, a.summary, b.summary)
+    a, b = open_for_command(args.a, args), open_for_command(args.b, args)
+    result = compare(a.analysis, b.analysis, a.name, b.name)
+    checked = evaluate_gates(gates, a.analysis.summary, b.analysis.summary)
     if fmt == "json":
-        out = comparison_json(result, contract(ta, a)["summary"], contract(tb, b)["summary"], checked)
+        out = comparison_json(result, a.report["summary"], b.report["summary"], checked)
         sys.stdout.write(json.dumps(out, separators=(",", ":"), allow_nan=False) + "\n")
     elif fmt == "markdown":
         sys.stdout.write(comparison_markdown(result, checked))

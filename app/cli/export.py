@@ -6,7 +6,7 @@ import argparse
 
 from ...parsers.trace_processor import trace_processor_status
 from .errors import UserError
-from .options import add_analysis_options, read_and_analyze
+from .options import add_analysis_options
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,11 +26,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run_export(args: argparse.Namespace) -> int:
     """Load, analyse, write; print where it went and what it holds. Raises TraceError/ValueError/UserError."""
-    from ...exporters import write_perfetto
+    from ...exporters.perfetto_trace import write_perfetto
+    from .compare import open_for_command
 
-    timeline, result = read_and_analyze(args)
+    opened = open_for_command(args.trace, args)
     try:
-        written = write_perfetto(timeline, result, args.perfetto)
+        written = write_perfetto(opened.timeline, opened.analysis, args.perfetto)
     except OSError as exc:
         raise UserError(f"cannot write {args.perfetto}: {exc.strerror or exc}") from None
     print(

@@ -1,16 +1,18 @@
-"""What the analyze and export commands share: the analysis options and reading + analysing a trace.
+"""The analysis options every trace-reading command takes, and turning them into the front door's inputs.
 
-`read_and_analyze` is the one place a command turns a trace path into an Analysis: steps, gaps,
-findings, the anatomy (categories per step, layers) and, when a model is known (run.json beside the
-trace, else --model), the roofline figures that need it."""
+Argument handling only: the commands open traces through analysis/front_door.py, which reads, analyses, applies
+the model and builds the contract. Standard library at import (argparse): the warm `analyze` path defines its
+arguments with these same functions before numpy or pandas is loaded.
+"""
 
 from __future__ import annotations
 
 import argparse
-import math
-import sys
+from typing import TYPE_CHECKING
 
-MAX_GAP_THRESHOLD_US = 1e9  # 1000 s: any longer "gap" threshold would hide everything
+if TYPE_CHECKING:
+    from ...analysis.front_door import CachePolicy
+    from ...analysis.options import AnalysisOptions
 
 
 def add_analysis_options(parser: argparse.ArgumentParser) -> None:
@@ -29,86 +31,34 @@ def add_analysis_options(parser: argparse.ArgumentParser) -> None:
         help="model for the per-category roofline when no run.json is beside the trace: a preset name, "
         "a model folder, config.json or run.json",
     )
-
-
-def read_and_analyze(args: argparse.Namespace, notes: list[str] | None = None) -> tuple:
-    """(Timeline, Analysis) for args.trace with the command's options. Raises TraceError or ValueError.
-
-    The trace is read through the on-disk Timeline cache (trace_cache; `--no-cache` bypasses it). Notes for
-    stderr go to `notes` when given (the analyze command caches them with its result), else are printed."""
-    from ...parsers.split_decode import while_decoding
-    from ...trace_cache.timelines import load_trace_cached
-
-    check_analysis_options(args)
-    rules = _rules(args)  # before reading: a bad --categories or --model fails fast
-    model = _model(args)
-    # Read before importing analysis (and pandas): a big trace's decoding starts without them, and they are
-    # imported while the forked child decodes.
-    with while_decoding(_import_analysis):
-        timeline = load_trace_cached(args.trace, use_cache=not getattr(args, "no_cache", False))
-    from ...analysis import AnalysisOptions, analyze
-
-    options = AnalysisOptions(
-        gap_threshold_ns=int(args.gap_threshold_us * 1000), step_regex=args.step_regex, category_rules=rules
+    parser.add_argument(
+        "--gpu",
+        default=None,
+        metavar="NAME",
+        help="the GPU the trace ran on, for the roofline when the trace does not name it (a GPU table row: H100, "
+        "MI300X, ...; `roofline --help` lists them)",
     )
-    result = analyze(timeline, options)
-    return timeline, with_model(args.trace, timeline, result, model, notes)
+    parser.add_argument("--no-cache", action="store_true", help="do not use the cache (STEPSCOPE_CACHE_DIR)")
 
 
-def check_analysis_options(args: argparse.Namespace) -> None:
-    """Option values argparse lets through but the analysis cannot use (inf, NaN, negative, huge). Raises ValueError."""
-    threshold = args.gap_threshold_us
-    if not (math.isfinite(threshold) and 0 <= threshold <= MAX_GAP_THRESHOLD_US):
-        raise ValueError(f"--gap-threshold-us must be a number of microseconds from 0 to 1e9, not {threshold}")
-    if args.step_regex is not None and len(args.step_regex) > 500:
-        raise ValueError("--step-regex is longer than 500 characters")
+def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
+    """The options object of a command's flags. ValueError (one line) for a bad value or categories file."""
+    from ...analysis.options import AnalysisOptions
+
+    rules = ()
+    if args.categories:
+        from ...analysis.categories import load_rules
+
+        rules = load_rules(args.categories)
+    return AnalysisOptions.from_us(args.gap_threshold_us, step_regex=args.step_regex, category_rules=rules)
 
 
-def _import_analysis() -> None:
-    """What analyze() and the report load (pandas included), imported while a big trace is decoded."""
-    import importlib
+def cache_policy(args: argparse.Namespace) -> CachePolicy:
+    from ...analysis.front_door import NO_CACHE, USE_CACHE
 
-    for module in ("stepscope.analysis.anatomy", "stepscope.analysis.report"):
-        importlib.import_module(module)
+    return NO_CACHE if args.no_cache else USE_CACHE
 
 
-def _rules(args: argparse.Namespace) -> tuple:
-    if not getattr(args, "categories", None):
-        return ()
-    from ...analysis.categories import load_rules
-
-    return load_rules(args.categories)  # ValueError: one line
-
-
-def _model(args: argparse.Namespace):
-    if not getattr(args, "model", None):
-        return None
-    from ...analysis.roofline.model_source import model_shape
-
-    return model_shape(args.model)
-
-
-def with_model(trace_path: str, timeline, result, model=None, notes: list[str] | None = None):
-    """Expected-vs-measured findings and the per-category roofline when a run.json beside the trace
-    names the model (and the device is known); else the per-category roofline for `model` (--model).
-    Notes for stderr are appended to `notes` when given, else printed."""
-    from ...analysis.anatomy import with_category_roofline
-    from ...analysis.roofline import roofline_for_trace, timeline_device, with_roofline
-
-    def note(text: str) -> None:
-        if notes is None:
-            print(text, file=sys.stderr)
-        else:
-            notes.append(text)
-
-    try:
-        roofline = roofline_for_trace(trace_path, result, *timeline_device(timeline))
-    except ValueError as exc:  # the run.json beside the trace is optional: never fail the analysis over it
-        note(f"note: no roofline: {' '.join(str(exc).split())}")
-        roofline = None
-    if roofline is not None:
-        result = with_roofline(result, roofline)
-        if model is not None:
-            note("note: run.json beside the trace names the model; --model is not used")
-        return with_category_roofline(result, roofline.shape, roofline.hardware)
-    return with_category_roofline(result, model) if model is not None else result
+def given_args(args: argparse.Namespace) -> dict:
+    """The front door's keyword arguments for what the user says of the trace: model, device, cache policy."""
+    return {"model": args.model, "device": args.gpu, "cache": cache_policy(args)}

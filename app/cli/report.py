@@ -26,14 +26,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run_report(args: argparse.Namespace) -> int:
     """Load, analyse, build, write atomically. Raises TraceError/ValueError/UserError."""
-    from ...analysis.report import contract
-    from ...exporters.report_html import ReportTrace, build_report, write_report
-    from .compare import load, trace_label
+    from ...exporters.report_html import build_report, report_trace, write_report
+    from .compare import open_for_command
 
-    traces = []
-    for path in [args.trace] + ([args.vs] if args.vs else []):
-        timeline, analysis = load(path, args)
-        traces.append(ReportTrace(trace_label(path), timeline, analysis, contract(timeline, analysis)))
+    traces = [report_trace(open_for_command(path, args)) for path in [args.trace] + ([args.vs] if args.vs else [])]
     html = build_report(*traces)
     try:
         written = write_report(html, args.output)

@@ -8,7 +8,7 @@ from ...exporters.figures import step_charts, timeline
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
 from ...parsers.trace_processor import trace_processor_status
-from .. import components, logdir_panel, perfetto_panel, report_panel, roofline_panel, tables
+from .. import components, logdir_panel, memory_panel, perfetto_panel, report_panel, roofline_panel, tables
 from ..analysis_settings import settings_expander
 from ..logdir import configured_logdir
 from ..navigation import ANALYZE_KEY
@@ -72,7 +72,7 @@ def _detail_window(loaded) -> tuple[int, int]:
             0,
             last,
             default,
-            key=f"detail_steps_{loaded.sha256}",
+            key=f"detail_steps_{loaded.answer_id}",
             help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
             "The median decode step is also drawn as layers when it is in the range.",
         )
@@ -88,7 +88,7 @@ def _detail_window(loaded) -> tuple[int, int]:
         0.0,
         span_ms,
         (0.0, max(default_end, span_ms / 1000)),
-        key=f"detail_ms_{loaded.sha256}",
+        key=f"detail_ms_{loaded.answer_id}",
     )
     return origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6) + 1
 
@@ -141,6 +141,7 @@ def _step_section(loaded) -> None:
     left.plotly_chart(step_charts.step_time_chart(steps), width="stretch")
     middle.plotly_chart(step_charts.kernels_launches_chart(steps), width="stretch")
     right.plotly_chart(step_charts.busy_idle_chart(steps), width="stretch")
+    _batch_section(loaded)
     anat = loaded.analysis.anatomy
     if anat is not None and not anat.step_categories.empty:
         st.plotly_chart(
@@ -148,6 +149,19 @@ def _step_section(loaded) -> None:
         )
     with st.expander(f"Steps table ({len(steps)} rows; times in ms from trace start)"):
         st.dataframe(tables.shown_frame(tables.steps_table(loaded.analysis)), width="stretch", hide_index=True)
+
+
+def _batch_section(loaded) -> None:
+    """What the batches held, step by step, with what co-scheduled prefill chunks and speculation cost (all of it
+    computed in analysis.composition and analysis.speculative)."""
+    steps = loaded.analysis.steps
+    if not step_charts.has_composition(steps):
+        return
+    left, right = st.columns([3, 2])
+    left.plotly_chart(step_charts.batch_chart(steps), width="stretch", key="batch_chart")
+    with right:
+        st.markdown("**Batch composition**")
+        st.dataframe(tables.composition_table(loaded.analysis), width="stretch", hide_index=True)
 
 
 def _inside_step_section(loaded) -> None:
@@ -253,12 +267,14 @@ def render() -> None:
     roofline_line = st.container()  # filled once the roofline section below has its inputs
     components.segmentation_box(loaded)
     _timeline_section(loaded)
+    memory_panel.lane(loaded)  # the memory lane, under the timeline
     with stage("below the timeline"):
         _below_timeline(loaded, source, roofline_line)
 
 
 def _below_timeline(loaded, source, roofline_line) -> None:
     _step_section(loaded)
+    memory_panel.section(loaded)
     _inside_step_section(loaded)
     report = roofline_panel.section(loaded, source)
     with roofline_line:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis.compare import compare
+from ...analysis.compare import batches_differ, compare
 from ...exporters.figures import compare_charts
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
@@ -90,6 +90,19 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
     )
 
 
+def _composition_section(result, name_a: str, name_b: str) -> None:
+    """What the two runs' batches held, side by side (analysis.compare.compare_composition)."""
+    rows = result.composition
+    if rows.empty or not batches_differ(rows):
+        return
+    st.markdown("**Batches**")
+    st.dataframe(
+        rows.drop(columns="key").rename(columns={"a": f"A: {name_a}", "b": f"B: {name_b}", "delta": "B - A"}),
+        width="stretch",
+        hide_index=True,
+    )
+
+
 def render() -> None:
     st.title("Compare")
     pair = _pick_pair()
@@ -121,6 +134,7 @@ def render() -> None:
         column_config={"B / A": st.column_config.NumberColumn(format="%.2fx")},
     )
 
+    _composition_section(result, a.name, b.name)
     _inside_step(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)
     st.plotly_chart(compare_charts.itl_overlay(a, b), width="stretch")
     st.plotly_chart(compare_charts.per_step_overlay(a, b), width="stretch")

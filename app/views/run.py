@@ -18,6 +18,7 @@ from ...collectors.errors import CollectorError
 from ...collectors.presets import DEFAULT_PRESET, PRESETS
 from ...exporters.figures.sweep_chart import sweep_figure
 from ...exporters.safe_text import for_markdown
+from .. import memory_panel
 from ..exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
 from ..navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
 from ..sweeps import past_sweeps, run_sweep
@@ -62,6 +63,7 @@ def _spec_form():
         prompt_tokens = right.number_input("Prompt tokens (when no prompt)", 1, run_bound("prompt_tokens"), 16)
         new_tokens = left.number_input("New tokens", 1, run_bound("new_tokens"), 16)
         batch = left.number_input("Batch", 1, run_bound("batch"), 1)
+        profile_memory = memory_panel.profile_memory_option(right)
         single = st.form_submit_button("Run", type="primary")
         pair = st.form_submit_button("Run on/off pair (eager vs CUDA graphs; vs compile on CPU) and compare")
     spec = RunSpec(
@@ -73,6 +75,7 @@ def _spec_form():
         new_tokens=int(new_tokens),
         batch=int(batch),
         mode=mode,
+        profile_memory=profile_memory,
     )
     return spec, single, pair
 

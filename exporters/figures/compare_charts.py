@@ -14,7 +14,7 @@ from . import palette
 from .timeline import detail_lanes
 
 if TYPE_CHECKING:  # only .name, .timeline and .analysis are read: the HTML report passes its own records
-    from ...app.cache import LoadedTrace
+    from ...analysis.front_door import Opened as LoadedTrace
 
 COLORS = (palette.TRACE_A, palette.TRACE_B)
 

@@ -32,8 +32,57 @@ def _step_numbers(steps: pd.DataFrame) -> np.ndarray:
 
 
 def _kind_colors(steps: pd.DataFrame) -> list[str]:
-    colors = {"prefill": palette.PREFILL, "decode": palette.DECODE_EVEN}
-    return [colors.get(k, palette.OTHER_STEP) for k in steps["kind"]]
+    return [palette.STEP_KIND.get(k, palette.OTHER_STEP) for k in steps["kind"]]
+
+
+def has_composition(steps: pd.DataFrame) -> bool:
+    """Whether the batch chart has something to show: a step of several sequences, or a mixed, verify or draft
+    step (a run of one sequence, prefill then decodes, has one bar height throughout)."""
+    if "batch" not in steps or not len(steps):
+        return False
+    several = bool((steps["batch"].astype("Float64").fillna(0) > 1).any())
+    return several or bool(steps["kind"].isin(["mixed", "verify", "draft"]).any())
+
+
+def batch_chart(steps: pd.DataFrame) -> go.Figure:
+    """How the batch changes over the run: sequences per step (bars, by kind's colour) and the prefill tokens a step
+    carries (a line on its own axis: a prompt chunk is tens to thousands of tokens, a batch a few sequences)."""
+    x = _step_numbers(steps)
+    sequences = steps["batch"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    prefill = (
+        steps["prefill_tokens"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+        if "prefill_tokens" in steps
+        else np.full(len(steps), np.nan)
+    )
+    decoding = (
+        steps["decode_sequences"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+        if "decode_sequences" in steps
+        else np.full(len(steps), np.nan)
+    )
+    hover = [
+        f"step {i}: {k}<br>{_count(s)} sequences, {_count(d)} decoding<br>{_count(p)} prefill tokens"
+        for i, k, s, d, p in zip(x, steps["kind"], sequences, decoding, prefill, strict=True)
+    ]
+    fig = go.Figure(
+        [
+            go.Bar(x=x, y=sequences, name="sequences", marker_color=_kind_colors(steps), hovertext=hover),
+            go.Scatter(
+                x=x,
+                y=prefill,
+                name="prefill tokens",
+                mode="lines+markers",
+                yaxis="y2",
+                line={"color": palette.PREFILL_TOKENS, "width": 1.5},
+                hoverinfo="skip",
+            ),
+        ]
+    )
+    fig.update_layout(yaxis2={"title": "prefill tokens", "overlaying": "y", "side": "right", "rangemode": "tozero"})
+    return _layout(fig, "Batch per step (bars: sequences, by kind; line: prefill tokens)", "sequences")
+
+
+def _count(value: float) -> str:
+    return "?" if np.isnan(value) else f"{value:.0f}"
 
 
 def step_time_chart(steps: pd.DataFrame) -> go.Figure:
@@ -49,7 +98,7 @@ def step_time_chart(steps: pd.DataFrame) -> go.Figure:
             name="step time",
         )
     )
-    return _layout(fig, "Step time (prefill purple, decode blue, outliers outlined red)", "ms")
+    return _layout(fig, "Step time (prefill purple, decode blue, mixed red, verify green; outliers outlined)", "ms")
 
 
 def kernels_launches_chart(steps: pd.DataFrame) -> go.Figure:

@@ -185,14 +185,7 @@ def _phase_traces(
             for lab, d, k, n in zip(labels, span_ms, steps["kernels"], steps["launches"], strict=True)
         ]
         hover = np.asarray(hover, dtype=object)
-        kind = steps["kind"].to_numpy()
-        decode_rank = np.cumsum(kind == "decode")
-        groups = {
-            "prefill": (kind == "prefill", palette.PREFILL),
-            "decode (even)": ((kind == "decode") & (decode_rank % 2 == 0), palette.DECODE_EVEN),
-            "decode (odd)": ((kind == "decode") & (decode_rank % 2 == 1), palette.DECODE_ODD),
-            "mixed / empty": (~np.isin(kind, ["prefill", "decode"]), palette.OTHER_STEP),
-        }
+        groups = _phase_groups(steps["kind"].to_numpy())
         for name, (mask, color) in groups.items():
             if mask.any():
                 part = steps[mask]
@@ -236,6 +229,22 @@ def _phase_traces(
                 textfont={"color": palette.GAP, "size": 10},
             )
         )
+
+
+def _phase_groups(kind: np.ndarray) -> dict[str, tuple[np.ndarray, str]]:
+    """The phase lane's legend entries: each step kind its colour (decodes alternate two shades, so that
+    neighbours are told apart); steps of any other kind (empty) grey."""
+    decode_rank = np.cumsum(kind == "decode")
+    named = ("prefill", "decode", "mixed", "verify", "draft")
+    return {
+        "prefill": (kind == "prefill", palette.PREFILL),
+        "decode (even)": ((kind == "decode") & (decode_rank % 2 == 0), palette.DECODE_EVEN),
+        "decode (odd)": ((kind == "decode") & (decode_rank % 2 == 1), palette.DECODE_ODD),
+        "mixed (decode + prefill chunk)": (kind == "mixed", palette.MIXED),
+        "verify (scores draft tokens)": (kind == "verify", palette.VERIFY),
+        "draft model": (kind == "draft", palette.DRAFT),
+        "empty / other": (~np.isin(kind, named), palette.OTHER_STEP),
+    }
 
 
 def _step_blocks(steps: pd.DataFrame, budget: int) -> pd.DataFrame:

@@ -1,0 +1,119 @@
+"""Analyze's memory: the memory lane under the timeline, then the memory figures, per-step chart and tables.
+
+Only arranges what analysis computed (summary.memory, the steps' memory columns, exporters.figures.memory_chart)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from ..analysis.metrics import format_bytes
+from ..exporters.figures import memory_chart
+from ..exporters.safe_text import for_markdown
+from .cache import LoadedTrace
+
+NO_MEMORY = (
+    "No memory events in this trace. Profile with `profile_memory=True` (the Run page's *Profile memory*, "
+    "`stepscope run --profile-memory`) to see memory per step and the KV cache's growth against the model."
+)
+
+
+def profile_memory_option(column) -> bool:
+    """The Run page's "Profile memory" box (collectors' profile_memory; recorded in run.json's spec)."""
+    return bool(
+        column.checkbox(
+            "Profile memory",
+            value=False,
+            help="torch.profiler's profile_memory=True: every allocation and free is recorded, so Analyze shows "
+            "memory per step and the KV cache's growth against the model. Makes the trace larger.",
+        )
+    )
+
+
+def lane(loaded: LoadedTrace) -> None:
+    """The memory lane, drawn right under the timeline when the trace has memory events."""
+    fig = memory_chart.memory_lane_figure(loaded.timeline, loaded.analysis)
+    if fig is not None:
+        st.plotly_chart(fig, width="stretch", key="memory_lane")
+
+
+def section(loaded: LoadedTrace) -> None:
+    """The memory figures of the model's device, the per-step chart, per-phase peaks, requests and other devices."""
+    st.subheader("Memory")
+    memory = loaded.analysis.summary.memory
+    if memory is None:
+        st.caption(NO_MEMORY)
+        return
+    cards = (
+        ("Peak allocated", _bytes(memory.peak_allocated_bytes)),
+        ("Peak reserved", _bytes(memory.peak_reserved_bytes) if memory.peak_reserved_bytes is not None else "none"),
+        ("KV growth / decode step", _bytes(memory.kv_growth_bytes_per_token)),
+        ("Expected KV / decode step", _bytes(memory.expected_kv_bytes_per_token, "needs the model")),
+        ("KV tokens that fit", f"{memory.kv_tokens_capacity:,}" if memory.kv_tokens_capacity is not None else "n/a"),
+    )
+    for column, (label, value) in zip(st.columns(len(cards)), cards, strict=True):
+        column.metric(f"{label} ({memory.device})", value, border=True)
+    chart = memory_chart.step_memory_chart(loaded.analysis)
+    if chart is not None:
+        st.plotly_chart(chart, width="stretch", key="step_memory_chart")
+    facts = [f"KV growth: {memory.basis}."]
+    if memory.device_memory_bytes:
+        facts.append(f"Device memory {format_bytes(memory.device_memory_bytes)}.")
+    if memory.expected_weights_bytes is not None:
+        facts.append(f"Expected weights {format_bytes(memory.expected_weights_bytes)}.")
+    if memory.resident_bytes is not None:
+        facts.append(f"Allocated when the first step starts: {format_bytes(memory.resident_bytes)}.")
+    st.caption(for_markdown(" ".join(facts)))
+    for note in memory.notes:
+        st.caption(for_markdown(note))
+    left, middle, right = st.columns(3)
+    _table(left, "Peak per phase", _phase_rows(memory.phases))
+    _table(middle, "Requests: allocated before, at the last step, after", _request_rows(memory.requests))
+    _table(right, "Other devices", _device_rows(memory.devices))
+
+
+def _bytes(value: float | None, missing: str = "n/a") -> str:
+    return format_bytes(value) if value is not None else missing
+
+
+def _table(column, title: str, rows: list[dict]) -> None:
+    column.markdown(f"**{title}**")
+    if rows:
+        column.dataframe(pd.DataFrame(rows), width="stretch", hide_index=True)
+    else:
+        column.caption("none")
+
+
+def _phase_rows(phases: dict) -> list[dict]:
+    return [
+        {
+            "phase": kind,
+            "peak allocated": _bytes(p["peak_allocated_bytes"]),
+            "peak reserved": _bytes(p["peak_reserved_bytes"], "none"),
+        }
+        for kind, p in phases.items()
+    ]
+
+
+def _request_rows(requests: list[dict]) -> list[dict]:
+    return [
+        {
+            "request": r["request"],
+            "before": _bytes(r["before_bytes"]),
+            "last step end": _bytes(r["last_step_end_bytes"]),
+            "after": _bytes(r["after_bytes"], "trace ended"),
+        }
+        for r in requests
+    ]
+
+
+def _device_rows(devices: list[dict]) -> list[dict]:
+    return [
+        {
+            "device": d["device"],
+            "events": d["events"],
+            "peak allocated": _bytes(d["peak_allocated_bytes"]),
+            "peak reserved": _bytes(d["peak_reserved_bytes"], "none"),
+        }
+        for d in devices
+    ]

@@ -1,0 +1,238 @@
+"""The second decoding process in a process with other threads: forked by the decode helper (never by this process),
+with the same result as a plain fork; a helper that is gone or cannot start leaves this process decoding alone; the
+caller's work, its stop and its progress belong to its own decode only.
+
+SYNTHETIC traces (tests/test_split_decode.py's builders); the split threshold is lowered so small files take the
+two-process path.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from parsers import decode_helper, split_decode
+from parsers.chrome_trace import read_chrome_trace, read_chrome_trace_file
+from tests.test_split_decode import _assert_same, _doc_bytes, _events, _serial
+
+
+@pytest.fixture(autouse=True)
+def _split_small_files(monkeypatch):
+    monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
+    monkeypatch.setattr(split_decode, "PIECE_BYTES", 4096)
+    monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")
+
+
+@pytest.fixture
+def no_fork_here(monkeypatch):
+    """This process may not fork (the helper, another process, does; subprocess does not use os.fork)."""
+
+    def refused():
+        raise AssertionError("forked a process that runs other threads")
+
+    monkeypatch.setattr(os, "fork", refused)
+
+
+def _in_a_thread(work):
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["value"] = work()
+        except BaseException as exc:  # re-raised in the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def _counted(received: list):
+    """A PieceChannel.received that counts the pieces the other process sent."""
+    from parsers.piece_channel import PieceChannel
+
+    original = PieceChannel.received
+
+    def counting(self, records):
+        got = original(self, records)
+        received.append(len(got or {}))
+        return got
+
+    return counting
+
+
+def test_a_buffer_decoded_from_a_thread_goes_through_the_helper(monkeypatch, no_fork_here):
+    from parsers.piece_channel import PieceChannel
+
+    received: list[int] = []
+    monkeypatch.setattr(PieceChannel, "received", _counted(received))
+    monkeypatch.setattr(split_decode, "_decode", _slow(split_decode._decode))
+    data = _doc_bytes(_events(400), traceName="tail")
+    _, builder, count = _in_a_thread(lambda: split_decode.decode_in_two([data]))
+    assert count == 5 * 400 + 3 and builder.duration_events == 4 * 400
+    assert received and received[0] > 0  # the helper's child decoded some of the pieces
+    monkeypatch.undo()
+    _assert_same(_in_a_thread(lambda: read_chrome_trace([data])), _serial(data, monkeypatch))
+
+
+def test_a_file_decoded_from_a_thread_goes_through_the_helper(tmp_path, monkeypatch, no_fork_here):
+    from parsers.piece_channel import PieceChannel
+
+    data = _doc_bytes(_events(400), traceName="after the list", baseTimeNanoseconds=123)
+    path = tmp_path / "trace.json"
+    path.write_bytes(data)
+    expected = _serial(data, monkeypatch)
+    received: list[int] = []
+    monkeypatch.setattr(PieceChannel, "received", _counted(received))
+    monkeypatch.setattr(split_decode, "_decode", _slow(split_decode._decode))
+    from_file = _in_a_thread(lambda: read_chrome_trace_file(path))
+    assert received and received[0] > 0
+    _assert_same(from_file, expected)
+    assert from_file.meta.extra["trace_name"] == "after the list" and from_file.meta.base_time_ns == 123
+
+
+def _slow(decode):
+    """This process's pieces take longer (the helper's child runs the real code), so that the child, though its
+    helper may still be starting, surely takes some of them."""
+    import time
+
+    def slowed(*args, **kwargs):
+        time.sleep(0.3)
+        return decode(*args, **kwargs)
+
+    return slowed
+
+
+def test_a_helper_that_is_gone_or_cannot_start_leaves_this_process_decoding_alone(monkeypatch, no_fork_here):
+    data = _doc_bytes(_events(300))
+    expected = _serial(data, monkeypatch)
+    assert decode_helper.start()
+    decode_helper._THIS_PROCESS.helper.process.kill()  # gone: the request fails, or is lost with the helper
+    decode_helper._THIS_PROCESS.helper.process.wait()
+    _assert_same(_in_a_thread(lambda: read_chrome_trace([data])), expected)
+    assert decode_helper.start()  # a new one for the next request
+    decode_helper.stop()
+    monkeypatch.setattr(decode_helper, "_start", lambda: None)  # none can be started
+    _assert_same(_in_a_thread(lambda: read_chrome_trace([data])), expected)
+
+
+@pytest.mark.parametrize("where", ["main thread", "thread"])
+def test_meanwhile_runs_once_for_its_own_decode_and_its_true_stops_it(where, monkeypatch):
+    """Two decodes at once, each with its own work: each work runs once, in its own decode; the one that says
+    "stop" (its content is cached, say) stops only its own decode."""
+    run = (lambda work: work()) if where == "main thread" else _in_a_thread
+    data = _doc_bytes(_events(300))
+    calls: list[str] = []
+
+    def keep_going() -> bool:
+        calls.append("keep going")
+        return False
+
+    def stop() -> bool:
+        calls.append("stop")
+        return True
+
+    _, builder, _ = run(lambda: split_decode.decode_in_two([data], meanwhile=keep_going))
+    assert calls == ["keep going"] and builder.duration_events == 4 * 300
+    with pytest.raises(split_decode.DecodeStoppedError):
+        run(lambda: split_decode.decode_in_two([data], meanwhile=stop))
+    assert calls == ["keep going", "stop"]
+    assert _in_a_thread(lambda: split_decode.decode_in_two([data]))[2] == 5 * 300 + 3  # nothing left behind
+
+
+def test_two_decodes_in_two_threads_each_run_only_their_own_work(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_bytes(_doc_bytes(_events(300)))
+    b.write_bytes(_doc_bytes(_events(500)))
+    barrier, seen = threading.Barrier(2), {"a": [], "b": []}
+
+    def decode(path, name):
+        def work() -> bool:
+            seen[name].append(threading.current_thread().name)
+            return name == "a"  # a's caller has what it needs: only a's decode stops
+
+        barrier.wait()
+        try:
+            return split_decode.decode_file_in_two(path, meanwhile=work)[2]
+        except split_decode.DecodeStoppedError:
+            return "stopped"
+
+    results: dict = {}
+    pairs = (("a", a), ("b", b))
+    threads = [threading.Thread(target=lambda p=p, n=n: results.update({n: decode(p, n)}), name=n) for n, p in pairs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {"a": "stopped", "b": 5 * 500 + 3}
+    assert seen == {"a": ["a"], "b": ["b"]}
+
+
+@pytest.mark.parametrize("where", ["main thread", "thread"])
+def test_progress_rises_to_one(where, tmp_path):
+    from parsers.load import read_trace_file
+
+    path = tmp_path / "trace.json"
+    path.write_bytes(_doc_bytes(_events(600)))
+    heard: list[float] = []
+    run = (lambda work: work()) if where == "main thread" else _in_a_thread
+    timeline = run(lambda: read_trace_file(path, progress=heard.append))
+    assert timeline is not None and len(timeline.events) == 4 * 600
+    assert len(heard) > 2 and heard == sorted(heard) and heard[-1] == 1.0 and 0 < heard[0] < 1
+
+
+def test_the_cycle_collector_stays_paused_until_the_last_of_two_decodes_ends():
+    """gc is one switch for the process: the first decode to start ending while another runs leaves it off; the
+    last one out turns it back on."""
+    import gc
+
+    data = _doc_bytes(_events(300))
+    first_inside, a_started, first_done = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def first_work() -> bool:  # inside the first decode (it came in while gc was on): wait until a decodes too
+        first_inside.set()
+        a_started.wait(60)
+        return False
+
+    def a_work() -> bool:
+        a_started.set()
+        first_done.wait(60)
+        seen["during a, after the first ended"] = gc.isenabled()
+        return False
+
+    def first() -> None:
+        split_decode.decode_in_two([data], meanwhile=first_work)
+        first_done.set()
+
+    assert gc.isenabled()
+    threads = [
+        threading.Thread(target=first),
+        threading.Thread(target=split_decode.decode_in_two, args=([data],), kwargs={"meanwhile": a_work}),
+    ]
+    threads[0].start()
+    first_inside.wait(60)
+    threads[1].start()
+    for thread in threads:
+        thread.join(120)
+    assert seen == {"during a, after the first ended": False} and gc.isenabled()
+
+
+def test_progress_through_the_cache_ends_at_one_on_a_miss_and_on_a_hit(tmp_path):
+    from trace_cache import timelines
+    from trace_cache.store import CacheStore
+
+    path = tmp_path / "trace.json"
+    path.write_bytes(_doc_bytes(_events(600)))
+    store = CacheStore(tmp_path / "cache")
+    miss: list[float] = []
+    hit: list[float] = []
+    timelines.open_trace_cached(path, store=store, progress=miss.append)
+    timelines.open_trace_cached(path, store=store, progress=hit.append)
+    assert len(miss) > 2 and miss == sorted(miss) and miss[-1] == 1.0
+    assert hit == [1.0]
