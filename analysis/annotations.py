@@ -10,10 +10,13 @@ Formats seen in real traces (see ../shared/real_traces):
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..contracts.markers import parse_marker
 from ..parsers.numbers import bounded_int, has_oversized_number
+
+if TYPE_CHECKING:
+    from .user_patterns import UserPattern
 
 _VLLM = re.compile(
     r"^execute_(?:(?P<total>\d+)_)?context_(?P<ctx>\d+)\((?P<ctx_detail>[^)]*)\)_generation_(?P<gen>\d+)\("
@@ -107,7 +110,7 @@ def profiler_step_label(name: str) -> StepLabel | None:
     return StepLabel(None, None, None) if _PROFILER_STEP.match(name) and not has_oversized_number(name) else None
 
 
-def regex_label(pattern: re.Pattern[str], name: str) -> StepLabel | None:
+def regex_label(pattern: re.Pattern[str] | UserPattern, name: str) -> StepLabel | None:
     m = pattern.search(name)
     if m is None:
         return None

@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..contracts.safe_read import read_regular_text
 from .kernel_names import short_names
+from .user_patterns import UserPattern, compile_user_pattern
 
 CATEGORIES = (
     "gemm",
@@ -42,6 +44,7 @@ CATEGORIES = (
     "framework",
     "other",
 )
+MAX_RULES_BYTES = 1 << 20  # a rules file is a few lines; anything far larger is not one
 WEAK = ("framework",)  # host overhead: only where no compute op above claims the time
 # Host ops that wrap a whole graph: their category covers their own self time only and passes
 # nothing down (the ops run inside a compiled region keep their own categories).
@@ -128,7 +131,7 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
 @dataclass(frozen=True)
 class Rule:
     category: str
-    pattern: re.Pattern[str]
+    pattern: re.Pattern[str] | UserPattern  # built-in rules: Python's re; a user's: RE2 (analysis/user_patterns.py)
     source: str  # "built-in" or the user file it came from
 
     @property
@@ -140,16 +143,21 @@ BUILTIN = tuple(Rule(cat, re.compile(rx), "built-in") for cat, rx in BUILTIN_RUL
 
 
 def load_rules(path: str | Path) -> tuple[Rule, ...]:
-    """User rules from a TOML file of `category = ["regex", ...]`; ValueError with one line when bad."""
+    """User rules from a TOML file of `category = ["regex", ...]`; ValueError with one line when bad. The file is
+    read only when it is a regular file of at most MAX_RULES_BYTES; each regex is compiled for RE2 (linear time)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular_text(path, MAX_RULES_BYTES))
     except FileNotFoundError:
         raise ValueError(f"no categories file at {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:  # not a regular file (a FIFO, a device), too large, unreadable
+        raise ValueError(f"cannot read the categories file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ValueError(f"cannot read the categories file {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays or tables
+        raise ValueError(f"{path} is not a categories file: its arrays or tables are nested too deeply") from None
     rules: list[Rule] = []
     for category, patterns in data.items():
         if category not in CATEGORIES:
@@ -159,10 +167,7 @@ def load_rules(path: str | Path) -> tuple[Rule, ...]:
         if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
             raise ValueError(f"{path}: {category} must be a list of regex strings")
         for rx in patterns:
-            try:
-                rules.append(Rule(category, re.compile(rx), str(path)))
-            except re.error as exc:
-                raise ValueError(f"{path}: bad regex {rx!r} for {category}: {exc}") from None
+            rules.append(Rule(category, compile_user_pattern(rx, f"{path}: the {category} rule"), str(path)))
     return tuple(rules)
 
 

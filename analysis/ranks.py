@@ -201,10 +201,11 @@ def analyze_ranks(
         colls.append(collective_ops(t))
     waits, wait_warnings = _collective_waits(colls, windows, run.same_clock)
     warnings += wait_warnings
-    for r, (a, t, idx, (lo, hi), c) in enumerate(zip(analyses, run.timelines, rows, windows, colls, strict=False)):
+    blocks = [_compute_blocks(t) for t in run.timelines]  # once per rank: the steps and the totals both use them
+    for r, (a, idx, (lo, hi), c) in enumerate(zip(analyses, rows, windows, colls, strict=False)):
         comm = busy_union(c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
         comm_ns = covered_time(*comm, lo, hi)
-        exposed = comm_ns - _overlap_ns(comm, _compute_blocks(t), lo, hi)
+        exposed = comm_ns - _overlap_ns(comm, blocks[r], lo, hi)
         per_rank.append(
             pd.DataFrame(
                 {
@@ -222,7 +223,9 @@ def analyze_ranks(
                 }
             )
         )
-    totals = pd.DataFrame([_totals(rank, t, c) for rank, t, c in zip(ranks, run.timelines, colls, strict=False)])
+    totals = pd.DataFrame(
+        [_totals(rank, t, c, b) for rank, t, c, b in zip(ranks, run.timelines, colls, blocks, strict=False)]
+    )
     rank_steps = pd.concat(per_rank, ignore_index=True) if per_rank else pd.DataFrame(columns=RANK_STEP_COLUMNS)
     steps = _per_step(rank_steps, run.same_clock)
     findings = _findings(rank_steps, steps, ranks)
@@ -242,14 +245,15 @@ def analyze_ranks(
     )
 
 
-def _totals(rank: int, timeline: Timeline, colls: pd.DataFrame) -> dict:
-    """Communication over a rank's whole trace: the figures a trace without generation steps (training) still has."""
+def _totals(rank: int, timeline: Timeline, colls: pd.DataFrame, blocks: tuple[np.ndarray, np.ndarray]) -> dict:
+    """Communication over a rank's whole trace: the figures a trace without generation steps (training) still has.
+    `blocks`: the rank's _compute_blocks."""
     ev = timeline.events
     lo = np.array([int(ev["ts"].min()) if len(ev) else 0])
     hi = np.array([int((ev["ts"] + ev["dur"]).max()) if len(ev) else 0])
     comm = busy_union(colls["start_ns"].to_numpy(), colls["end_ns"].to_numpy())
     comm_ns = int(covered_time(*comm, lo, hi)[0])
-    exposed = comm_ns - int(_overlap_ns(comm, _compute_blocks(timeline), lo, hi)[0])
+    exposed = comm_ns - int(_overlap_ns(comm, blocks, lo, hi)[0])
     return {
         "rank": rank,
         "span_ns": int(hi[0] - lo[0]),

@@ -46,10 +46,10 @@ def sha256_of_bytes(data: bytes) -> str:
 
 
 @st.cache_resource(max_entries=MAX_OPENED, show_spinner=False)
-def _opened_file(path: str, state: tuple, key: str, _options: AnalysisOptions, _given: Given) -> Opened:
-    """Keyed by the file's state (stat and sample) and the answer's key; the arguments with a leading underscore
-    are in the key."""
-    return _open(Path(path), _options, _given)
+def _opened_file(path: bytes, state: tuple, key: str, _options: AnalysisOptions, _given: Given) -> Opened:
+    """Keyed by the file's path (as bytes: a name need not be valid UTF-8), its state (stat and sample) and the
+    answer's key; the arguments with a leading underscore are in the key."""
+    return _open(Path(os.fsdecode(path)), _options, _given)
 
 
 @st.cache_resource(max_entries=MAX_OPENED, show_spinner=False)
@@ -88,7 +88,7 @@ def load_path(
         opened = _open(path, options, given)
     else:  # the state is the stat and a sample of the bytes (trace_cache.keys): never trusted on the stat alone
         state = (*stat_identity(st_), file_sample(path))
-        opened = _opened_file(str(path.resolve()), state, key, options, given)
+        opened = _opened_file(os.fsencode(path.resolve()), state, key, options, given)
     return renamed(opened, name or opened.name)
 
 

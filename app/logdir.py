@@ -13,19 +13,27 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
+import threading
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contracts.safe_read import open_regular
+from ..exporters.safe_text import plain
+
 LOGDIR_ENV = "STEPSCOPE_LOGDIR"
 SUFFIXES = (".json", ".gz", ".pftrace", ".perfetto-trace", ".sqlite", ".pb", ".trace")
-MAX_FILES = 2000  # listed per folder walk; a huge tree is cut, not crawled for minutes
+MAX_FILES = 2000  # entries offered: traces in one listing, folders in the folder list (README); a huge tree is cut
 MAX_DEPTH = 6
+MAX_CANDIDATES = 100_000  # files with a trace suffix looked at (one stat each) in one listing; more are not
+MAX_NEW_SNIFFS = 5000  # files read for the first time in one listing; the rest on the next refreshes
 _HEAD_BYTES = 1 << 16
 _RANK_IN_JSON = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d{1,6})')
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d{1,6})(?!\d)", re.IGNORECASE)
-_sniff_memo: dict[tuple[str, int, int], tuple[str | None, int | None]] = {}
+_RAW_NAME = "//"  # a key for a name that is not valid UTF-8: this, then its bytes in hex (no relative path has it)
 
 
 class OutsideLogdirError(ValueError):
@@ -34,7 +42,7 @@ class OutsideLogdirError(ValueError):
 
 @dataclass(frozen=True)
 class TraceFile:
-    rel_path: str  # relative to the root, "/"-separated
+    rel_path: str  # relative to the root, "/"-separated; a byte that is not UTF-8 is a surrogate (os.fsdecode)
     size_bytes: int
     mtime_ns: int
     format: str  # "Kineto/Chrome JSON", "Perfetto", "Nsight SQLite"
@@ -43,6 +51,45 @@ class TraceFile:
     @property
     def name(self) -> str:
         return self.rel_path.rsplit("/", 1)[-1]
+
+    @property
+    def key(self) -> str:
+        """What a widget or session state holds for this file (always valid UTF-8): entry_key(rel_path)."""
+        return entry_key(self.rel_path)
+
+    @property
+    def shown(self) -> str:
+        """The path as the page prints it: shown_name(rel_path)."""
+        return shown_name(self.rel_path)
+
+
+@dataclass(frozen=True)
+class Listing:
+    traces: list[TraceFile]  # newest first, at most MAX_FILES
+    notes: tuple[str, ...] = ()  # what was cut or is still to be looked at
+
+
+def entry_key(rel: str) -> str:
+    """A relative path as text a browser can carry: the path itself, or, when a name in it is not valid UTF-8
+    (Python holds such bytes as lone surrogates, which Streamlit cannot send), "//" and the hex of its bytes."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return _RAW_NAME + os.fsencode(rel).hex()
+    return rel
+
+
+def rel_of_key(key: str) -> str:
+    """The relative path of an entry_key (ValueError when it is a "//" key that is not hex)."""
+    if key.startswith(_RAW_NAME):
+        return os.fsdecode(bytes.fromhex(key[len(_RAW_NAME) :]))
+    return key
+
+
+def shown_name(text: str) -> str:
+    """A name for the page: each byte that is not valid UTF-8 as \\xNN, a bidirectional control as \\u202e
+    (exporters.safe_text.plain), everything else as it is."""
+    return plain(text)
 
 
 def configured_logdir(argv: list[str] | None = None) -> Path | None:
@@ -74,41 +121,57 @@ def resolve_within(root: Path, rel: str | os.PathLike = "") -> Path:
 
 
 def list_folders(root: Path) -> list[str]:
-    """The root ("") and its sub-folders (relative, sorted), hidden ones and links out of the root left out."""
+    """The root ("") and its sub-folders (relative, sorted), hidden ones and links out of the root left out; at
+    most MAX_FILES sub-folders (the first found, walking down)."""
     root = Path(root).resolve()
-    out = []
+    out: list[str] = []
     for folder, dirs, _ in _walk(root):
-        out += [(folder / name).relative_to(root).as_posix() for name in dirs]
-        if len(out) > MAX_FILES:
+        out += [(folder / name).relative_to(root).as_posix() for name in dirs[: MAX_FILES - len(out)]]
+        if len(out) >= MAX_FILES:
             break
     return ["", *sorted(out)]
 
 
 def list_traces(root: Path, folder: str = "") -> list[TraceFile]:
-    """Traces in `folder` (relative to root) and its sub-folders, newest first."""
+    """Traces in `folder` (relative to root) and its sub-folders, newest first (see scan_traces)."""
+    return scan_traces(root, folder).traces
+
+
+def scan_traces(root: Path, folder: str = "", sniffs: SniffCache | None = None) -> Listing:
+    """Traces in `folder` and below, newest first, at most MAX_FILES of them, with notes on what was cut.
+
+    Cheap enough to rerun every few seconds on a big tree: one stat per file with a trace suffix (at most
+    MAX_CANDIDATES), newest first; a file's first bytes are read only when its (path, size, mtime, inode) is new
+    to `sniffs` (the process's cache by default), at most MAX_NEW_SNIFFS per listing, and no more once MAX_FILES
+    traces are found."""
     root = Path(root).resolve()
-    start = resolve_within(root, folder)
-    found = []
-    for current, _, files in _walk(start):
-        for name in files:
-            if name.startswith(".") or not name.lower().endswith(SUFFIXES):
+    sniffs = sniffs if sniffs is not None else _SNIFFS
+    candidates, cut = _candidates(str(root), str(resolve_within(root, folder)))
+    candidates.sort(key=lambda c: (-c[1].st_mtime_ns, c[0]))
+    found: list[TraceFile] = []
+    budget, pending, prefix = MAX_NEW_SNIFFS, 0, len(str(root).rstrip("/")) + 1
+    for (path, st), known in zip(candidates, sniffs.get_many(candidates), strict=True):
+        if known is None:
+            if budget <= 0:
+                pending += 1
                 continue
-            path = current / name
-            try:
-                real = resolve_within(root, path.relative_to(root))
-                st = real.stat()
-            except (OSError, OutsideLogdirError):
-                continue
-            if not real.is_file():
-                continue
-            fmt, rank = _sniff(real, st)
-            if fmt is None:
-                continue
-            rel = path.relative_to(root).as_posix()
-            found.append(TraceFile(rel, st.st_size, st.st_mtime_ns, fmt, rank if rank is not None else _rank(rel)))
-            if len(found) >= MAX_FILES:
-                break
-    return sorted(found, key=lambda t: (-t.mtime_ns, t.rel_path))
+            budget -= 1
+            known = sniffs.put(path, st, _sniff_head(_head(Path(path))))
+        fmt, rank = known
+        if fmt is None:
+            continue
+        rel = path[prefix:]
+        found.append(TraceFile(rel, st.st_size, st.st_mtime_ns, fmt, rank if rank is not None else _rank(rel)))
+        if len(found) >= MAX_FILES:
+            break
+    notes = []
+    if len(found) >= MAX_FILES:
+        notes.append(f"only the newest {MAX_FILES:,} traces are listed: pick a sub-folder to see the others")
+    if cut:
+        notes.append(f"only {MAX_CANDIDATES:,} files were looked at: the folder holds more")
+    if pending:
+        notes.append(f"{pending:,} files not looked at yet: the list fills in as it refreshes")
+    return Listing(found, tuple(notes))
 
 
 def listing_stamp(root: Path, folder: str = "") -> tuple:
@@ -126,19 +189,83 @@ def _walk(start: Path):
         yield here, dirs, files
 
 
-def _sniff(path: Path, st: os.stat_result) -> tuple[str | None, int | None]:
-    """(format, rank from the content) from the first bytes, or (None, None) when not a trace."""
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _sniff_memo:
-        if len(_sniff_memo) > 4 * MAX_FILES:
-            _sniff_memo.clear()
-        _sniff_memo[key] = _sniff_head(_head(path))
-    return _sniff_memo[key]
+def _candidates(root: str, start: str) -> tuple[list[tuple[str, os.stat_result]], bool]:
+    """(path, stat) of the regular files under `start` whose names look like traces, at most MAX_CANDIDATES
+    (and whether the walk was cut there). Hidden entries and links to folders are skipped; a link to a file is
+    followed only when it stays inside the root. Strings and DirEntry stats, not Paths: a listing of 60k files
+    is rerun every few seconds, and building a Path costs more than the stat."""
+    out: list[tuple[str, os.stat_result]] = []
+    folders = [(start, 0)]
+    while folders:
+        folder, depth = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if depth < MAX_DEPTH:
+                        folders.append((entry.path, depth + 1))
+                    continue
+                if not name.lower().endswith(SUFFIXES):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):  # listed under the link's name; its target must lie inside the root
+                    st = resolve_within(Path(root), os.path.relpath(entry.path, root)).stat()
+            except (OSError, OutsideLogdirError):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if len(out) >= MAX_CANDIDATES:
+                return out, True
+            out.append((entry.path, st))
+    return out, False
+
+
+class SniffCache:
+    """(format, rank) of files already read, keyed by (path, size, mtime_ns, inode): a file that changes is read
+    again. Bounded (oldest entries go first) and safe to share between the server's session threads."""
+
+    def __init__(self, max_entries: int = MAX_CANDIDATES) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple, tuple[str | None, int | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(path: str, st: os.stat_result) -> tuple:
+        return path, st.st_size, st.st_mtime_ns, st.st_ino
+
+    def get(self, path: str, st: os.stat_result) -> tuple[str | None, int | None] | None:
+        with self._lock:
+            return self._entries.get(self._key(path, st))
+
+    def get_many(self, files: list[tuple[str, os.stat_result]]) -> list[tuple[str | None, int | None] | None]:
+        """get() for each (path, stat), under one lock."""
+        with self._lock:
+            entries = self._entries
+            return [entries.get((p, st.st_size, st.st_mtime_ns, st.st_ino)) for p, st in files]
+
+    def put(self, path: str, st: os.stat_result, value: tuple[str | None, int | None]):
+        with self._lock:
+            self._entries[self._key(path, st)] = value
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_SNIFFS = SniffCache()  # the process's: every session lists the same files
 
 
 def _head(path: Path) -> bytes:
     try:
-        with open(path, "rb") as handle:
+        with open(open_regular(path), "rb") as handle:  # a FIFO or a device: refused, never blocks
             raw = handle.read(_HEAD_BYTES)
     except OSError:
         return b""

@@ -14,7 +14,17 @@ from pathlib import Path
 import streamlit as st
 
 from ..exporters.safe_text import for_markdown
-from .logdir import OutsideLogdirError, TraceFile, configured_logdir, human_size, list_folders, list_traces
+from .logdir import (
+    MAX_FILES,
+    OutsideLogdirError,
+    TraceFile,
+    configured_logdir,
+    entry_key,
+    human_size,
+    list_folders,
+    scan_traces,
+    shown_name,
+)
 from .logdir import resolve_within as _resolve_within
 from .navigation import ANALYZE_KEY
 from .trace_sources import TraceSource
@@ -27,14 +37,15 @@ REFRESH_S = 5
 
 
 def opened_sources(state: MutableMapping, root: Path | None = None) -> list[TraceSource]:
-    """The traces opened from the log directory this session, as sources (paths re-checked)."""
+    """The traces opened from the log directory this session, as sources (paths re-checked). A source's key and
+    label are valid UTF-8 whatever the file's name (logdir.entry_key, logdir.shown_name): they reach the browser."""
     root = root or configured_logdir()
     if root is None:
         return []
     out = []
     for rel in state.get(OPENED_KEY, []):
         try:
-            out.append(TraceSource(PREFIX + rel, rel, "logdir", _resolve_within(root, rel)))
+            out.append(TraceSource(PREFIX + entry_key(rel), shown_name(rel), "logdir", _resolve_within(root, rel)))
         except OutsideLogdirError:
             continue
     return out
@@ -45,14 +56,14 @@ def open_trace(state: MutableMapping, rel: str, root: Path) -> str:
     _resolve_within(root, rel)  # refuses anything outside the root
     opened = [r for r in state.get(OPENED_KEY, []) if r != rel] + [rel]
     state[OPENED_KEY] = opened[-20:]
-    state[ANALYZE_KEY] = PREFIX + rel
-    return PREFIX + rel
+    state[ANALYZE_KEY] = PREFIX + entry_key(rel)
+    return PREFIX + entry_key(rel)
 
 
 def _label(t: TraceFile) -> str:
     when = datetime.fromtimestamp(t.mtime_ns / 1e9).strftime("%Y-%m-%d %H:%M")
     rank = f" · rank {t.rank}" if t.rank is not None else ""
-    return f"{t.rel_path} · {human_size(t.size_bytes)} · {t.format}{rank} · {when}"
+    return f"{t.shown} · {human_size(t.size_bytes)} · {t.format}{rank} · {when}"
 
 
 def picker() -> None:
@@ -60,33 +71,41 @@ def picker() -> None:
     root = configured_logdir()
     if root is None:
         return
-    with st.expander(f"Log directory: {root}", expanded=True):
+    with st.expander(f"Log directory: {for_markdown(str(root))}", expanded=True):
         _listing(str(root))
 
 
 @st.fragment(run_every=REFRESH_S)
 def _listing(root_text: str) -> None:
+    """Widgets hold entry keys (valid UTF-8), never raw names: a name that is not UTF-8 is shown escaped and
+    still opens."""
     root = Path(root_text)
-    folders = list_folders(root)
+    folders = {entry_key(rel): rel for rel in list_folders(root)}
     if st.session_state.get(FOLDER_KEY) not in folders:
         st.session_state[FOLDER_KEY] = ""
     left, right = st.columns([1, 3])
     folder = left.selectbox(
         "Folder",
-        folders,
+        list(folders),
         key=FOLDER_KEY,
-        format_func=lambda r: r or "(top)",
+        format_func=lambda k: shown_name(folders[k]) or "(top)",
         help="Traces in this folder and the folders below it are listed, newest first.",
     )
-    traces = list_traces(root, folder)
+    if len(folders) > MAX_FILES:
+        left.caption(f"The first {MAX_FILES:,} folders are offered.")
+    listing = scan_traces(root, folders[folder])
+    traces = listing.traces
     if not traces:
         right.info("No traces here yet (Kineto/Chrome JSON, Perfetto or Nsight SQLite); the list refreshes itself.")
+        for note in listing.notes:
+            right.caption(for_markdown(note))
         return
-    by_rel = {t.rel_path: t for t in traces}
-    if st.session_state.get(PICK_KEY) not in by_rel:
-        st.session_state[PICK_KEY] = traces[0].rel_path
-    rel = right.selectbox("Trace (newest first)", list(by_rel), key=PICK_KEY, format_func=lambda r: _label(by_rel[r]))
-    st.caption(f"{len(traces)} trace(s) · read from disk on this machine, no upload · {for_markdown(str(root))}")
+    by_key = {t.key: t for t in traces}
+    if st.session_state.get(PICK_KEY) not in by_key:
+        st.session_state[PICK_KEY] = traces[0].key
+    key = right.selectbox("Trace (newest first)", list(by_key), key=PICK_KEY, format_func=lambda k: _label(by_key[k]))
+    notes = "".join(f" · {note}" for note in listing.notes)
+    st.caption(for_markdown(f"{len(traces)} trace(s) · read from disk on this machine, no upload · {root_text}{notes}"))
     if st.button("Open from disk", key="logdir_open", type="primary"):
-        open_trace(st.session_state, rel, root)
+        open_trace(st.session_state, by_key[key].rel_path, root)
         st.rerun()

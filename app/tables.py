@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..analysis.composition import composition_table as composition_table_of
 from ..analysis.model import Analysis
+from ..exporters.safe_text import plain
 
 STEP_TIME_COLUMNS = ("start_ns", "end_ns", "token_ns")
 
@@ -128,3 +129,14 @@ def category_roofline_table(roofline: dict) -> pd.DataFrame:
     ]
     rows.append({"category": "overhead (neither)", "time_us": roofline.get("overhead_total_us", 0.0)})
     return pd.DataFrame(rows)
+
+
+def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table as a page shows it (st.dataframe): every text cell through safe_text.plain (a kernel name's bidi
+    controls as \\u202e, undecodable bytes as \\xNN); numbers untouched. Downloads keep the original text."""
+    out = frame.copy(deep=False)
+    for column in out.columns:
+        values = out[column]
+        if values.dtype == object or isinstance(values.dtype, pd.CategoricalDtype | pd.StringDtype):
+            out[column] = values.map(lambda v: plain(v) if isinstance(v, str) else v)
+    return out

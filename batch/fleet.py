@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..contracts.safe_read import open_regular
 from ..parsers.ranks import TRACE_SUFFIXES
 from .inputs import rank_run_folders, run_key, sha256_of_file
 
@@ -49,7 +50,8 @@ def load_fleet(folder: str | os.PathLike) -> Fleet:
     """Read a batch's traces table and mark each trace's group and outliers. ValueError (one line) if unreadable."""
     folder = Path(folder)
     try:
-        traces = pd.read_parquet(folder / TRACES_TABLE)
+        with open(open_regular(folder / TRACES_TABLE), "rb") as handle:  # a FIFO at the name: refused, never blocks
+            traces = pd.read_parquet(handle)
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read {TRACES_TABLE} in {folder.name}: {' '.join(str(exc).split())[:200]}") from None
     for column in GROUP_COLUMNS:

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contracts.safe_read import open_regular
 from ..parsers.errors import TraceError
 from ..parsers.ranks import NOT_TRACES, TRACE_SUFFIXES, find_trace_files, rank_from_name
 
@@ -32,7 +33,7 @@ class BatchInput:
 
 def sha256_of_file(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open(open_regular(path), "rb") as handle:  # a FIFO or a device swapped in: refused, never blocks
         for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis.metrics import METRICS
+from ..contracts.safe_read import open_regular
 from .work import CATEGORY_FIELDS, COUNT_METRICS, GAP_FIELDS, ROW_TABLES, STEP_FIELDS, TRACE_FIELDS
 
 SCHEMAS = {
@@ -107,7 +108,8 @@ class TableSet:
         path = self.out / f"{name}.parquet"
         if not path.exists():
             return SCHEMAS[name].empty_table()
-        table = pq.read_table(path)
+        with open(open_regular(path), "rb") as handle:  # a FIFO or a device at the name: a clear OSError
+            table = pq.read_table(handle)
         for field in SCHEMAS[name]:  # an output written before a column existed (rank, comm_pct): nulls there
             if field.name not in table.column_names:
                 table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .safe_read import read_regular
+
 SCHEMA = "stepscope.run/1"
 SCHEMA_FAMILY = "stepscope.run/"
 FILE_NAME = "run.json"
@@ -115,11 +117,8 @@ def run_record_path(path: str | Path) -> Path:
 
 def read_run_record(path: str | Path) -> RunRecord | None:
     """The run.json beside a trace (or in a run folder); None when absent, too large, unreadable or invalid."""
-    candidate = run_record_path(path)
-    try:
-        if not candidate.is_file() or candidate.stat().st_size > MAX_BYTES:
-            return None
-        return parse_run_record(json.loads(candidate.read_bytes()))
+    try:  # a FIFO, a device or a link to one is refused without blocking; the read stops past MAX_BYTES
+        return parse_run_record(json.loads(read_regular(run_record_path(path), MAX_BYTES)))
     except (OSError, ValueError, RecursionError):  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .run_record import write_json_atomically
+from .safe_read import FileTooLargeError, read_regular_text
 
 SCHEMA = "stepscope.sweep/1"
 SCHEMA_FAMILY = "stepscope.sweep/"
@@ -63,11 +64,13 @@ def read_sweep_record(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         path = path / FILE_NAME
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise ValueError(f"{path} is too large for a sweep record")
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    try:  # a regular file only (a FIFO would block), at most MAX_BYTES
+        record = json.loads(read_regular_text(path, MAX_BYTES))
+    except FileTooLargeError:
+        raise ValueError(f"{path} is too large for a sweep record") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read the sweep {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"cannot read the sweep {path}: {exc}") from None
     return parse_sweep_record(record, str(path))
 

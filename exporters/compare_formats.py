@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from ..analysis.compare import Comparison
 from ..analysis.gate import GateResult
 from ..analysis.metrics import BY_KEY, format_value
+from .safe_text import plain
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]|~$])")  # with < > & as entities: nothing renders as markup
 
@@ -97,7 +98,7 @@ def comparison_text(comparison: Comparison, gates: Sequence[GateResult] = ()) ->
     if gates:
         lines.append("")
         lines += [_one_line(result.line()) for result in gates]
-    return "\n".join(lines) + "\n"
+    return plain("\n".join(lines) + "\n")  # trace names' bidi controls and undecodable bytes as escapes
 
 
 def _warning_lines(comparison: Comparison) -> list[str]:
@@ -150,7 +151,7 @@ def _one_line(text: str) -> str:
 
 def markdown_escape(text: object) -> str:
     """Untrusted text shown literally in GitHub Markdown: HTML entities, then Markdown specials escaped."""
-    return _MARKDOWN_SPECIALS.sub(r"\\\1", html.escape(_one_line(text), quote=True))
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", html.escape(plain(_one_line(text)), quote=True))
 
 
 def comparison_markdown(comparison: Comparison, gates: Sequence[GateResult] = ()) -> str:
@@ -176,4 +177,4 @@ def comparison_markdown(comparison: Comparison, gates: Sequence[GateResult] = ()
         failed = sum(not r.ok for r in gates)
         lines += ["", f"**Gates**: {len(gates) - failed} passed, {failed} failed", ""]
         lines += [f"- {'✅' if r.ok else '❌'} `{r.expr.replace('`', '')}`: {markdown_escape(r.detail)}" for r in gates]
-    return "\n".join(lines) + "\n"
+    return plain("\n".join(lines) + "\n")

@@ -12,7 +12,6 @@ Plotly figures (exporters/ must not import app/).
 
 from __future__ import annotations
 
-import html
 import math
 import os
 import tempfile
@@ -31,6 +30,7 @@ from ..analysis.model import Analysis
 from ..parsers.timeline import Timeline
 from .compare_formats import format_delta, format_ratio, format_value, op_diff_caption, op_diff_rows
 from .figures import compare_charts, memory_chart, step_charts, timeline
+from .safe_text import BIDI_CONTROLS, for_html
 
 MAX_REPORT_BYTES = 8_000_000
 NAME_CHARS = 160  # kernel names run to kilobytes; tables show their start
@@ -80,7 +80,8 @@ class ReportTooLargeError(ValueError):
 
 
 def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """HTML-escaped, with bidirectional controls and undecodable bytes written as escapes (safe_text.for_html)."""
+    return for_html(text)
 
 
 def _short(text: object, chars: int = NAME_CHARS) -> str:
@@ -292,8 +293,8 @@ def _comparison_sections(
             "shareable file; open the traces in the app to see them.</p>"
         )
     else:
-        # Plotly renders a little HTML in legends and titles: the names go in as escaped text
-        a_fig, b_fig = (replace(t, name=html.escape(_short(t.name, 60))) for t in (a, b))
+        # Plotly renders a little HTML in legends and titles: the charts escape the names (safe_text.for_plotly)
+        a_fig, b_fig = (replace(t, name=_short(t.name, 60)) for t in (a, b))
         parts.append(_figure_html(compare_charts.itl_overlay(a_fig, b_fig), "cmp_itl"))
         parts.append(_figure_html(compare_charts.per_step_overlay(a_fig, b_fig), "cmp_steps"))
     return parts
@@ -321,6 +322,19 @@ def _document(title: str, body: Sequence[str]) -> str:
     )
 
 
+def without_raw_bidi(document: str) -> str:
+    """The document with no raw bidirectional control after </head>, the figures' JSON and scripts included.
+
+    Every text from a trace is already escaped (esc, safe_text.for_plotly write a control as the text \\u202e);
+    this is the guard for anything that was not: in a script or JSON a control becomes the escape \\u202e (the
+    same string once parsed), in the page's text the visible \\u202e. A name ending in U+202E can then never
+    draw "confidence 0.50" backwards."""
+    head, sep, body = document.partition("</head>")
+    if not sep:
+        head, body = "", document
+    return head + sep + BIDI_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", body)
+
+
 def build_report(
     trace: ReportTrace,
     other: ReportTrace | None = None,
@@ -341,7 +355,7 @@ def build_report(
             body += [_header(trace, "A: "), *_trace_sections(trace, budgets, "a_")]
             body += [_header(other, "B: "), *_trace_sections(other, budgets, "b_")]
             title = f"Stepscope: {trace.name} vs {other.name}"
-        document = _document(title, body)
+        document = without_raw_bidi(_document(title, body))
         if len(document.encode()) <= max_bytes:
             return document
     raise ReportTooLargeError(f"the report would be over {max_bytes / 1e6:.0f} MB even with the smallest figures")

@@ -1,12 +1,15 @@
 """The analyze command's readable form: the same numbers as --json, laid out for a terminal.
 
-Every metric of the registry (analysis.metrics), one line each, read from the JSON contract's summary."""
+Every metric of the registry (analysis.metrics), one line each, read from the JSON contract's summary. Text from the
+trace (names, devices, warnings) goes through safe_text.plain: a right-to-left override in a device name cannot turn
+the rest of a terminal line around, and a file name that is not UTF-8 cannot fail the write."""
 
 from __future__ import annotations
 
 import math
 
 from ..analysis.metrics import METRICS, format_bytes, format_value
+from .safe_text import plain
 
 
 def render_text(report: dict) -> str:
@@ -44,7 +47,7 @@ def render_text(report: dict) -> str:
     if report["findings"]:
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}{_cost(f)}" for f in report["findings"]]
-    return "\n".join(lines) + "\n"
+    return plain("\n".join(lines) + "\n")  # a name's bidi controls and undecodable bytes printed as escapes
 
 
 def composition_lines(report: dict) -> list[str]:
@@ -188,7 +191,7 @@ def render_ranks_text(report: dict) -> str:
     if run.get("findings"):
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}" for f in run["findings"]]
-    return "\n".join(lines) + "\n"
+    return plain("\n".join(lines) + "\n")
 
 
 def _opt(value: float | None, unit: str) -> str:

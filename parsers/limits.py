@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contracts.safe_read import NotRegularFileError, open_regular
 from . import inflate
 from .errors import TraceError
 
@@ -69,37 +70,48 @@ def read_trace_bytes(path: str | os.PathLike, limits: ReadLimits | None = None) 
     limits = limits or ReadLimits.from_env()
     path = Path(path)
     try:
-        size = path.stat().st_size
+        fd = open_regular(path)  # a FIFO or a device is refused here, without blocking
+    except NotRegularFileError:
+        raise TraceError(f"{path.name} is not a regular file") from None
     except OSError as exc:
         raise TraceError(f"cannot open {path.name}: {exc.strerror or exc}") from None
-    if not path.is_file():
-        raise TraceError(f"{path.name} is not a regular file")
-    if size > limits.max_file_bytes:
-        raise TraceError(
-            f"{path.name} is {size / MiB:.0f} MB, over the {limits.max_file_bytes / MiB:.0f} MB limit "
-            "(raise STEPSCOPE_MAX_FILE_MB to allow it)"
-        )
     try:
-        data = read_file_bytes(path)
+        with open(fd, "rb", buffering=0) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > limits.max_file_bytes:
+                raise TraceError(
+                    f"{path.name} is {size / MiB:.0f} MB, over the {limits.max_file_bytes / MiB:.0f} MB limit "
+                    "(raise STEPSCOPE_MAX_FILE_MB to allow it)"
+                )
+            data = _read_all(fh, limits.max_file_bytes)
     except OSError as exc:
         raise TraceError(f"cannot read {path.name}: {exc.strerror or exc}") from None
     return decode_container(data, limits)
 
 
-def read_file_bytes(path: str | os.PathLike) -> bytearray:
-    """The whole file in a bytearray: writable, so the JSON reader can decode its pieces in place (no copies)."""
-    with open(path, "rb", buffering=0) as fh:
-        size = os.fstat(fh.fileno()).st_size
-        data = bytearray(size)
-        got = fh.readinto(data) if size else 0
-        while got < size:  # short reads (or a file that grew): read on
-            n = fh.readinto(memoryview(data)[got:])
-            if not n:
-                del data[got:]  # the file shrank while it was read
-                break
-            got += n
-        rest = fh.read()  # it grew: keep what is there now
-    return data + rest if rest else data
+def read_file_bytes(path: str | os.PathLike, max_bytes: int | None = None) -> bytearray:
+    """The whole file in a bytearray: writable, so the JSON reader can decode its pieces in place (no copies).
+    Only a regular file is read (contracts.safe_read), and never more than one byte past `max_bytes` (the file
+    limit by default), so a file that grows while it is read is cut there and refused by the size check."""
+    limit = ReadLimits.from_env().max_file_bytes if max_bytes is None else max_bytes
+    with open(open_regular(path), "rb", buffering=0) as fh:
+        return _read_all(fh, limit)
+
+
+def _read_all(fh, max_bytes: int) -> bytearray:
+    size = min(os.fstat(fh.fileno()).st_size, max_bytes + 1)
+    data = bytearray(size)
+    got = fh.readinto(data) if size else 0
+    while got < size:  # short reads (or a file that grew): read on
+        n = fh.readinto(memoryview(data)[got:])
+        if not n:
+            del data[got:]  # the file shrank while it was read
+            break
+        got += n
+    while got <= max_bytes and (more := fh.read(min(_IN_CHUNK, max_bytes + 1 - got))):  # it grew: read on
+        data += more  # (in chunks: read(n) would reserve n bytes at once)
+        got += len(more)
+    return data
 
 
 def decode_container(data: bytes, limits: ReadLimits | None = None) -> bytes | bytearray:

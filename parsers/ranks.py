@@ -124,30 +124,44 @@ def load_ranks(
     return rank_timelines(paths, timelines)
 
 
+def _numbering(paths: list[Path], meta: list[tuple[int | None, int | None]]) -> tuple[list[tuple[int, str]], list[str]]:
+    """(rank, how it was known) per file, all distinct, and the warnings: distributedInfo when every file has it
+    and no two share a rank, else the file names on the same terms, else file order. A rank that repeats is
+    warned about and never kept twice: every table and chart of a run has one row or lane per rank."""
+    warnings: list[str] = []
+    by_name = [rank_from_name(p.name) for p in paths]
+    sources = (
+        ("distributedInfo", [r for r, _ in meta], ["distributedInfo"] * len(paths)),
+        ("file names", [n[0] if n else None for n in by_name], [f"file name ({n[1]})" if n else "" for n in by_name]),
+    )
+    for where, found, how in sources:
+        if not all(r is not None for r in found):
+            continue
+        repeated = sorted({r for r in found if found.count(r) > 1})
+        if not repeated:
+            if warnings:
+                warnings.append(f"ranks taken from the {where} instead")
+            return list(zip(found, how, strict=True)), warnings
+        shown = ", ".join(map(str, repeated[:10]))
+        warnings.append(f"rank(s) {shown} appear more than once in the {where}: not one run?")
+    if warnings:
+        warnings.append("ranks numbered in file-name order instead")
+    elif len(paths) > 1:
+        warnings.append("no rank in the traces' metadata or file names: ranks numbered in file-name order")
+    return [(i, "file order") for i in range(len(paths))], warnings
+
+
 def rank_timelines(paths: list[Path], timelines: list[Timeline]) -> RankedRun:
     """Number already-read timelines and check they look like one run."""
-    warnings: list[str] = []
-    files: list[RankFile] = []
     meta = [_distributed(t) for t in timelines]
-    by_name = [rank_from_name(p.name) for p in paths]
-    if all(r is not None for r, _ in meta):
-        ranks = [(r, "distributedInfo") for r, _ in meta]
-    elif all(n is not None for n in by_name):
-        ranks = [(n[0], f"file name ({n[1]})") for n in by_name]
-    else:
-        ranks = [(i, "file order") for i in range(len(paths))]
-        if len(paths) > 1:
-            warnings.append("no rank in the traces' metadata or file names: ranks numbered in file-name order")
+    ranks, warnings = _numbering(paths, meta)
+    files: list[RankFile] = []
     for p, t, (rank, how), (_, world) in zip(paths, timelines, ranks, meta, strict=False):
         ev = t.events
         start = int(ev["ts"].min()) if len(ev) else 0
         end = int((ev["ts"] + ev["dur"]).max()) if len(ev) else 0
         files.append(RankFile(p, rank, how, world, _host(t), start, end))
 
-    seen = [f.rank for f in files]
-    repeated = sorted({r for r in seen if seen.count(r) > 1})
-    if repeated:
-        warnings.append(f"rank(s) {', '.join(map(str, repeated))} appear more than once: not one run?")
     worlds = sorted({f.world_size for f in files if f.world_size is not None})
     if len(worlds) > 1:
         warnings.append(f"world sizes differ between files ({', '.join(map(str, worlds))}): not one run?")

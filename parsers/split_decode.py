@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import msgspec.structs
 
+from ..contracts.safe_read import open_regular
 from .errors import TraceError
 from .file_pieces import FileChangedError, FileSource
 from .kineto_schema import _AnyEvent, _TraceDoc
@@ -60,6 +61,7 @@ _CUT = re.compile(rb"\}\s*,\s*\{")
 _KEY = b'"traceEvents"'
 _OPEN = re.compile(rb'"traceEvents"\s*:\s*\[')
 _PREFIX = b'{"traceEvents":['
+_KEY_AGAIN = re.compile(rb'"traceEvents"\s*:')
 _CODE_TABLES = (("kind", "kinds"), ("name", "names"), ("input_dims", "dims"))  # column, its builder table
 _OPEN_BRACKET, _CLOSE_BRACKET = ord("["), ord("]")
 
@@ -162,12 +164,12 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
     try:
         if isinstance(data, FileSource):  # the piece read from the file, between the bytes it needs
             if stop is None:
-                tail = _TAIL_DECODER.decode(data.framed(start, len(data), _PREFIX, b""))
+                tail = _TAIL_DECODER.decode(_single_event_list(data.framed(start, len(data), _PREFIX, b"")))
                 events, tail.traceEvents = tail.traceEvents or [], None
             else:
                 events = _PIECE_DECODER.decode(data.framed(start, stop, b"[", b"]"))
         elif stop is None:
-            tail = _TAIL_DECODER.decode(b"".join((_PREFIX, memoryview(data)[start:])))
+            tail = _TAIL_DECODER.decode(_single_event_list(b"".join((_PREFIX, memoryview(data)[start:]))))
             events, tail.traceEvents = tail.traceEvents or [], None
         elif isinstance(data, bytearray):
             events = _decode_in_place(data, start, stop)
@@ -184,6 +186,17 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
         except TraceError:  # a value out of range: the one-process reader says which events, with file offsets
             raise SplitNotPossibleError("a value out of range") from None
     return _Piece(builder, len(events), tail)
+
+
+def _single_event_list(tail: bytes) -> bytes:
+    """The last piece (the end of the event list and the document's last keys) when no second "traceEvents" key
+    follows the list. A document with the key twice is read as json.load reads it, the last list winning, by
+    the one-process reader (SplitNotPossibleError): the answer never depends on the file's size. Only this piece
+    can hold a second list: any other is proven to parse as a list of events alone. (A "traceEvents" key nested
+    in an event's args also sends the file there: slower, the same answer.)"""
+    if _KEY_AGAIN.search(tail, len(_PREFIX)):
+        raise SplitNotPossibleError("the document has a second traceEvents key")
+    return tail
 
 
 def _decode_in_place(data: bytearray, start: int, stop: int) -> list:
@@ -260,7 +273,7 @@ def decode_file_in_two(
     buffer). Raises SplitNotPossibleError when the file is small, not a plain JSON object, changes size while
     it is read, or cannot be read or split; the caller then reads it whole (and gets the precise error)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)  # a regular file only (a FIFO swapped in after the stat would block)
     except OSError:
         raise SplitNotPossibleError("cannot open the file") from None
     try:

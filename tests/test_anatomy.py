@@ -300,7 +300,7 @@ def test_user_rules_come_first_and_bad_files_say_why(tmp_path):
     assert list(np.asarray(cat)) == ["communication", "sampling", "gemm"]
     cases = {
         "unknown.toml": ('gemmm = ["x"]\n', "unknown category 'gemmm'"),
-        "regex.toml": ('gemm = ["(unclosed"]\n', "bad regex"),
+        "regex.toml": ('gemm = ["(unclosed"]\n', "gemm rule '\\(unclosed' cannot be used"),
         "toml.toml": ("gemm = [\n", "not valid TOML"),
         "type.toml": ("gemm = [1, 2]\n", "list of regex strings"),
     }

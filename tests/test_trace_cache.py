@@ -55,6 +55,12 @@ def test_round_trip_is_exact(store, trace):
     assert not warm.events["ts"].to_numpy().flags.writeable  # mapped from the file, not copied
 
 
+def timelines_policy(store):
+    from analysis.front_door import CachePolicy
+
+    return CachePolicy(store=store)
+
+
 def test_round_trip_of_a_real_sample_with_run_json(store):
     if not SAMPLE.exists():
         pytest.skip("no shipped sample")
@@ -62,7 +68,10 @@ def test_round_trip_of_a_real_sample_with_run_json(store):
     timelines.load_trace_cached(SAMPLE, store=store)
     warm = timelines.load_trace_cached(SAMPLE, store=store)
     _assert_same(fresh, warm)
-    assert "run" in warm.meta.extra  # the run.json beside it is attached after the cache, as load_trace does
+    assert "run" not in warm.meta.extra  # the run.json beside it is the front door's to read, once per open
+    from analysis.front_door import open_trace
+
+    assert open_trace(SAMPLE, cache=timelines_policy(store)).timeline.meta.extra["run"].device_type == "cpu"
 
 
 def test_round_trip_keeps_launch_geometry_and_rank_facts(store, monkeypatch):
@@ -210,6 +219,21 @@ def _load_len(args) -> int:
     return len(timelines.load_trace_cached(trace, store=CacheStore(root)).events)
 
 
+# The smallest body of the analyze --json contract's shape (trace_cache/results.py serves nothing else).
+RESULT = json.dumps(
+    {
+        "format": "kineto-json",
+        "device": None,
+        "events": 1,
+        "requests": 0,
+        "segmentation": {"method": "none", "confidence": 0.0, "warnings": [], "evidence": []},
+        "steps": [],
+        "summary": {},
+        "findings": [],
+    }
+)
+
+
 def _text(trace, key, store):
     hit = cached_result(trace, key, store)
     return None if hit is None else hit.text
@@ -218,24 +242,24 @@ def _text(trace, key, store):
 def test_result_cache_keyed_and_checksummed(store, trace):
     timelines.load_trace_cached(trace, store=store)  # records the file's digest
     assert _text(trace, "key1", store) is None
-    assert store_result(trace, "key1", '{"a":1}', ["note: x"], store=store)
-    assert _text(trace, "key1", store) == '{"a":1}'
+    assert store_result(trace, "key1", RESULT, ["note: x"], store=store)
+    assert _text(trace, "key1", store) == RESULT
     assert cached_result(trace, "key1", store).notes == ("note: x",)
     assert _text(trace, "key2", store) is None
     (entry,) = (store.root / "results").iterdir()
-    entry.write_bytes(entry.read_bytes().replace(b'{"a":1}', b'{"a":2}'))  # damaged body
+    entry.write_bytes(entry.read_bytes().replace(b'"events": 1', b'"events": 2'))  # damaged body
     assert _text(trace, "key1", store) is None
     assert not entry.exists()
 
 
 def test_result_key_follows_the_run_json(trace):
-    from analysis.front_door import answer_key
+    from analysis.front_door import NOTHING_GIVEN, answer_key
     from analysis.options import AnalysisOptions
     from parsers.limits import ReadLimits
 
-    before = answer_key(trace, AnalysisOptions(), None, ReadLimits.from_env())
+    before = answer_key(trace, AnalysisOptions(), NOTHING_GIVEN, ReadLimits.from_env())
     (trace.parent / "run.json").write_text('{"device": "x"}')
-    assert answer_key(trace, AnalysisOptions(), None, ReadLimits.from_env()) != before
+    assert answer_key(trace, AnalysisOptions(), NOTHING_GIVEN, ReadLimits.from_env()) != before
 
 
 def _cli(args, cache: Path, code: str | None = None) -> subprocess.CompletedProcess:

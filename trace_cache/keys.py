@@ -32,6 +32,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contracts.safe_read import open_regular
 from .store import CacheStore
 
 PARSER_VERSION = 3  # bump whenever a reader's output (the Timeline) changes (2: grid/block, ranks; 3: memory)
@@ -64,7 +65,7 @@ def hash_bytes(data: bytes | bytearray | memoryview) -> str:
 
 
 def hash_text(text: str) -> str:
-    return hash_bytes(text.encode())
+    return hash_bytes(text.encode("utf-8", "surrogatepass"))  # a path may hold bytes that are not UTF-8
 
 
 def _named(hasher) -> str:
@@ -89,7 +90,7 @@ class FileDigest:
 def hash_file_sampled(path: str | os.PathLike) -> FileDigest:
     """The content hash of a file's bytes as stored, and its sample from the same open file. Read in chunks into
     one reused buffer: no fresh memory is faulted in for a big file, which would cost more than the hashing."""
-    with open(path, "rb", buffering=0) as handle:
+    with open(open_regular(path), "rb", buffering=0) as handle:  # a FIFO or a device: refused, never blocks
         size = os.fstat(handle.fileno()).st_size
         hasher = new_hasher(threads=2 if size > _PARALLEL_HASH_BYTES else 1)
         buffer = bytearray(min(_CHUNK, max(size, 1)))

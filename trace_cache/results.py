@@ -79,5 +79,103 @@ def _decode(raw: bytes) -> CachedResult | None:
         return None
     if not sep or not isinstance(header, dict) or header.get("tag") != _TAG or header.get("sum") != hash_text(text):
         return None
+    if not is_analyze_result(text):
+        return None  # a valid checksum over something else: a miss, never served or rendered
     notes = header.get("notes")
     return CachedResult(text, tuple(str(n) for n in notes) if isinstance(notes, list) else ())
+
+
+# The analyze --json contract's shape (DESIGN.md), as far as anything that serves or renders a cached body reads
+# it: a key's type (object: anything), a literal string, a test (a function), a list's item shape ([shape]), an
+# object's own keys ({key: shape}; "key?" may be absent or null; "*": every value of a mapping), alternatives
+# (a tuple). Keys are only ever added to the contract, so more
+# keys are fine; a missing one or one of another type is not a result. NUMBER is an int or float, never a bool.
+NUMBER, NULL = "number", type(None)
+
+
+def _not_ok(status) -> bool:
+    return isinstance(status, str) and status != "ok"
+
+
+_ROOFLINE_ROW = {"category": str, "time_us": NUMBER, "bytes": NUMBER, "floor_us": NUMBER, "pct_of_roofline?": NUMBER}
+_ANATOMY = {
+    "step?": int,
+    "step_kind?": str,
+    "unit?": str,
+    "categories?": {"*": {"kernels": int, "time_us": NUMBER}},
+    "layers?": int,
+    "layer_us?": {"*": (NUMBER, NULL)},
+    "head_us?": NUMBER,
+    "tail_us?": NUMBER,
+    "evidence?": str,
+    "roofline?": (
+        {
+            "status": "ok",
+            **dict.fromkeys(("model", "hardware", "context", "batch"), object),
+            "memory_gb_s": NUMBER,
+            "categories": [_ROOFLINE_ROW],
+            "overhead_total_us": NUMBER,
+        },
+        {"status?": _not_ok},
+    ),
+    "notes?": [str],
+}
+ANALYZE_SHAPE = {
+    "format": str,
+    "device": (str, NULL),
+    "events": int,
+    "requests": int,
+    "segmentation": {"method": str, "confidence": NUMBER, "warnings": [str], "evidence": [str]},
+    "steps": [
+        {
+            "kind": str,
+            "request": int,
+            "index": int,
+            "start_us": NUMBER,
+            "end_us": NUMBER,
+            "kernels": int,
+            "launches": int,
+            "gpu_busy_us": NUMBER,
+            "gpu_idle_us": NUMBER,
+        }
+    ],
+    "summary": {"anatomy?": _ANATOMY},
+    "findings": [{"id": str, "severity": str, "title": str, "detail": str}],
+}
+
+
+def is_analyze_result(text: str) -> bool:
+    """Whether a cached body is an analyze --json object: the contract's keys, of the right types (a body whose
+    checksum is valid may still be anything). Parses the JSON once; no numpy, no pandas."""
+    try:
+        return fits(json.loads(text), ANALYZE_SHAPE)
+    except (ValueError, RecursionError):
+        return False
+
+
+def fits(value, shape) -> bool:
+    """Whether a decoded JSON value has the shape (see ANALYZE_SHAPE's comment)."""
+    if isinstance(shape, tuple):
+        return any(fits(value, option) for option in shape)
+    if shape == NUMBER:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(shape, str):  # a literal string value
+        return value == shape
+    if isinstance(shape, type):
+        return isinstance(value, shape) and not (shape is int and isinstance(value, bool))
+    if callable(shape):
+        return shape(value)
+    if isinstance(shape, list):
+        return isinstance(value, list) and all(fits(item, shape[0]) for item in value)
+    if not isinstance(value, dict):
+        return False
+    if "*" in shape:
+        return all(fits(item, shape["*"]) for item in value.values())
+    for key, sub in shape.items():
+        name = key.removesuffix("?")
+        if name not in value:
+            if name == key:
+                return False
+        elif not (name != key and value[name] is None) and not fits(value[name], sub):
+            return False
+    return True

@@ -4,17 +4,20 @@ Why a folder of plain files: batch workers and the app may write the same entry 
 writes a private temporary file and renames it over the entry, so a reader sees either no entry or a
 whole one (rename is atomic on one file system), and the last writer wins with identical content.
 A hit refreshes the entry's mtime, which is what eviction orders by (atime is often not kept).
-Entries are Arrow IPC or JSON only; nothing here is ever unpickled. Standard library only.
+Entries are Arrow IPC or JSON only; nothing here is ever unpickled. Standard library (and contracts.safe_read) only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from ..contracts.safe_read import read_regular
 
 CACHE_DIR_ENV = "STEPSCOPE_CACHE_DIR"
 CACHE_MAX_ENV = "STEPSCOPE_CACHE_MAX_MB"
@@ -22,6 +25,7 @@ DEFAULT_MAX_BYTES = 2 << 30  # 2 GiB
 KINDS = ("timelines", "results", "stat")  # one sub-folder each
 _TMP_PREFIX = ".tmp-"
 _STALE_TMP_S = 3600.0  # a temporary file this old belongs to a writer that died
+MAX_ENTRY_READ_BYTES = 1 << 30  # a result (JSON) entry: far above any real one (a 20M-event trace's is ~100 MB)
 
 
 def default_cache_dir() -> Path:
@@ -54,20 +58,25 @@ class CacheStore:
         return self.root / kind / name
 
     def get(self, kind: str, name: str) -> Path | None:
-        """The entry's path when present (its use time refreshed), else None."""
+        """The entry's path when present and a regular file (its use time refreshed), else None. Anything else at
+        an entry's name (a FIFO, a link to a device, a folder) is nothing this store wrote: it is removed."""
         path = self.entry(kind, name)
         try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                self.discard(kind, name)
+                return None
             os.utime(path)
         except OSError:  # absent, or evicted by another process just now
             return None
         return path
 
-    def read_bytes(self, kind: str, name: str) -> bytes | None:
+    def read_bytes(self, kind: str, name: str, max_bytes: int = MAX_ENTRY_READ_BYTES) -> bytes | None:
+        """The entry's bytes, or None when it is absent, not a regular file or over `max_bytes`."""
         path = self.get(kind, name)
         if path is None:
             return None
         try:
-            return path.read_bytes()
+            return read_regular(path, max_bytes)
         except OSError:
             return None
 

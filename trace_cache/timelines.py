@@ -27,7 +27,6 @@ from ..parsers import Timeline
 from ..parsers.limits import ReadLimits
 from ..parsers.load import load_trace, parse_trace_bytes, read_trace_file
 from ..parsers.memory_table import MEMORY_COLUMNS
-from ..parsers.run_sidecar import attach_run_json
 from ..parsers.split_decode import Progress
 from ..parsers.timeline import DeviceInfo, TraceMeta
 from .keys import (
@@ -216,8 +215,8 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
         table, memory = _entry_tables(pa.memory_map(str(path)).read_buffer())
         table.validate(full=True)  # codes within their dictionaries, offsets in bounds
         return table_to_timeline(table, memory)
-    except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError):
-        store.discard("timelines", name)
+    except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError, RecursionError):
+        store.discard("timelines", name)  # RecursionError: metadata JSON nested too deep for the decoder
         return None
 
 
@@ -280,9 +279,9 @@ def open_trace_cached(
     if cached is not None:
         if progress is not None:
             progress(1.0)  # all there is to read: a mapped entry
-        return known, attach_run_json(cached, path)
+        return known, cached
     digest, timeline = _Opening(path, limits, store).read(meanwhile, progress)
-    return digest, attach_run_json(timeline, path)
+    return digest, timeline
 
 
 class _Opening:

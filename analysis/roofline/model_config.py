@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ...contracts.run_record import parse_run_record
+from ...contracts.safe_read import read_regular_text
+
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few kB (quantisation maps: a few MB)
 
 DTYPE_BYTES = {
     "float32": 4,
@@ -284,12 +287,16 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # a regular file only (a FIFO would block, /dev/zero never ends), within MAX_CONFIG_BYTES
+        data = json.loads(read_regular_text(path, MAX_CONFIG_BYTES))
     except FileNotFoundError:
         raise ValueError(f"no model config at {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except OSError as exc:
+        raise ValueError(f"cannot read the model config {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"cannot read the model config {path}: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"cannot read the model config {path}: nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a JSON object")
     if isinstance(data.get("model"), dict):  # a run.json (ValueError when it is a malformed one)

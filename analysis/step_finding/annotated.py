@@ -22,6 +22,7 @@ from ..annotations import (
 )
 from ..event_rows import kind_mask
 from ..names import name_matches
+from ..user_patterns import compile_user_pattern
 from .frames import Found, Views, boundary_frame, empty_frame
 
 TRAINING_NAME = re.compile(r"Backward|autograd::engine|Optimizer\.step")
@@ -30,10 +31,7 @@ TRAINING_NAME = re.compile(r"Backward|autograd::engine|Optimizer\.step")
 def user_regex(views: Views) -> Found | None:
     if not views.step_regex:
         return None
-    try:
-        pattern = re.compile(views.step_regex)
-    except re.error as exc:
-        raise ValueError(f"step regex {views.step_regex!r} is invalid: {exc}") from None
+    pattern = compile_user_pattern(views.step_regex, "step regex")  # RE2: linear time; ValueError, one line
     found = annotated_steps(views, lambda name: regex_label(pattern, name))
     if found is None:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ...exporters.figures import step_charts, timeline
-from ...exporters.safe_text import for_markdown
+from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
 from ...parsers.trace_processor import trace_processor_status
 from .. import components, logdir_panel, memory_panel, perfetto_panel, report_panel, roofline_panel, tables
@@ -51,7 +51,7 @@ def _pick_source() -> TraceSource | None:
         "Trace",
         keys,
         index=keys.index(chosen),
-        format_func=lambda k: f"{by_key[k].label}  ({ORIGIN_LABEL[by_key[k].origin]})",
+        format_func=lambda k: f"{plain(by_key[k].label)}  ({ORIGIN_LABEL[by_key[k].origin]})",
         help="Samples ship with Stepscope; past runs come from the Run page; uploads last for this session.",
     )
     st.session_state[ANALYZE_KEY] = picked
@@ -149,7 +149,7 @@ def _step_section(loaded) -> None:
             step_charts.category_chart(anat.step_categories, anat.on_gpu), width="stretch", key="category_chart"
         )
     with st.expander(f"Steps table ({len(steps)} rows; times in ms from trace start)"):
-        st.dataframe(tables.steps_table(loaded.analysis), width="stretch", hide_index=True)
+        st.dataframe(tables.shown_frame(tables.steps_table(loaded.analysis)), width="stretch", hide_index=True)
 
 
 def _batch_section(loaded) -> None:
@@ -237,7 +237,7 @@ def _kernel_section(loaded) -> None:
     for phase in phases:
         st.markdown(f"**{for_markdown(phase)}**")
         st.dataframe(  # text shown as text; the full name is its own column (hover a cell to read it all)
-            tables.top_kernels_table(top, phase),
+            tables.shown_frame(tables.top_kernels_table(top, phase)),
             width="stretch",
             hide_index=True,
             column_config={

@@ -8,11 +8,12 @@ import streamlit as st
 from ...analysis.compare import batches_differ, compare
 from ...exporters.compare_formats import op_diff_caption, op_diff_rows
 from ...exporters.figures import compare_charts
-from ...exporters.safe_text import for_markdown
+from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
 from .. import components, report_panel
 from ..navigation import COMPARE_KEYS
 from ..source_loading import load_source
+from ..tables import shown_frame
 from ..trace_sources import TraceSource, all_sources, default_pair
 from ..uploads import upload_names
 
@@ -29,7 +30,7 @@ def _pick_pair() -> tuple[TraceSource, TraceSource] | None:
         pair = default_pair(sources)
         chosen = (pair[0].key, pair[1].key)
     left, right = st.columns(2)
-    label = lambda k: f"{by_key[k].label}  ({by_key[k].origin})"  # noqa: E731
+    label = lambda k: f"{plain(by_key[k].label)}  ({by_key[k].origin})"  # noqa: E731
     a = left.selectbox("Baseline (A)", keys, index=keys.index(chosen[0]), format_func=label)
     b = right.selectbox("Changed (B)", keys, index=keys.index(chosen[1]), format_func=label)
     st.session_state[COMPARE_KEYS] = (a, b)
@@ -149,7 +150,7 @@ def render() -> None:
         columns={"a": f"A: {a.name}", "b": f"B: {b.name}", "delta": "B - A", "ratio": "B / A"}
     )
     st.dataframe(
-        metrics,
+        shown_frame(metrics),
         width="stretch",
         hide_index=True,
         column_config={"B / A": st.column_config.NumberColumn(format="%.2fx")},

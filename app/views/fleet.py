@@ -13,8 +13,10 @@ import streamlit as st
 
 from ...batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
 from ...exporters.figures import fleet_charts
-from ...exporters.safe_text import for_markdown
+from ...exporters.safe_text import for_markdown, plain
+from ...parsers.limits import read_file_bytes
 from ..navigation import ANALYZE_KEY, go_to
+from ..tables import shown_frame
 from ..trace_sources import fleet_root, samples_dir
 from ..uploads import register_upload
 
@@ -104,10 +106,10 @@ def render() -> None:
     st.subheader("Slowest traces and outliers")
     table = slowest(fleet)
     shown = table[[c for c in TABLE_COLUMNS if c in table]]
-    st.dataframe(shown, width="stretch", hide_index=True)  # sortable by clicking a column header
+    st.dataframe(shown_frame(shown), width="stretch", hide_index=True)  # sortable by clicking a column header
     if len(table):
         labels = {
-            i: f"{Path(str(row.path)).name}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
+            i: f"{plain(Path(str(row.path)).name)}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
             for i, row in enumerate(table.itertuples())
         }
         choice = st.selectbox("Trace", list(labels), format_func=labels.get, key="fleet_open_choice")
@@ -117,13 +119,24 @@ def render() -> None:
             if path is None:
                 st.error("That trace is no longer where the batch read it (or its content changed).")
             else:
-                result = register_upload(st.session_state, path.name, path.read_bytes())
-                if result.error:
-                    st.error(for_markdown(result.error))
-                else:
-                    st.session_state[ANALYZE_KEY] = result.key
-                    go_to("analyze")
+                _open_in_analyze(path)
     errors = t[t["status"] != "ok"]
     if len(errors):
         with st.expander(f"Error rows ({len(errors)})"):
-            st.dataframe(errors[["path", "error"]], width="stretch", hide_index=True)
+            st.dataframe(shown_frame(errors[["path", "error"]]), width="stretch", hide_index=True)
+
+
+def _open_in_analyze(path: Path) -> None:
+    """Hand a batch's trace to Analyze as an upload; it is read only when a regular file, within the file limit
+    (one byte more, and register_upload refuses it)."""
+    try:
+        data = bytes(read_file_bytes(path))
+    except OSError as exc:
+        st.error(for_markdown(f"Could not read {path.name}: {exc.strerror or exc}"))
+        return
+    result = register_upload(st.session_state, path.name, data)
+    if result.error:
+        st.error(for_markdown(result.error))
+        return
+    st.session_state[ANALYZE_KEY] = result.key
+    go_to("analyze")

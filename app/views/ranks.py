@@ -10,7 +10,7 @@ import streamlit as st
 
 from ...analysis.metrics import format_value
 from ...exporters.figures import rank_charts
-from ...exporters.safe_text import for_markdown
+from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
 from .. import components
 from ..analysis_settings import settings_expander
@@ -23,6 +23,7 @@ from ..rank_runs import (
     load_rank_source,
     rank_sources,
 )
+from ..tables import shown_frame
 from ..uploads import ACCEPTED_TYPES, size_limit_text
 
 
@@ -55,7 +56,7 @@ def _pick_source() -> RankSource | None:
         "Run",
         keys,
         index=keys.index(chosen),
-        format_func=lambda k: by_key[k].label,
+        format_func=lambda k: plain(by_key[k].label),
         help="A folder holding one trace per rank; the rank comes from distributedInfo, else "
         "the file name (rank-N, TP-N-...), else file order.",
     )
@@ -123,7 +124,7 @@ def _charts(loaded: LoadedRanks) -> None:
     st.plotly_chart(fig, width="stretch", key="ranks_timeline")
     st.caption(for_markdown(note) + "Drag to zoom, double-click to reset; hover a segment for its name and length.")
     with st.expander(f"Per rank and step ({len(rs)} rows)"):
-        st.dataframe(rs, width="stretch", hide_index=True)
+        st.dataframe(shown_frame(rs), width="stretch", hide_index=True)
 
 
 def render() -> None:

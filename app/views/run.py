@@ -22,6 +22,7 @@ from .. import memory_panel
 from ..exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
 from ..navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
 from ..sweeps import past_sweeps, run_sweep
+from ..tables import shown_frame
 from ..trace_sources import runs_dir
 
 MODES = ("eager", "cuda-graph", "compile")  # collectors.decode_loops.MODES, without importing torch to list them
@@ -219,7 +220,7 @@ def _show_sweep(paths: list[Path]) -> None:
     for note in notes:
         st.caption(for_markdown(note))
     with st.expander("Sweep points"):
-        st.dataframe(sweep_frame(record), hide_index=True, width="stretch")
+        st.dataframe(shown_frame(sweep_frame(record)), hide_index=True, width="stretch")
 
 
 def _sweep_section() -> None:

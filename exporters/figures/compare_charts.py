@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..safe_text import for_plotly
 from . import palette
 from .timeline import detail_lanes
 
@@ -30,7 +31,11 @@ def itl_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
         itl = decode["itl_ns"].where(decode["itl_ns"] >= 0) / 1e6
         fig.add_trace(
             go.Scatter(
-                x=np.arange(1, len(decode) + 1), y=itl, mode="lines+markers", name=loaded.name, line={"color": color}
+                x=np.arange(1, len(decode) + 1),
+                y=itl,
+                mode="lines+markers",
+                name=for_plotly(str(loaded.name)[:80]),
+                line={"color": color},
             )
         )
     fig.update_layout(
@@ -62,7 +67,7 @@ def per_step_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
                     x=x,
                     y=decode[column] / scale,
                     mode="lines+markers",
-                    name=loaded.name,
+                    name=for_plotly(str(loaded.name)[:80]),
                     line={"color": color},
                     showlegend=col == 1,
                     legendgroup=loaded.name,
