@@ -28,8 +28,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STEPSCOPE_MAX_EVENTS", "20000000", "most events a trace may hold"),
     Setting("STEPSCOPE_PARSE_WORKERS", "2", "processes that decode a big JSON trace (1: one process)"),
     Setting("STEPSCOPE_TRACE_PROCESSOR", "(on PATH)", "the Perfetto trace_processor binary for Perfetto imports"),
-    Setting("STEPSCOPE_RUNS_DIR", "runs", "where the Run page and `stepscope run` write runs; past runs listed"),
-    Setting("STEPSCOPE_LOGDIR", "(none)", "a folder of traces the Analyze page lists (`stepscope app --logdir DIR`)"),
+    Setting("STEPSCOPE_LOGDIR", "(none)", "a folder of traces the app lists (`--logdir DIR`); runs go there too"),
+    Setting("STEPSCOPE_RUNS_DIR", "the log directory, else runs", "where the Run page writes runs, if not the logdir"),
     Setting("STEPSCOPE_SAMPLES_DIR", "sample_traces", "the samples the app opens on"),
     Setting("STEPSCOPE_FLEET_ROOT", "the runs folder", "the folder under which Fleet opens batch outputs"),
     Setting("STEPSCOPE_ALLOW_REMOTE_RUNS", "0", "1: the Run page and path inputs stay when listening beyond loopback"),
@@ -73,3 +73,9 @@ def positive_int(name: str, default: int) -> int:
     if value is None or not value.isdigit() or int(value) <= 0:
         return default
     return int(value)
+
+
+def runs_dir(default: str | os.PathLike) -> Path:
+    """Where runs are written and past runs listed: STEPSCOPE_RUNS_DIR, else the log directory (STEPSCOPE_LOGDIR:
+    one folder of traces, as TensorBoard's --logdir is), else `default`."""
+    return path("STEPSCOPE_RUNS_DIR") or path("STEPSCOPE_LOGDIR") or Path(default)
