@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import number_format
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -59,8 +61,14 @@ class Metric:
         return value if math.isfinite(value) else math.nan
 
     def format(self, value: float | None) -> str:
-        """A value as the cards show it: "n/a" when unknown, large us as ms, small ms as us."""
+        """A value as the cards show it (analysis.number_format): "—" when unknown, us as ms from 1 ms up."""
         return format_value(value, self.unit)
+
+    def verdict(self, delta: float | None) -> str | None:
+        """Whether a change B - A of this metric is "better" or "worse" (None: no direction, or no change)."""
+        if self.better is None or number_format.missing(delta) or not delta:
+            return None
+        return "better" if (float(delta) < 0) == (self.better == "lower") else "worse"
 
 
 METRICS: tuple[Metric, ...] = (
@@ -214,25 +222,11 @@ def metric(key: str) -> Metric:
 
 
 def format_value(value: float | None, unit: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if unit == "B":
-        return format_bytes(value)
-    if unit == "us" and abs(value) >= 1000:
-        return f"{value / 1000:,.2f} ms"
-    if unit == "ms" and abs(value) < 1:
-        return f"{value * 1000:,.1f} us"
-    text = f"{value:,.2f}" if abs(value) < 100 and value != int(value) else f"{value:,.0f}"
-    return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
-
-
-_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+    """A value as every output writes it (analysis.number_format: 3 significant digits, unit by magnitude, "—" when
+    unknown)."""
+    return number_format.format_value(value, unit)
 
 
 def format_bytes(value: float) -> str:
-    """A size in binary units, as memory is counted: 131072 -> "128.0 KiB"; whole bytes below 1 KiB."""
-    size, unit = abs(float(value)), 0
-    while size >= 1024 and unit < len(_BYTE_UNITS) - 1:
-        size, unit = size / 1024, unit + 1
-    sign = "-" if value < 0 else ""
-    return f"{sign}{size:,.0f} B" if unit == 0 else f"{sign}{size:,.1f} {_BYTE_UNITS[unit]}"
+    """A size in binary units, as memory is counted: 131072 -> "128 KiB"; whole bytes below 1 KiB."""
+    return number_format.format_value(value, "B")
