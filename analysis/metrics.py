@@ -34,6 +34,8 @@ class Metric:
     # the metric a card shows instead on a trace whose main step kind is not decode (analysis.step_figures): the
     # same figure over that kind's steps, so that no card says n/a where the figure exists under another kind
     stand_in: str | None = None
+    cpu_card: str | None = None  # the card's label on a CPU-only trace ("Host busy"); "{kind}" as in card_label
+    gpu_only: bool = False  # a figure a CPU-only trace does not have (launch calls): no card, no line there
 
     @property
     def card(self) -> str:
@@ -44,6 +46,13 @@ class Metric:
         text = self.card_label or self.label[:1].upper() + self.label[1:]
         kind = kind or "decode"
         return text.replace("{Kind}", kind[:1].upper() + kind[1:]).replace("{kind}", kind)
+
+    def card_label_for(self, kind: str | None, on_gpu: bool) -> str:
+        """The card's label for a trace: its CPU wording on a CPU-only trace ("Host busy")."""
+        if on_gpu or self.cpu_card is None:
+            return self.card_for(kind)
+        kind = kind or "decode"
+        return self.cpu_card.replace("{Kind}", kind[:1].upper() + kind[1:]).replace("{kind}", kind)
 
     def label_for(self, on_gpu: bool) -> str:
         return self.label if on_gpu or self.cpu_label is None else self.cpu_label
@@ -94,6 +103,7 @@ METRICS: tuple[Metric, ...] = (
         card_label="Kernels / decode step",
         cpu_label="host ops per decode step",
         stand_in="kernels_per_step",
+        cpu_card="Host ops / decode step",
     ),
     Metric(
         "kernels_per_step",
@@ -105,6 +115,7 @@ METRICS: tuple[Metric, ...] = (
         cpu_label="host ops per step",
         headline=False,
         compared=True,
+        cpu_card="Host ops / {kind} step",
     ),
     Metric(
         "launches_per_decode_step",
@@ -114,6 +125,7 @@ METRICS: tuple[Metric, ...] = (
         "launches_per_decode_step",
         card_label="Launches / decode step",
         stand_in="launches_per_step",
+        gpu_only=True,
     ),
     Metric(
         "launches_per_step",
@@ -124,8 +136,17 @@ METRICS: tuple[Metric, ...] = (
         card_label="Launches / {kind} step",
         headline=False,
         compared=True,
+        gpu_only=True,
     ),
-    Metric("gpu_busy_pct", "GPU busy", "%", None, "gpu_busy_pct", cpu_label="busy (some op running)"),
+    Metric(
+        "gpu_busy_pct",
+        "GPU busy",
+        "%",
+        None,
+        "gpu_busy_pct",
+        cpu_label="host busy (some op running)",
+        cpu_card="Host busy",
+    ),
     Metric(
         "gpu_idle_per_decode_step_us",
         "GPU idle per decode step",
@@ -133,8 +154,9 @@ METRICS: tuple[Metric, ...] = (
         "lower",
         "gpu_idle_per_decode_step_us",
         card_label="GPU idle / decode step",
-        cpu_label="idle per decode step (no op running)",
+        cpu_label="no op running per decode step",
         stand_in="gpu_idle_per_step_us",
+        cpu_card="No op running / decode step",
     ),
     Metric(
         "gpu_idle_per_step_us",
@@ -143,9 +165,10 @@ METRICS: tuple[Metric, ...] = (
         "lower",
         "gpu_idle_per_step_us",
         card_label="GPU idle / {kind} step",
-        cpu_label="idle per step (no op running)",
+        cpu_label="no op running per step",
         headline=False,
         compared=True,
+        cpu_card="No op running / {kind} step",
     ),
     Metric(
         "gpu_lead_per_step_us",
@@ -154,7 +177,8 @@ METRICS: tuple[Metric, ...] = (
         "lower",
         "gpu_lead_per_step_us",
         card_label="GPU lead / {kind} step",
-        cpu_label="idle before a step's first op",
+        cpu_label="no op running before a step's first op",
+        cpu_card="Before the first op / {kind} step",
     ),
     Metric(
         "memory_peak_allocated_bytes",
@@ -202,14 +226,20 @@ HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
 COMPARED: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline or m.compared or m.key == "tokens_per_s")
 
 
-def card_metrics(summary: Any) -> list[tuple[Metric, str]]:
+def card_metrics(summary: Any, on_gpu: bool | None = None) -> list[tuple[Metric, str]]:
     """The summary cards: (metric shown, its label), one per headline metric in order. On a trace whose main step
-    kind is not decode, a decode figure gives way to its stand-in over that kind's steps (analysis.step_figures)."""
+    kind is not decode, a decode figure gives way to its stand-in over that kind's steps (analysis.step_figures).
+    On a CPU-only trace (`on_gpu` False; else the summary's own on_gpu) the cards say what they measure there
+    ("Host busy", "Host ops / decode step") and the launch card is left out: a CPU trace launches nothing."""
     kind = summary.get("step_kind") if isinstance(summary, Mapping) else getattr(summary, "step_kind", None)
+    if on_gpu is None:
+        on_gpu = summary.get("on_gpu", True) if isinstance(summary, Mapping) else getattr(summary, "on_gpu", True)
     cards = []
     for m in HEADLINE:
         shown = BY_KEY[m.stand_in] if m.stand_in and kind not in (None, "decode") else m
-        cards.append((shown, shown.card_for(kind)))
+        if shown.gpu_only and not on_gpu:
+            continue
+        cards.append((shown, shown.card_label_for(kind, bool(on_gpu))))
     return cards
 
 

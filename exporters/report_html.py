@@ -25,7 +25,7 @@ import plotly.offline
 
 from ..analysis.compare import Comparison, batches_differ
 from ..analysis.gap_table import gaps_by_cause
-from ..analysis.metrics import HEADLINE, card_metrics
+from ..analysis.metrics import card_metrics
 from ..analysis.model import Analysis
 from ..parsers.timeline import Timeline
 from .compare_formats import format_delta, format_ratio, format_value, op_diff_caption, op_diff_rows
@@ -119,14 +119,14 @@ def _cards(summary) -> str:
     """The app's summary cards (the registry's headline metrics), as HTML."""
     on_gpu = summary.on_gpu
     cards = []
-    for (m, card), headline in zip(card_metrics(summary), HEADLINE, strict=True):
-        label = m.label_for(on_gpu) if m is headline or (not on_gpu and m.cpu_label) else card
+    for m, label in card_metrics(summary):  # the app's labels: CPU wording, no launch card on a CPU trace
         cards.append(
             f'<div class="card"><div class="label">{esc(label)}</div>'
             f'<div class="value">{esc(m.format(m.value(summary)))}</div></div>'
         )
     note = (
-        '<p class="note">CPU-only trace: host ops stand in for kernels and "GPU idle" means no op running.</p>'
+        '<p class="note">CPU-only trace: host ops stand in for kernels; busy means some op runs, idle that none '
+        "does.</p>"
         if not on_gpu
         else ""
     )

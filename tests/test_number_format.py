@@ -48,7 +48,13 @@ def test_counts_and_rates_are_compact():
 
 
 def test_shares_keep_the_digits_that_mean_something():
-    assert [format_value(v, "%") for v in (68.38, 100.0, 4.89, 0.64, 0.09)] == ["68.4%", "100%", "4.9%", "0.6%", "0.09%"]
+    assert [format_value(v, "%") for v in (68.38, 100.0, 4.89, 0.64, 0.09)] == [
+        "68.4%",
+        "100%",
+        "4.9%",
+        "0.6%",
+        "0.09%",
+    ]
 
 
 def test_a_compared_row_shares_one_unit():

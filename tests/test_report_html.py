@@ -56,10 +56,10 @@ def test_report_holds_cards_charts_gaps_and_findings(tmp_path):
     html = build_report(trace)
     assert html.startswith("<!DOCTYPE html>")
     cards = dict(re.findall(r'<div class="label">([^<]*)</div><div class="value">([^<]*)</div>', html))
-    assert cards["ITL p50"] == "100.0 us"  # every decode step starts STEP_US after the last
-    assert cards["kernels per decode step"] == "4"
-    assert cards["GPU idle per decode step"] == "60 us"  # STEP_US minus 4 kernels of KERNEL_US
-    assert cards["decode steps"] == "11"
+    assert cards["ITL p50"] == "100 us"  # every decode step starts STEP_US after the last
+    assert cards["Kernels / decode step"] == "4"
+    assert cards["GPU idle / decode step"] == "60.0 us"  # STEP_US minus 4 kernels of KERNEL_US
+    assert cards["Decode steps"] == "11"
     assert "Decode is host-bound" in html  # the analysis' finding, shown
     assert "Step overview" in html and "Per step" in html and "Idle gaps by cause" in html and "Findings" in html
     # figures: overview, three per-step charts, gap histogram, each a Plotly div drawn by an inline script
@@ -135,7 +135,8 @@ def test_sample_report_is_built_quickly():
     analysis = analyze(timeline)
     html = build_report(ReportTrace("eager", timeline, analysis, contract(timeline, analysis)))
     assert 4_500_000 < len(html.encode()) <= MAX_REPORT_BYTES  # plotly.js (~4.8 MB) plus the figures
-    assert "host ops per decode step" in html  # a CPU trace's cards say what stands in for kernels
+    assert "Host ops / decode step" in html and "Host busy" in html  # a CPU trace's cards: what stands in
+    assert "Launches / decode step" not in html  # a CPU trace launches nothing
 
 
 def test_report_has_the_memory_section_of_a_memory_capture(tmp_path):
@@ -146,6 +147,6 @@ def test_report_has_the_memory_section_of_a_memory_capture(tmp_path):
     analysis = analyze(timeline)
     html = build_report(ReportTrace("memory capture", timeline, analysis, contract(timeline, analysis)))
     assert "<h2>Memory (cpu)</h2>" in html and 'id="a_memory_lane"' in html and 'id="a_step_memory"' in html
-    assert 'KV growth per decode step</td><td class="num">1.0 KiB' in html
+    assert 'KV growth per decode step</td><td class="num">1.02 KiB' in html  # 1040 B, to 3 digits
     plain = _report_trace(tmp_path, "no memory", synthetic_steps(4))
     assert "<h2>Memory" not in build_report(plain)
