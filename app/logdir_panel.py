@@ -110,3 +110,26 @@ def _listing(root_text: str) -> None:
     if st.button("Open from disk", key="logdir_open", type="primary"):
         open_trace(st.session_state, by_key[key].rel_path, root)
         st.rerun()
+
+
+COMPARE_LISTED = 200  # log-directory traces offered in Compare's pickers beside the opened ones (newest first)
+
+
+def listed_sources(state: MutableMapping, root: Path | None = None) -> list[TraceSource]:
+    """Every trace the log directory holds, as sources: those opened this session first, then the newest
+    COMPARE_LISTED others of the listing (app.logdir.scan_traces: cheap, its sniffs cached per process)."""
+    root = root or configured_logdir()
+    if root is None:
+        return []
+    opened = opened_sources(state, root)
+    seen = {s.key for s in opened}
+    out = list(opened)
+    for t in scan_traces(root).traces[:COMPARE_LISTED]:
+        key = PREFIX + t.key
+        if key in seen:
+            continue
+        try:
+            out.append(TraceSource(key, shown_name(t.rel_path), "logdir", _resolve_within(root, t.rel_path)))
+        except OutsideLogdirError:
+            continue
+    return out

@@ -85,6 +85,16 @@ def _verdicts(comparison: Comparison) -> list[str | None]:
     return [verdict(row) for row in comparison.metrics.itertuples(index=False)]
 
 
+def metric_table_rows(comparison: Comparison) -> list[dict]:
+    """The Compare page's metric table as text cells (one unit per row, 3 significant digits) with each change's
+    verdict ("better", "worse", "" for neither): the same cells as the markdown and text tables."""
+    return [
+        dict(zip(("metric", "A", "B", "B - A", "B / A"), (row.label, *metric_cells(row)), strict=True))
+        | {"verdict": verdict(row) or ""}
+        for row in comparison.metrics.itertuples(index=False)
+    ]
+
+
 MARKDOWN_MARK = {"better": "🟢 ", "worse": "🔴 "}  # GitHub colours no text: a coloured mark before the change
 _ANSI = {"better": "\033[32m", "worse": "\033[31m"}
 

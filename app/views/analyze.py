@@ -24,7 +24,8 @@ from ..navigation import ANALYZE_KEY
 from ..source_loading import load_source
 from ..stage_timing import mark, stage
 from ..trace_sources import TraceSource, all_sources, default_source
-from ..uploads import register_upload, size_limit_text, upload_names
+from ..upload_box import upload_box
+from ..uploads import upload_names
 
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
@@ -36,28 +37,13 @@ FIRST_STEP = (
 )
 
 
-def _upload_box(state) -> None:
-    """The uploader, in plain view in the sidebar: any file (the format is read from the content, so no browser
-    filter turns a .txt or .bin away with MIME jargon); an error names the file and the formats read, and the
-    next file replaces it (the box holds one file)."""
-    uploaded = st.file_uploader(
-        "Upload a trace", key="analyze_upload", help=size_limit_text(), accept_multiple_files=False
-    )
-    if uploaded is None:
-        return
-    result = register_upload(state, uploaded.name, uploaded.getvalue())
-    if result.error:
-        st.error(f"Could not read the upload: {for_markdown(result.error)}")
-    elif state.get("analyze_last_upload") != result.key:
-        state["analyze_last_upload"] = result.key
-        state[ANALYZE_KEY] = result.key
-
-
 def _pick_source() -> TraceSource | None:
     """The trace to show, chosen in the sidebar: the trace list first, then the upload and the log directory."""
     with st.sidebar:
         choice = st.container()
-        _upload_box(st.session_state)
+        new = upload_box(st.session_state, "analyze_upload")
+        if new is not None:
+            st.session_state[ANALYZE_KEY] = new
         logdir_panel.picker()  # only with --logdir: big local traces read from disk
         settings_expander()
     sources = all_sources(upload_names(st.session_state)) + logdir_panel.opened_sources(st.session_state)
