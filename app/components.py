@@ -18,18 +18,27 @@ from .cache import LoadedTrace
 from .findings_panel import alert
 
 SUMMARY_CARDS = HEADLINE  # the registry's headline metrics, in the order the cards appear
-CARDS_PER_ROW = 6
+CARD_WIDTH_PX = 138  # the widest compact value ("1.67k tok/s") and a two-line label fit
 
 
 def summary_cards(summary: Summary, label_prefix: str = "") -> None:
-    """The headline metrics as st.metric cards, rows of six, values compact ("1.67k tok/s": analysis.number_format)
-    so that none is cut; a stand-in over the main step kind where the trace has no decode steps, CPU wording on a
-    CPU-only trace (analysis.metrics.card_metrics)."""
-    cards = card_metrics(summary)
-    for start in range(0, len(cards), CARDS_PER_ROW):
-        row = cards[start : start + CARDS_PER_ROW]
-        for column, (m, label) in zip(st.columns(CARDS_PER_ROW), row, strict=False):
-            column.metric(label_prefix + label, m.format(m.value(summary)), border=True, help=_card_help(m, summary))
+    """The headline metrics as st.metric cards of one width that wrap onto as many rows as the page needs (at
+    1280 px six a row), values compact ("1.67k tok/s": analysis.number_format) so that none is cut; a
+    stand-in over the main step kind where the trace has no decode steps, CPU wording on a CPU-only trace
+    (analysis.metrics.card_metrics)."""
+    row = st.container(horizontal=True, wrap=True, gap="small")
+    for m, label in card_metrics(summary):
+        row.metric(
+            label_prefix + label,
+            m.format(m.value(summary)),
+            border=True,
+            help=_card_help(m, summary),
+            width=CARD_WIDTH_PX,
+        )
+
+
+def cpu_note(summary: Summary) -> None:
+    """What the cards' words mean on a CPU-only trace (nothing on a GPU trace)."""
     if not summary.on_gpu:
         st.caption("CPU-only trace: host ops stand in for kernels; busy means some op runs, idle that none does.")
 

@@ -75,6 +75,7 @@ def _zoom_button(loaded: LoadedTrace, finding, key: str) -> None:
     st.button(
         "Zoom",
         key=key,
+        width="content",
         icon=":material/zoom_in:",
         help="Show this finding's evidence on the timeline: the overview zooms to it and the kernel detail "
         "draws its step(s).",
@@ -84,22 +85,32 @@ def _zoom_button(loaded: LoadedTrace, finding, key: str) -> None:
 
 
 def top_findings(loaded: LoadedTrace) -> None:
-    """The costliest findings, one line each with a Zoom button; then every finding in full, folded."""
+    """The costliest findings, one line each with a Zoom button (the line wraps, the button keeps its width)."""
     pairs = ordered(loaded)
     tag = loaded.answer_id[-10:]
     if not pairs:
         st.caption("No findings for this trace: nothing above the thresholds DESIGN.md lists.")
         return
     for i, (finding, item) in enumerate(pairs[:TOP]):
-        left, right = st.columns([11, 1], vertical_alignment="center")
+        row = st.container(horizontal=True, wrap=False, vertical_alignment="center", gap="small")
         cost = cost_text(item)
-        left.markdown(
+        row.markdown(
             f"{SEVERITY_ICON.get(finding.severity, '')} **{for_markdown(finding.title)}**"
-            + (f" · *{cost}*" if cost else "")
+            + (f" · *{cost}*" if cost else ""),
+            width="stretch",
         )
-        with right:
+        with row:
             _zoom_button(loaded, finding, f"zoom_top_{i}_{tag}")
-    with st.expander(f"All {len(pairs)} finding(s), with what each rests on", expanded=False):
+
+
+def all_findings(loaded: LoadedTrace) -> None:
+    """Every finding in full, with what it rests on, folded (under the timeline)."""
+    pairs = ordered(loaded)
+    if not pairs:
+        return
+    tag = loaded.answer_id[-10:]
+    more = f", {len(pairs) - TOP} more than above" if len(pairs) > TOP else ""
+    with st.expander(f"All {len(pairs)} finding(s){more}, with what each rests on", expanded=False):
         for i, (finding, item) in enumerate(pairs):
             alert(finding, item)
             _zoom_button(loaded, finding, f"zoom_all_{i}_{tag}")

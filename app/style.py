@@ -11,16 +11,19 @@ import streamlit as st
 
 CSS = """
 <style>
-/* the first screen: less blank space above the page's content */
-[data-testid="stMainBlockContainer"], .block-container { padding-top: 2.2rem; padding-bottom: 3rem; }
-[data-testid="stMainBlockContainer"] h1 { padding-top: 0; padding-bottom: .2rem; font-size: 1.9rem; }
-/* summary cards: compact, and the label wraps instead of being cut */
-[data-testid="stMetric"] { padding: .35rem .6rem .45rem .6rem; }
+/* the first screen: the content starts just under Streamlit's header bar (3.75rem), the title is small */
+[data-testid="stMainBlockContainer"], .block-container {
+  padding-top: 3.6rem; padding-bottom: 3rem; padding-left: 1.5rem; padding-right: 1.5rem;
+}
+[data-testid="stMainBlockContainer"] h1 { padding-top: 0; padding-bottom: .1rem; font-size: 1.6rem; }
+/* summary cards: compact; the label wraps between words (never inside one) instead of being cut */
+[data-testid="stMetric"] { padding: .3rem .5rem .35rem .55rem; }
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+  word-break: normal !important; overflow-wrap: normal !important; hyphens: none;
   line-height: 1.15; font-size: .8rem;
 }
-[data-testid="stMetricValue"] { font-size: 1.45rem; line-height: 1.25; }
+[data-testid="stMetricValue"] { font-size: 1.3rem; line-height: 1.25; white-space: nowrap; }
 [data-testid="stMetricValue"] * { overflow: visible !important; text-overflow: clip !important; }
 /* a visible focus ring on the sidebar's page links and on buttons reached by the keyboard */
 [data-testid="stSidebarNav"] a:focus-visible, [data-testid="stSidebarNavLink"]:focus-visible,

@@ -172,3 +172,20 @@ def test_compare_takes_folders_as_analyze_does(tmp_path):
         timeout=300,
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+
+
+def test_fleet_counts_a_rank_folder_once_and_offers_the_worst_outlier_first(tmp_path):
+    from batch.fleet import Fleet, trace_count, worst_outlier
+
+    traces = pd.DataFrame(
+        {
+            "status": ["ok", "ok", "ok", "ok", "error"],
+            "key": ["run", "run", "a", "b", None],  # two ranks of one run folder, two single traces, one error
+            "itl_p50_ms": [5.0, 5.2, float("nan"), 9.0, float("nan")],
+            "outlier": [False, True, False, False, False],
+        }
+    )
+    assert trace_count(Fleet(tmp_path, traces, 1)) == 3
+    assert worst_outlier(traces) == 1  # the outlier, though another trace is slower
+    assert worst_outlier(traces.assign(outlier=False)) == 3  # no outlier: the slowest
+    assert worst_outlier(traces.iloc[:0]) == 0

@@ -124,7 +124,7 @@ def _shoot(page, name: str) -> str:
     text = page.inner_text("body")
     page.set_viewport_size(SMALL)
     page.wait_for_timeout(1500)
-    page.evaluate("window.scrollTo(0, 0)")
+    page.evaluate("document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
     page.screenshot(path=str(ARTIFACTS / f"{name}_1280x720.png"))
     page.set_viewport_size(WIDE)
     return text
@@ -136,10 +136,20 @@ def _check_text(text: str, where: str) -> None:
 
 
 def _pick(page, label: str, option: str) -> None:
-    """Choose the option containing `option` in the selectbox labelled `label`."""
+    """Choose the option containing `option` in the selectbox labelled `label` (again when a rerun of the page, or
+    of the log directory's self-refreshing listing, closed the list before the click)."""
     box = page.locator("[data-testid='stSelectbox']").filter(has_text=label).first
-    box.click()
-    page.get_by_role("option").filter(has_text=option).first.click()
+    for attempt in range(4):
+        box.click()
+        choice = page.get_by_role("option").filter(has_text=option).first
+        try:
+            choice.wait_for(timeout=5000)
+            choice.click(timeout=5000)
+            break
+        except Exception:  # playwright's TimeoutError: the list closed; open it again
+            if attempt == 3:
+                raise
+            page.keyboard.press("Escape")
     _settled(page)
 
 

@@ -31,9 +31,8 @@ ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logd
 
 
 FIRST_STEP = (
-    "A shipped sample is open: its cards, findings and timeline are below. Pick another trace or drop your own in "
-    "the sidebar (Kineto JSON, Perfetto, Nsight Systems SQLite), or profile one on the Run page; **Zoom** on a "
-    "finding shows its evidence on the timeline."
+    "A shipped sample is open. Open your own trace in the sidebar (upload, or the log directory) or profile one on "
+    "Run; **Zoom** on a finding shows its evidence on the timeline."
 )
 
 
@@ -304,10 +303,12 @@ def render() -> None:
         return
     components.header(loaded)
     components.summary_cards(loaded.analysis.summary)
-    roofline_line = st.container()  # filled once the roofline section below has its inputs
     findings_panel.top_findings(loaded)  # findings first, each with a button to its evidence on the timeline
+    _timeline_section(loaded)  # on the first screen at 1280x720: what else the page says comes after it
+    roofline_line = st.container()  # filled once the roofline section below has its inputs
+    findings_panel.all_findings(loaded)
     components.segmentation_box(loaded)
-    _timeline_section(loaded)
+    components.cpu_note(loaded.analysis.summary)
     memory_panel.lane(loaded)  # the memory lane, under the timeline
     with stage("below the timeline"):
         _below_timeline(loaded, source, roofline_line)
