@@ -186,3 +186,11 @@ def test_ranks_shows_the_hta_pair_without_steps(samples):
     assert any("world of 128" in w.value for w in at.warning)
     totals = at.dataframe[0].value
     assert sorted(totals["rank"]) == [0, 1] and (totals["collectives"] > 0).all()
+    assert "span (ms)" in totals and not any(str(c).endswith("_ns") for c in totals.columns)  # times in ms
+    import json
+
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    window = next(s for s in specs if "collectives in red" in s["layout"]["title"]["text"])
+    names = {t.get("name") for t in window["data"]}
+    assert "collectives" in names  # the NCCL kernels on a lane of their own
+    assert "No straggler" not in " ".join(m.value for m in at.markdown)  # no such claim where it could not judge

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ...analysis.categories import categorize
 from ...analysis.model import Analysis
 from ...parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 from . import palette
@@ -405,7 +406,44 @@ def detail_lanes(
                 host, steps, step_labels, origin, lanes.lane("host launch calls"), palette.HOST, "host launch calls"
             )
         )
+    _communication_lane(lanes, gpu if len(gpu) else host, steps, step_labels, origin, ev)
     return lanes
+
+
+COMM_LANE = "communication (collectives)"
+
+
+def first_communication_ns(timeline: Timeline, default: int) -> int:
+    """Where the trace's first collective starts (ns), `default` when it has none: where a window onto a rank
+    whose steps align with no other rank opens."""
+    events = timeline.events
+    if events.empty:
+        return default
+    _, category = categorize(events["name"].astype(str))
+    ts = events["ts"].to_numpy()[np.asarray(category, dtype=object) == "communication"]
+    return int(ts.min()) if len(ts) else default
+
+
+def _communication_lane(lanes: LaneSet, drawn: pd.DataFrame, steps, step_labels, origin: int, window) -> None:
+    """The collectives among the drawn events again on a lane of their own, in the communication colour, so that
+    they stand out on a run whose ranks share no aligned step (the categories: one look per distinct name)."""
+    if drawn.empty:
+        return
+    _, category = categorize(drawn["name"].astype(str))
+    comm = drawn[np.asarray(category, dtype=object) == "communication"]
+    if len(comm):
+        lanes.traces.append(
+            _event_trace(
+                comm,
+                steps,
+                step_labels,
+                origin,
+                lanes.lane(COMM_LANE),
+                palette.CATEGORY["communication"],
+                "collectives",
+                window=window,
+            )
+        )
 
 
 def _layer_traces(lanes: LaneSet, analysis: Analysis, origin: int, lo: int, hi: int) -> None:
