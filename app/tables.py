@@ -6,10 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.composition import composition_table as composition_table_of
 from ..analysis.kernel_names import distinct_short_names
 from ..analysis.model import Analysis
-from ..analysis.number_format import MISSING, format_value, round_sig
+from ..analysis.number_format import MISSING, round_sig
+from ..exporters.anatomy_tables import (  # re-exported: the pages' tables, shared with the HTML report
+    category_roofline_table as category_roofline_table,
+)
+from ..exporters.anatomy_tables import category_table as category_table
+from ..exporters.anatomy_tables import composition_table as composition_table
 from ..exporters.safe_text import plain
 
 STEP_TIME_COLUMNS = ("start_ns", "end_ns", "token_ns")
@@ -41,31 +45,6 @@ def steps_table(analysis: Analysis) -> pd.DataFrame:
         wide = anat.step_table().reindex(range(len(steps))).fillna(0.0).reset_index(drop=True)
         out = pd.concat([out, wide], axis=1)
     return out
-
-
-def composition_table(analysis: Analysis) -> pd.DataFrame:
-    """What the run's batches held (analysis.composition), one figure per row: steps by kind, sequences per decode
-    step, prefill tokens per prefill-carrying step, requests, and for a speculative run its verify figures."""
-    table = composition_table_of(analysis.steps)
-    rows = [(f"{kind} steps", n) for kind, n in table["steps"].items() if n]
-    rows += [
-        ("sequences per decode step (median)", table["sequences_per_decode_step"]),
-        ("prefill tokens per prefill-carrying step (median)", table["prefill_tokens_per_step"]),
-        ("requests", table["requests"]),
-    ]
-    spec = analysis.summary.speculative
-    if spec:
-        rows.append(("draft tokens per verify", spec["draft_tokens_per_verify"]))
-        rows.append(
-            ("accepted per verify", spec["accepted_tokens_per_step"] if spec["acceptance_known"] else "unknown")
-        )
-    return pd.DataFrame({"figure": [r[0] for r in rows], "value": [_shown(r[1]) for r in rows]})
-
-
-def _shown(value) -> str:
-    if isinstance(value, str):
-        return value
-    return format_value(value, "")
 
 
 def gaps_table(analysis: Analysis) -> pd.DataFrame:
@@ -102,35 +81,6 @@ def top_kernels_table(top: pd.DataFrame, phase: str) -> pd.DataFrame:
             "full name": part["name"].to_numpy(),
         }
     )
-
-
-def category_table(analysis: Analysis) -> pd.DataFrame:
-    """The median decode step's time and count by category, largest first, with its share."""
-    anat = analysis.anatomy
-    if anat is None:
-        return pd.DataFrame(columns=["category", "count", "time_us", "share_pct"])
-    cats = anat.median_categories()
-    total = sum(c["time_us"] for c in cats.values()) or 1.0
-    rows = [(k, c["kernels"], c["time_us"], 100 * c["time_us"] / total) for k, c in cats.items()]
-    frame = pd.DataFrame(rows, columns=["category", "count", "time_us", "share_pct"])
-    return frame.sort_values("time_us", ascending=False).reset_index(drop=True)
-
-
-def category_roofline_table(roofline: dict) -> pd.DataFrame:
-    """The per-category roofline (analysis.anatomy.category_roofline) as rows, overhead last."""
-    rows = [
-        {
-            "category": r["category"],
-            "time_us": r["time_us"],
-            "bytes_MB": r["bytes"] / 1e6,
-            "floor_us": r["floor_us"],
-            "achieved_GB_s": r["achieved_gb_s"],
-            "pct_of_roofline": r["pct_of_roofline"],
-        }
-        for r in roofline.get("categories", [])
-    ]
-    rows.append({"category": "overhead (neither)", "time_us": roofline.get("overhead_total_us", 0.0)})
-    return pd.DataFrame(rows)
 
 
 def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
