@@ -189,3 +189,37 @@ def test_fleet_counts_a_rank_folder_once_and_offers_the_worst_outlier_first(tmp_
     assert worst_outlier(traces) == 1  # the outlier, though another trace is slower
     assert worst_outlier(traces.assign(outlier=False)) == 3  # no outlier: the slowest
     assert worst_outlier(traces.iloc[:0]) == 0
+
+
+def test_a_custom_model_from_config_or_form_reaches_the_front_door(tmp_path):
+    """app/analysis_settings.py: an uploaded config.json or the small form becomes the Given(model=...) that the
+    CLI's --model gives; a description naming no model is refused and the previous choice stays."""
+    from analysis.front_door import open_trace
+    from analysis.roofline.model_source import model_shape
+    from app.analysis_settings import MODEL_KEY, current_given, set_custom_model
+
+    config = {
+        "model_type": "llama",
+        "hidden_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+    }
+    state: dict = {}
+    shape = set_custom_model(state, "config", {"config": config, "dtype": "float32", "name": "mine <b>"})
+    assert shape.layers == 4 and shape.hidden == 256 and current_given(state).model == shape
+    alone = tmp_path / "trace.json.gz"  # no run.json beside it: the given model is the one read against
+    shutil.copy(SAMPLE / "trace.json.gz", alone)
+    roofline = open_trace(alone, model=current_given(state).model, device="H100").analysis.anatomy.roofline
+    assert roofline["status"] == "ok" and "mine" in roofline["model"], roofline
+    form = {"name": "f", "layers": 4, "hidden": 256, "heads": 4, "kv_heads": 2, "vocab": 1000, "dtype": "float32"}
+    form_shape = set_custom_model(state, "form", form | {"intermediate": 512})
+    assert form_shape.layers == 4 and state[MODEL_KEY][0] == "form"
+    with pytest.raises(ValueError):
+        set_custom_model(state, "form", form | {"kv_heads": 3})  # 4 heads are not a multiple of 3 KV heads
+    assert state[MODEL_KEY][0] == "form" and current_given(state).model == form_shape  # the previous choice stays
+    with pytest.raises(ValueError):
+        set_custom_model(state, "pickle", {})
+    assert model_shape("llama-3-8b", "bfloat16").layers == 32  # the presets are untouched

@@ -220,6 +220,8 @@ def test_every_page_as_an_expert_sees_it(browser, app):
     _go(page, "Fleet")
     check("fleet")
     _go(page, "Run")
+    page.get_by_role("button", name="Run", exact=True).first.wait_for(timeout=PAGE_TIMEOUT_MS * 3)  # torch imported
+    _settled(page)
     check("run")
     assert not dialogs
     assert not problems, "\n".join(problems)

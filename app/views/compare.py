@@ -71,7 +71,8 @@ def _layers_text(layers: dict) -> str:
         return "layers not counted"
     lu = layers.get("layer_us") or {}
     return (
-        f"{layers['layers']} layers of {layers.get('kernels_per_layer')}, {format_value(lu.get('p50'), 'us')} each "
+        f"{layers['layers']} layers of {layers.get('kernels_per_layer')} kernels, "
+        f"{format_value(lu.get('p50'), 'us')} each "
         f"(median); head {format_value(layers.get('head_us'), 'us')}, tail {format_value(layers.get('tail_us'), 'us')}"
     )
 
@@ -97,7 +98,7 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
         table,
         left,
         column_config={
-            "B / A": st.column_config.NumberColumn(format="%.2fx"),
+            "B / A": st.column_config.NumberColumn("B / A (x)", format="localized"),
             "A (us)": st.column_config.NumberColumn(format="localized", help=f"A: {name_a}"),
             "B (us)": st.column_config.NumberColumn(format="localized", help=f"B: {name_b}"),
         },
@@ -170,7 +171,9 @@ def render() -> None:
     a, b = loaded
     result = compare(a.analysis, b.analysis, _short_label(pair[0]), _short_label(pair[1]))
     _pair_banner(result)
-    st.success(for_markdown(result.sentence))
+    # the banner above lists what makes the pair unlike: the sentence is shown without repeating it
+    unlike = f"Not like for like ({'; '.join(result.warnings)}). " if result.warnings else ""
+    st.success(for_markdown(result.sentence.removeprefix(unlike)))
 
     columns = st.columns(2)
     for column, item, tag in zip(columns, loaded, ("A", "B"), strict=True):

@@ -38,6 +38,12 @@ def _layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
     return fig
 
 
+def finish_layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
+    """The per-step charts' layout for a figure drawn elsewhere (the memory per step): title, legend below, a tick
+    per step on a short run."""
+    return _layout(fig, title, y_title)
+
+
 def _is_int(value) -> bool:
     try:
         return float(value).is_integer()
