@@ -223,3 +223,19 @@ def test_a_custom_model_from_config_or_form_reaches_the_front_door(tmp_path):
     with pytest.raises(ValueError):
         set_custom_model(state, "pickle", {})
     assert model_shape("llama-3-8b", "bfloat16").layers == 32  # the presets are untouched
+
+
+def test_cpu_step_charts_draw_no_launch_series_and_a_one_step_axis_is_that_step():
+    from exporters.figures import step_charts
+
+    steps = _steps().assign(kernels=[3, 2, 2, 2], launches=0, gpu_busy_ns=50, gpu_idle_ns=40)
+    cpu = step_charts.kernels_launches_chart(steps, on_gpu=False)
+    assert [t.name for t in cpu.data] == ["host ops"]
+    gpu = step_charts.kernels_launches_chart(steps, on_gpu=True)
+    assert [t.name for t in gpu.data] == ["kernels", "launches"]
+    busy = step_charts.busy_idle_chart(steps, on_gpu=False)
+    assert not any("GPU" in t.name for t in busy.data)
+    one = step_charts.step_time_chart(steps.iloc[:1])
+    assert list(one.layout.xaxis.tickvals) == [0] and list(one.layout.xaxis.range) == [-1, 1]
+    kinds = {t.name for t in step_charts.step_time_chart(steps).data}
+    assert {"prefill", "decode", "outlier (outlined)"} <= kinds  # every colour in the legend

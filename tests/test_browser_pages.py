@@ -1,7 +1,7 @@
 """What an expert sees first, in a real browser: every page at 1500 px wide (full page) and at 1280x720 (the first
 screen), on the shipped samples and on two real GPU traces opened from `--logdir` (tests/data/real).
 
-Screenshots land in test-artifacts/pages/ (STEPSCOPE_UPDATE_SCREENSHOTS=1 also refreshes README's). Over the text
+Screenshots land in test-artifacts/pages/ (README's docs/screenshots are copied from them by hand). Over the text
 of every page: no number with more than 4 significant digits and no raw "None" or "nan"; the CPU sample's cards
 say nothing of a GPU; Compare lists a trace opened from the log directory. Uses /usr/bin/chromium through
 Playwright (never a downloaded browser), as tests/test_browser.py does.
@@ -27,7 +27,6 @@ REAL_TRACES = (
     "tracelens_hf_qwen1.5-0.5b_forward_h100.json.gz",
 )
 ARTIFACTS = REPO / "test-artifacts" / "pages"
-README_SHOTS = REPO / "docs" / "screenshots"
 WIDE = {"width": 1500, "height": 1000}
 SMALL = {"width": 1280, "height": 720}
 MAX_SHOT_PX = 16_000

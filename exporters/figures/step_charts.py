@@ -148,8 +148,9 @@ def busy_idle_chart(steps: pd.DataFrame, on_gpu: bool = True) -> go.Figure:
     after its last (tail): the bars add up to the step time (analysis.steps). On a CPU-only trace: some op running
     against none."""
     x = _step_numbers(steps)
-    lead = steps.get("gpu_lead_ns", 0)
-    tail = steps.get("gpu_tail_ns", 0)
+    zero = pd.Series(0, index=steps.index)
+    lead = steps.get("gpu_lead_ns", zero)
+    tail = steps.get("gpu_tail_ns", zero)
     between = steps["gpu_idle_ns"] - lead - tail
     busy, idle = ("GPU busy", "GPU idle") if on_gpu else ("some op running", "no op running")
     fig = go.Figure(
