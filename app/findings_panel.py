@@ -16,7 +16,7 @@ from ..exporters.safe_text import for_markdown
 from .cache import LoadedTrace
 
 TOP = 3  # findings shown under the cards
-ZOOM_KEY = "timeline_zoom"  # session state: {answer id: (lo_ns, hi_ns)} the overview is zoomed to
+ZOOM_KEY = "timeline_zoom"  # session state: {content digest: (lo_ns, hi_ns)} the overview is zoomed to
 DETAIL_STEPS = 4  # at most this many steps drawn at kernel level after a zoom
 SEVERITY_ICON = {"critical": ":material/error:", "warn": ":material/warning:", "info": ":material/info:"}
 SEVERITY_ORDER = {"critical": 0, "warn": 1, "info": 2}
@@ -43,9 +43,15 @@ def _place(loaded: LoadedTrace, finding) -> tuple[int, int] | None:
     return finding_range(finding, loaded.analysis.steps, anat.median_step if anat is not None else None)
 
 
+def _content(loaded: LoadedTrace) -> str:
+    """What a zoom is kept for: the trace's content (its clock), whatever settings or model the answer has since
+    been read with (the first open of a CPU trace measures the machine, which changes the answer's key)."""
+    return loaded.digest or loaded.name
+
+
 def zoom_to(state: MutableMapping, loaded: LoadedTrace, lo: int, hi: int) -> None:
     """Zoom the overview to [lo, hi] (ns) and draw the steps in it (at most DETAIL_STEPS) at kernel level."""
-    state[ZOOM_KEY] = {loaded.answer_id: (int(lo), int(hi))}
+    state[ZOOM_KEY] = {_content(loaded): (int(lo), int(hi))}
     steps = loaded.analysis.steps
     if len(steps) >= 2:
         starts, ends = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
@@ -59,7 +65,7 @@ def zoom_to(state: MutableMapping, loaded: LoadedTrace, lo: int, hi: int) -> Non
 
 def zoomed_range_ms(state: MutableMapping, loaded: LoadedTrace) -> tuple[float, float] | None:
     """The overview's x range (ms from the trace's start) a Zoom asked for, a little wider than the evidence."""
-    zoom = (state.get(ZOOM_KEY) or {}).get(loaded.answer_id)
+    zoom = (state.get(ZOOM_KEY) or {}).get(_content(loaded))
     if zoom is None:
         return None
     origin = loaded.analysis.time_origin_ns

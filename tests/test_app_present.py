@@ -239,3 +239,30 @@ def test_cpu_step_charts_draw_no_launch_series_and_a_one_step_axis_is_that_step(
     assert list(one.layout.xaxis.tickvals) == [0] and list(one.layout.xaxis.range) == [-1, 1]
     kinds = {t.name for t in step_charts.step_time_chart(steps).data}
     assert {"prefill", "decode", "outlier (outlined)"} <= kinds  # every colour in the legend
+
+
+def test_analyze_puts_findings_under_the_cards_and_zoom_moves_the_timeline(tmp_path, monkeypatch):
+    from app.findings_panel import ZOOM_KEY
+
+    monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(REPO / "sample_traces"))  # the shipped samples, as shipped
+    monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    st.cache_data.clear()
+
+    at = page_test("analyze", 120).run()
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert labels and not any("GPU" in label for label in labels) and "Host busy" in labels  # the CPU sample
+    zooms = [b for b in at.button if b.label == "Zoom"]
+    assert zooms, [b.label for b in at.button]
+    zooms[0].click().run()
+    assert not at.exception
+    (lo, hi) = next(iter(at.session_state[ZOOM_KEY].values()))
+    assert hi > lo
+    overview = next(
+        json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if "Whole run" in json.loads(c.proto.spec)["layout"]["title"]["text"]
+    )
+    x0, x1 = overview["layout"]["xaxis"]["range"]
+    assert x0 < x1  # the overview drawn at the finding's range

@@ -80,12 +80,13 @@ def _detail_window(loaded) -> tuple[int, int]:
         default = (0, min(last, 3))
         if anat is not None and anat.layers.layers and anat.median_step is not None:
             default = (anat.median_step, anat.median_step)  # open on the step drawn as layers
+        key = f"detail_steps_{loaded.answer_id}"
         first_row, last_row = st.slider(
             "Steps drawn at kernel level",
             0,
             last,
-            default,
-            key=f"detail_steps_{loaded.answer_id}",
+            None if key in st.session_state else default,  # a finding's Zoom may have set it
+            key=key,
             help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
             "The step the anatomy reads (the median decode step, else the median of the main kind) is also drawn "
             "as layers when it is in the range.",
@@ -97,12 +98,13 @@ def _detail_window(loaded) -> tuple[int, int]:
     origin = loaded.analysis.time_origin_ns
     span_ms = max(float((ts[-1] - origin) / 1e6), 0.001)
     default_end = float((ts[min(len(ts) - 1, timeline.DETAIL_EVENT_BUDGET)] - origin) / 1e6)
+    key = f"detail_ms_{loaded.answer_id}"
     lo_ms, hi_ms = st.slider(
         "Time window drawn at kernel level (ms)",
         0.0,
         span_ms,
-        (0.0, max(default_end, span_ms / 1000)),
-        key=f"detail_ms_{loaded.answer_id}",
+        None if key in st.session_state else (0.0, max(default_end, span_ms / 1000)),
+        key=key,
     )
     return origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6) + 1
 
