@@ -301,12 +301,14 @@ def _with_metadata(raw: bytes, meta: str) -> bytes:
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
-    table = ipc.open_file(pa.py_buffer(raw)).read_all()
+    from trace_cache.entry_seal import sealed, unsealed
+
+    table = ipc.open_file(unsealed(pa.py_buffer(raw))).read_all()
     table = table.replace_schema_metadata({b"stepscope": meta.encode("utf-8", "surrogatepass")})
     sink = pa.BufferOutputStream()
     with ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return sealed(sink.getvalue().to_pybytes())  # whoever can write the cache can seal too: the metadata is judged
 
 
 def check_cache_damage(damage: tuple[str, str, object]) -> int:

@@ -144,6 +144,23 @@ def test_garbage_entry_is_rebuilt(store, trace):
     _assert_same(load_trace(trace), timelines.load_trace_cached(trace, store=store))
 
 
+def test_a_changed_value_in_an_entry_is_a_miss(store, trace):
+    """A flipped byte inside a column (a timestamp, not a dictionary code or an offset) passes Arrow's validation:
+    the entry's seal makes it a miss, so the answer is the file's, never the damaged entry's."""
+    fresh = load_trace(trace)
+    timelines.load_trace_cached(trace, store=store)
+    (entry,) = (store.root / "timelines").iterdir()
+    data = bytearray(entry.read_bytes())
+    ts = fresh.events["ts"].to_numpy()
+    needle = ts[len(ts) // 2].tobytes()  # int64, little-endian, as Arrow stores it
+    at = data.find(needle)
+    assert at > 0
+    data[at] ^= 0x01  # the timestamp moves by 1 ns: still a valid Arrow file
+    entry.write_bytes(bytes(data))
+    assert timelines.load_timeline(store, keys.hash_file(trace)) is None
+    _assert_same(fresh, timelines.load_trace_cached(trace, store=store))
+
+
 def test_parser_version_bump_is_a_miss(store, trace, monkeypatch):
     timelines.load_trace_cached(trace, store=store)
     monkeypatch.setattr(keys, "PARSER_VERSION", keys.PARSER_VERSION + 1)

@@ -11,7 +11,7 @@ may change on its own, so it is read fresh each time (it is small).
 
 A Timeline with a memory table (parsers.memory_table) has a second table of another length: the entry is then the
 events' IPC file, the memory table's IPC file, the offset of the second and a 16-byte trailer, and both are mapped
-back from the one file (see _entry_tables).
+back from the one file (see _entry_tables). Every entry ends with a seal (entry_seal): a changed byte is a miss.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ..parsers.load import load_trace, parse_trace_bytes, read_trace_file
 from ..parsers.memory_table import MEMORY_COLUMNS
 from ..parsers.split_decode import Progress
 from ..parsers.timeline import DeviceInfo, TraceMeta
+from .entry_seal import seal, unsealed
 from .keys import (
     PARSER_VERSION,
     FileDigest,
@@ -198,6 +199,7 @@ def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: Re
             with ipc.new_file(handle, memory.schema) as writer:
                 writer.write_table(memory)
             handle.write(_OFFSET.pack(start) + _MEMORY_TRAILER)
+        seal(handle)
 
     return store.put("timelines", _entry_name(digest, limits), write) is not None
 
@@ -224,6 +226,8 @@ def _entry_tables(entry: pa.Buffer) -> tuple[pa.Table, pa.Table | None]:
     """(the events table, the memory table or None) of a mapped entry: slices of one buffer, nothing copied."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
+
+    entry = unsealed(entry)  # BrokenSealError (a ValueError) when any byte changed
 
     end = entry.size - len(_MEMORY_TRAILER)
     if end < _OFFSET.size or entry.slice(end).to_pybytes() != _MEMORY_TRAILER:
