@@ -85,13 +85,15 @@ def _verdicts(comparison: Comparison) -> list[str | None]:
     return [verdict(row) for row in comparison.metrics.itertuples(index=False)]
 
 
-def metric_table_rows(comparison: Comparison) -> list[dict]:
+def metric_table_rows(comparison: Comparison, on_gpu: bool = True) -> list[dict]:
     """The Compare page's metric table as text cells (one unit per row, 3 significant digits) with each change's
-    verdict ("better", "worse", "" for neither): the same cells as the markdown and text tables."""
+    verdict ("better", "worse", "" for neither): the same cells as the markdown and text tables. Between two
+    CPU-only traces (`on_gpu` False) the rows a CPU trace cannot have (launches) are left out."""
     return [
         dict(zip(("metric", "A", "B", "B - A", "B / A"), (row.label, *metric_cells(row)), strict=True))
         | {"verdict": verdict(row) or ""}
         for row in comparison.metrics.itertuples(index=False)
+        if on_gpu or not (row.metric in BY_KEY and BY_KEY[row.metric].gpu_only)
     ]
 
 

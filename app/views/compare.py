@@ -145,10 +145,10 @@ def _composition_section(result, name_a: str, name_b: str) -> None:
 VERDICT_COLOR = {"better": "color: #2b8a3e; font-weight: 600", "worse": "color: #c92a2a; font-weight: 600"}
 
 
-def _metric_table(result, name_a: str, name_b: str) -> None:
+def _metric_table(result, name_a: str, name_b: str, on_gpu: bool = True) -> None:
     """The metrics side by side, each row in one unit; a change that is better green, worse red (the registry's
     direction: exporters.compare_formats.metric_table_rows)."""
-    frame = pd.DataFrame(metric_table_rows(result))
+    frame = pd.DataFrame(metric_table_rows(result, on_gpu))
     verdicts = frame.pop("verdict")
     frame = shown_frame(frame).rename(columns={"A": f"A: {plain(name_a)}", "B": f"B: {plain(name_b)}"})
     styled = frame.style.apply(lambda col: [VERDICT_COLOR.get(v, "") for v in verdicts], subset=["B - A", "B / A"])
@@ -180,7 +180,7 @@ def render() -> None:
         with column:
             st.markdown(f"**{tag}: {for_markdown(item.name)}**")
             components.header(item)
-    _metric_table(result, a.name, b.name)
+    _metric_table(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)
 
     _composition_section(result, a.name, b.name)
     _inside_step(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)
