@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import numpy as np
-
 MISSING = "—"
 DIGITS = 3
 
@@ -160,8 +158,10 @@ def format_count(value: float | None) -> str:
     return MISSING if missing(value) else compact(float(value))  # type: ignore[arg-type]
 
 
-def round_sig(values, digits: int = DIGITS) -> np.ndarray:
+def round_sig(values, digits: int = DIGITS):
     """Floats rounded to `digits` significant digits (NaN kept), for tables that must stay numeric and sortable."""
+    import numpy as np  # here, not at the top: the CLI's start-up imports this module and no numpy (test_cli)
+
     x = np.asarray(values, dtype="float64")
     out = x.copy()
     finite = np.isfinite(x) & (x != 0)
