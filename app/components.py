@@ -98,6 +98,8 @@ def downloads(loaded: LoadedTrace, key: str) -> None:
     """Steps and gaps as CSV, the summary (CLI contract minus the step list) as JSON."""
     base = file_base(loaded.name)
     summary = {k: v for k, v in loaded.report.items() if k != "steps"}
+    if loaded.digest:  # which bytes these files come from (the cache's key), out of the first screen
+        st.caption(f"{for_markdown(loaded.name)}: content {loaded.digest[:15]} (sha256 of the file's bytes)")
     left, middle, right = st.columns(3)
     left.download_button(
         "Steps (CSV)",
