@@ -159,6 +159,7 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
     file), or None when that text does not parse as events. Raises SplitNotPossibleError for what only the
     one-process reader handles (invalid UTF-8, values out of range)."""
     from .chrome_trace import _ColumnBuilder  # numpy: after the fork, in each process
+    from .piece_merge import narrow_run, sort_run
 
     tail = None
     try:
@@ -185,6 +186,8 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
             builder.add_batch(events)
         except TraceError:  # a value out of range: the one-process reader says which events, with file offsets
             raise SplitNotPossibleError("a value out of range") from None
+        sort_run(builder.parts)  # each process sorts its own pieces by time: the join is then one pass
+        narrow_run(builder.parts)
     return _Piece(builder, len(events), tail)
 
 
@@ -470,36 +473,37 @@ def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:
 
 
 def _merge_all(ordered: list[_Piece]) -> tuple[_ColumnBuilder, int, object]:
-    """One builder from the pieces' builders, in file order (first labels in the file win, as in one pass)."""
-    from .chrome_trace import _ColumnBuilder
+    """One builder from the pieces' builders, in file order (first labels in the file win, as in one pass): the
+    string tables and counts joined, each piece's frame columns kept as a sorted run (piece_merge) that the
+    builder's frame() joins in one pass."""
+    from .piece_merge import JoinedBuilder
 
-    builder = _ColumnBuilder()
+    builder = JoinedBuilder()
     count = 0
     for piece in ordered:
-        _merge(builder, piece.builder)
+        builder.runs.append(_merge(builder, piece.builder))
         count += piece.count
     for parts in builder.parts.values():
         parts.reverse()  # the builder keeps its batches last-first
     return builder, count, ordered[-1].tail if ordered else None
 
 
-def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder) -> None:
-    """Fold a piece's columns into the builder: remap its string codes and string ids to the builder's."""
+def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder):
+    """Fold a piece's tables into the builder; its frame columns become a Run whose string codes and string ids
+    are mapped to the builder's when the frame is joined (the memory table's columns are appended as they are)."""
     import numpy as np
 
+    from .piece_merge import FRAME_COLUMNS, Run, in_memory
+
     columns = {c: (v[0] if len(v) == 1 else np.concatenate(v[::-1])) for c, v in piece.parts.items() if v}
+    remaps = {}
     for col, attribute in _CODE_TABLES:  # string codes: the piece's table -> the builder's
         own, table = getattr(piece, attribute), getattr(builder, attribute)
-        remap = np.fromiter((table.setdefault(s, len(table)) for s in own), np.int64, len(own))
-        if col in columns and len(columns[col]):
-            columns[col] = remap[columns[col]]
+        remaps[col] = np.fromiter((table.setdefault(s, len(table)) for s in own), np.int64, len(own))
     id_map = {
         piece_id: builder.string_ids.setdefault(label, -(1 << 40) - len(builder.string_ids))
         for label, piece_id in piece.string_ids.items()
     }
-    for col in ("pid", "tid"):
-        if col in columns:
-            columns[col] = _remap_ids(columns[col], id_map)
     # Pieces come in file order: labels already set by an earlier piece win, as in the one-process reader.
     for p, name in piece.process_names.items():
         builder.process_names.setdefault(id_map.get(p, p), name)
@@ -513,20 +517,12 @@ def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder) -> None:
     builder.invalid_utf8 += piece.invalid_utf8
     builder.wide_ids += piece.wide_ids
     for col, array in columns.items():
-        builder.parts[col].append(array)
-
-
-def _remap_ids(values: np.ndarray, id_map: dict[int, int]) -> np.ndarray:
-    import numpy as np
-
+        if col not in FRAME_COLUMNS:
+            builder.parts[col].append(array)
+    frame = {c: columns[c] for c in FRAME_COLUMNS if c in columns}
+    rows = len(frame["ts"]) if "ts" in frame else 0
     changed = {k: v for k, v in id_map.items() if k != v}
-    if not changed or not len(values):
-        return values
-    keys = np.array(sorted(changed), dtype=np.int64)
-    targets = np.array([changed[k] for k in keys.tolist()], dtype=np.int64)
-    pos = np.clip(np.searchsorted(keys, values), 0, len(keys) - 1)
-    hit = keys[pos] == values
-    return np.where(hit, targets[pos], values)
+    return Run(rows, in_memory(frame), remaps, changed)
 
 
 def _stop(pid: int, queue_read: int) -> None:
@@ -551,18 +547,15 @@ def _piece_header(index: int, piece: _Piece) -> tuple[dict, dict[str, np.ndarray
     import numpy as np
 
     b = piece.builder
-    columns = {
-        c: np.ascontiguousarray(v[0] if len(v) == 1 else np.concatenate(v[::-1]), dtype=np.int64)
-        for c, v in b.parts.items()
-        if v
-    }
+    parts = b.parts.items()
+    columns = {c: np.ascontiguousarray(v[0] if len(v) == 1 else np.concatenate(v[::-1])) for c, v in parts if v}
     header = {
         "index": index,
         "parsed": True,
         "count": piece.count,
         "tail": msgspec.json.encode(piece.tail) if piece.tail is not None else None,
         "duration_events": b.duration_events,
-        "columns": [[c, len(a)] for c, a in columns.items()],
+        "columns": [[c, len(a), a.dtype.str] for c, a in columns.items()],
         "kinds": list(b.kinds),
         "names": list(b.names),
         "dims": list(b.dims),
