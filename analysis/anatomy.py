@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 from .activity import Activity, derive_activity
+from .annotations import engine_batch
 from .categories import (
     CATEGORIES,
     GENERIC,
@@ -32,11 +33,12 @@ from .event_rows import kind_mask, take_rows
 from .host_work import HostWork, host_work
 from .layers import LayerResult, detect_layers
 from .model import Analysis, Finding
-from .roofline.accounting import decode_cost
+from .roofline.accounting import expert_weight_bytes, kv_read_tokens, layer_weight_bytes
 from .roofline.gpus import match_gpu
 from .roofline.hardware import Hardware
 from .roofline.model_config import ModelShape
 from .roofline.sources import timeline_device
+from .step_figures import main_kind
 from .steps import _place
 
 ROOFLINE_CATEGORIES = ("gemm", "attention")  # the ones a model config gives bytes for
@@ -54,6 +56,7 @@ class Anatomy:
     roofline: dict  # per-category roofline of the median step, or {"status": why not}
     notes: tuple[str, ...] = field(default_factory=tuple)
     hardware: Hardware | None = None  # the device the roofline reads bandwidth from (matched from the trace or given)
+    role: str = ""  # which step median_step is, in words ("step 3, the only mixed step"): analysis.anatomy.step_role
 
     def steps_json(self, n_steps: int) -> list[dict[str, dict[str, float]]]:
         """`step_json` of every step 0..n_steps-1 in one pass (the CLI JSON's per-step `categories`)."""
@@ -87,6 +90,10 @@ class Anatomy:
         return self.step_json(self.median_step) if self.median_step is not None else {}
 
     def findings(self) -> tuple[Finding, ...]:
+        """What the step spends its time on (category_findings) and the per-category roofline's finding."""
+        return category_findings(self) + self._roofline_findings()
+
+    def _roofline_findings(self) -> tuple[Finding, ...]:
         """The per-category roofline's finding: the category furthest below its roofline."""
         roof = self.roofline
         if roof.get("status") != "ok" or not roof.get("finding"):
@@ -107,13 +114,14 @@ class Anatomy:
                     "achieved_gb_s": worst["achieved_gb_s"],
                     "pct_of_roofline": worst["pct_of_roofline"],
                 },
+                cost_us=max(float(worst["time_us"]) - float(worst["floor_us"]), 0.0),  # in this one step
             ),
         )
 
     def summary(self) -> dict:
         """The `summary.anatomy` object for the CLI JSON."""
         unit = "kernels" if self.on_gpu else "host ops"
-        out = {"step": self.median_step, "step_kind": self.median_kind, "unit": unit}
+        out = {"step": self.median_step, "step_kind": self.median_kind, "step_role": self.role, "unit": unit}
         out.update(self.layers.as_dict())
         out["categories"] = self.median_categories()
         out["roofline"] = self.roofline
@@ -172,12 +180,13 @@ def anatomy(
     median = median_step(analysis)
     kind = str(steps["kind"].iloc[median]) if median is not None else None
     if median is not None and kind != "decode":
-        notes.append(f"no decode step: layers are read from the {kind} step with the most work")
+        notes.append(f"no decode step: categories and layers are read from {step_role(steps, median)}")
     layers = _layers_of(work, median, on_gpu)
     if hardware is None and on_gpu:
         hardware = match_gpu(*timeline_device(timeline))
     roofline = category_roofline(step_categories, steps, median, model, hardware)
-    return Anatomy(on_gpu, work, step_categories, median, kind, layers, roofline, tuple(notes), hardware)
+    role = step_role(steps, median)
+    return Anatomy(on_gpu, work, step_categories, median, kind, layers, roofline, tuple(notes), hardware, role)
 
 
 def with_anatomy(
@@ -208,8 +217,69 @@ def with_category_roofline(analysis: Analysis, model: ModelShape | None, hardwar
 
 
 def _joined(findings: tuple[Finding, ...], anat: Anatomy) -> tuple[Finding, ...]:
-    own = {f.id for f in anat.findings()} | {"category-roofline"}
+    own = {f.id for f in anat.findings()} | {"category-roofline", "category-share", "category-dominant"}
     return tuple(f for f in findings if f.id not in own) + anat.findings()
+
+
+FUSABLE = ("elementwise", "norm", "rotary")  # small memory-bound kernels that fusion removes
+FUSABLE_SHARE_SHOWN = 0.30  # their share of a step's kernel time above which it is a finding
+DOMINANT_SHARE = 0.50  # one category above this share of a step's kernel time sets the step's time
+_DOMINANT_ADVICE = {
+    "gemm": "the weight GEMMs set the step's time: compare them with their roofline (--model) and check the "
+    "GEMM backend's tuning for these shapes",
+    "moe": "the expert GEMMs set the step's time: check the fused-MoE kernel's tuning for this batch and how evenly "
+    "tokens spread over the experts",
+    "attention": "attention sets the step's time: long contexts or an unfused attention backend (check the backend "
+    "and the KV cache's dtype)",
+    "communication": "collectives set the step's time: overlap them with compute or use fewer ranks",
+    "sampling": "sampling sets the step's time: keep it on the GPU and fused (top-k/top-p kernels)",
+}
+
+
+def category_findings(anat: Anatomy) -> tuple[Finding, ...]:
+    """What the anatomy's step spends its kernel (host-op) time on, when one part says what to change: small
+    memory-bound kernels (elementwise, norm, rotary) above FUSABLE_SHARE_SHOWN of it, or a single category above
+    DOMINANT_SHARE. Priced by that time summed over every step of the same kind."""
+    cats = anat.median_categories()
+    total = sum(c["time_us"] for c in cats.values())
+    if anat.median_step is None or total <= 0:
+        return ()
+    unit = "kernel" if anat.on_gpu else "host-op"
+    of_kind = anat.step_categories[anat.step_categories["kind"] == anat.median_kind]
+    kind_us = of_kind.groupby("category", observed=True)["time_ns"].sum() / 1e3
+    out: list[Finding] = []
+    fusable = {c: cats[c]["time_us"] for c in FUSABLE if c in cats and cats[c]["time_us"] > 0}
+    share = sum(fusable.values()) / total
+    if share >= FUSABLE_SHARE_SHOWN:
+        parts = ", ".join(f"{c} {t / 1e3:,.2f} ms ({t / total:.0%})" for c, t in fusable.items())
+        names = ", ".join(fusable)
+        out.append(
+            Finding(
+                "category-share",
+                "warn" if share >= 0.5 else "info",
+                f"{share:.0%} of the {anat.median_kind} step's {unit} time is {names}",
+                f"In {anat.role}: {parts} of {total / 1e3:,.2f} ms. These are small memory-bound kernels that "
+                "fusion removes: torch.compile, or fused RMSNorm, rotary and SiLU-and-multiply kernels (the "
+                "inference engines' own).",
+                {"share": share, "time_us": sum(fusable.values()), "step_time_us": total},
+                cost_us=float(sum(kind_us.get(c, 0.0) for c in fusable)),
+            )
+        )
+    top, top_us = max(cats.items(), key=lambda kv: kv[1]["time_us"])[0], max(c["time_us"] for c in cats.values())
+    if top_us / total >= DOMINANT_SHARE and top not in FUSABLE:
+        advice = _DOMINANT_ADVICE.get(top, f"{top} kernels set the step's time")
+        out.append(
+            Finding(
+                "category-dominant",
+                "info",
+                f"{top} takes {top_us / total:.0%} of the {anat.median_kind} step's {unit} time",
+                f"In {anat.role}: {top} {top_us / 1e3:,.2f} ms of {total / 1e3:,.2f} ms ({cats[top]['kernels']} "
+                f"{unit}s): {advice}.",
+                {"share": top_us / total, "time_us": top_us, "step_time_us": total},
+                cost_us=float(kind_us.get(top, 0.0)),
+            )
+        )
+    return tuple(out)
 
 
 def _refine_by_module(ev: pd.DataFrame, category: pd.Categorical, rules: tuple[Rule, ...]) -> tuple:
@@ -281,20 +351,30 @@ def _per_step(work: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def median_step(analysis: Analysis) -> int | None:
-    """The decode step (outliers left out) whose span is the median; without decode steps, the
-    step with the most kernels."""
+    """The step of the main kind (decode when there is decode, else mixed, verify, prefill: analysis.step_figures),
+    outliers left out, whose span is the median: the step the per-step figures describe."""
     steps = analysis.steps
-    if steps.empty:
-        return None
-    decode = (steps["kind"] == "decode").to_numpy()
+    kind = main_kind(steps)
+    if kind is None:
+        return int(np.argmax(steps["kernels"].to_numpy())) if len(steps) else None
+    of_kind = (steps["kind"] == kind).to_numpy()
     if "outlier" in steps:
-        kept = decode & ~steps["outlier"].to_numpy(dtype=bool)
-        decode = kept if kept.any() else decode
-    if decode.any():
-        rows = np.flatnonzero(decode)
-        span = (steps["end_ns"] - steps["start_ns"]).to_numpy()[rows]
-        return int(rows[np.argsort(span, kind="stable")[(len(rows) - 1) // 2]])
-    return int(np.argmax(steps["kernels"].to_numpy()))
+        kept = of_kind & ~steps["outlier"].to_numpy(dtype=bool)
+        of_kind = kept if kept.any() else of_kind
+    rows = np.flatnonzero(of_kind)
+    span = (steps["end_ns"] - steps["start_ns"]).to_numpy()[rows]
+    return int(rows[np.argsort(span, kind="stable")[(len(rows) - 1) // 2]])
+
+
+def step_role(steps: pd.DataFrame, row: int | None) -> str:
+    """Which step the anatomy read, in words for captions: "step 12, the median decode step (of 31)"."""
+    if row is None:
+        return "no step"
+    kind = str(steps["kind"].iloc[row])
+    count = int((steps["kind"] == kind).sum())
+    if count == 1:
+        return f"step {row}, the only {kind} step"
+    return f"step {row}, the median {kind} step (of {count})"
 
 
 def _layers_of(work: pd.DataFrame, step: int | None, on_gpu: bool) -> LayerResult:
@@ -328,10 +408,13 @@ def category_roofline(
     model: ModelShape | None,
     hardware: Hardware | None,
 ) -> dict:
-    """Bytes each category must move in the median decode step against its measured time.
+    """Bytes each category must move in the anatomy's step against its measured time.
 
-    gemm: every layer's weights plus lm_head, read once per step; attention: the KV cache of the
-    step's context. Whatever is neither is shown as overhead (time with no byte floor here).
+    gemm: every layer's weights (an MoE model's routed experts apart) plus lm_head, read once per step; moe (an
+    MoE model): the routed experts the step's tokens reach (analysis.roofline.accounting.touched_experts);
+    attention: the KV cache the step reads. Batch and context come from the engine's annotation where it states
+    them (vLLM), else from the token counts of the request's earlier steps (decode steps only). Whatever is in
+    none of these categories is shown as overhead (time with no byte floor here).
     """
     if row is None:
         return {"status": "no step to read"}
@@ -339,42 +422,31 @@ def category_roofline(
         return {"status": "needs a model (run.json beside the trace, the app's picker or --model PRESET)"}
     if hardware is None:
         return {"status": "needs the device's memory bandwidth (device not in the GPU table)"}
-    if steps["kind"].iloc[row] != "decode":
-        return {"status": "the per-category roofline is for decode steps; this trace has none"}
-    context = step_context(steps, row)
-    batch = steps["batch"].iloc[row]
-    batch = int(batch) if not pd.isna(batch) else 1
-    if context is None:
-        return {"status": "needs the step's context length (token counts of earlier steps unknown)"}
-    cost = decode_cost(model, context=max(context, 0), batch=batch)
+    shape = _step_shape(steps, row, model)
+    if isinstance(shape, str):
+        return {"status": shape}
+    sequences, tokens, context, kv_read, source = shape
+    kv_token = model.kv_elements_per_token_layer * model.dtype_bytes
+    experts = expert_weight_bytes(model, tokens)
+    head = (model.embedding_params + model.hidden) * model.dtype_bytes
     floor_bytes = {
-        "gemm": cost.layers * model.layer_matrix_params * model.dtype_bytes + cost.head_weight_bytes,
-        "attention": cost.kv_read_bytes,
+        # the layers' matrices (norms and biases are not GEMM work), lm_head's too
+        "gemm": layer_weight_bytes(model, tokens)
+        - experts
+        - model.layers * model.layer_small_params * model.dtype_bytes
+        + head,
+        "attention": model.layers * kv_read * kv_token,
     }
+    categories = ROOFLINE_CATEGORIES
+    if model.is_moe:
+        floor_bytes["moe"] = experts
+        categories = (*ROOFLINE_CATEGORIES, "moe")
     groups = _gemm_groups(model)
     mine = step_categories[step_categories["step"] == row]
     time_ns = dict(zip(mine["category"].astype(str), mine["time_ns"], strict=True))
     bw = hardware.memory_bytes_per_s
-    rows = []
-    for cat in ROOFLINE_CATEGORIES:
-        t = float(time_ns.get(cat, 0))
-        b = float(floor_bytes[cat])
-        floor_us = b / bw * 1e6
-        rows.append(
-            {
-                "category": cat,
-                "bytes": int(b),
-                "time_us": t / 1e3,
-                "floor_us": floor_us,
-                "achieved_gb_s": (b / (t / 1e9) / 1e9) if t > 0 else None,
-                "pct_of_roofline": (100.0 * floor_us / (t / 1e3)) if t > 0 else None,
-            }
-        )
-        if rows[-1]["pct_of_roofline"] is not None and rows[-1]["pct_of_roofline"] > 100:
-            rows[-1]["note"] = (
-                f"faster than {bw / 1e9:.0f} GB/s allows: the bytes came from cache, or the bandwidth figure is low"
-            )
-    overhead = {c: float(t) / 1e3 for c, t in time_ns.items() if c not in ROOFLINE_CATEGORIES and t > 0}
+    rows = [_category_row(cat, float(time_ns.get(cat, 0)), float(floor_bytes[cat]), bw) for cat in categories]
+    overhead = {c: float(t) / 1e3 for c, t in time_ns.items() if c not in categories and t > 0}
     measured = [r for r in rows if r["pct_of_roofline"] is not None]
     finding = None
     if measured:
@@ -390,13 +462,52 @@ def category_roofline(
         "hardware": hardware.name,
         "memory_gb_s": bw / 1e9,
         "context": context,
-        "batch": batch,
+        "batch": sequences,
+        "tokens": tokens,
+        "source": source,
         "categories": rows,
         "gemm_groups_bytes": groups,
         "overhead_us": overhead,
         "overhead_total_us": sum(overhead.values()),
         "finding": finding,
     }
+
+
+def _step_shape(steps: pd.DataFrame, row: int, model: ModelShape) -> tuple | str:
+    """(sequences, new tokens, cached tokens per sequence, cached tokens read per layer over the batch, source)
+    of a step, or why they are unknown."""
+    label = str(steps["label"].iloc[row]) if "label" in steps else ""
+    stated = engine_batch(label)
+    if stated is not None and stated.sequences >= 1 and stated.tokens >= 1:
+        context = round(max(stated.kv_tokens - stated.tokens, 0) / stated.sequences)
+        read = stated.sequences * kv_read_tokens(model, context)
+        return stated.sequences, stated.tokens, context, read, "engine annotation"
+    if steps["kind"].iloc[row] != "decode":
+        return "the per-category roofline needs a decode step, or an engine annotation that states the batch"
+    context = step_context(steps, row)
+    if context is None:
+        return "needs the step's context length (token counts of earlier steps unknown)"
+    batch = steps["batch"].iloc[row]
+    batch = int(batch) if not pd.isna(batch) else 1
+    context = max(context, 0)
+    return batch, batch, context, batch * kv_read_tokens(model, context), "earlier steps' token counts"
+
+
+def _category_row(category: str, time_ns: float, floor: float, bandwidth: float) -> dict:
+    floor_us = floor / bandwidth * 1e6
+    out = {
+        "category": category,
+        "bytes": int(floor),
+        "time_us": time_ns / 1e3,
+        "floor_us": floor_us,
+        "achieved_gb_s": (floor / (time_ns / 1e9) / 1e9) if time_ns > 0 else None,
+        "pct_of_roofline": (100.0 * floor_us / (time_ns / 1e3)) if time_ns > 0 else None,
+    }
+    if out["pct_of_roofline"] is not None and out["pct_of_roofline"] > 100:
+        out["note"] = (
+            f"faster than {bandwidth / 1e9:.0f} GB/s allows: the bytes came from cache, or the bandwidth figure is low"
+        )
+    return out
 
 
 def _gemm_groups(model: ModelShape) -> dict[str, int]:

@@ -136,3 +136,54 @@ def oversized_step_warnings(names) -> list[str]:
     if not bad:
         return []
     return [f"{len(bad)} step annotations with numbers too large to be counts ignored, e.g. {bad[0][:80]!r}"]
+
+
+class EngineBatch(NamedTuple):
+    """A forward's batch as vLLM's annotation states it: `execute_N_context_C(sq.sk.sqsq.sqsk.)_generation_G(...)`
+    gives, per part (C prefilling sequences, G decoding ones), the sums over its sequences of the query tokens
+    (sq), the KV tokens after the step (sk, the new ones included), of sq^2 and of sq x sk."""
+
+    prefill_sequences: int
+    prefill_tokens: int
+    prefill_kv_tokens: int
+    prefill_pairs: float  # (query, key) pairs of the prefill chunks, causal
+    decode_sequences: int
+    decode_tokens: int
+    decode_kv_tokens: int
+
+    @property
+    def sequences(self) -> int:
+        return self.prefill_sequences + self.decode_sequences
+
+    @property
+    def tokens(self) -> int:
+        return self.prefill_tokens + self.decode_tokens
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.prefill_kv_tokens + self.decode_kv_tokens
+
+    @property
+    def pairs(self) -> float:
+        return self.prefill_pairs + self.decode_kv_tokens  # a decode token attends to its sequence's whole cache
+
+
+_VLLM_SUMS = re.compile(r"^sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)$")
+_VLLM_PARTS = re.compile(r"context_(?P<c>\d+)\((?P<cd>[^)]*)\)_generation_(?P<g>\d+)\((?P<gd>[^)]*)\)")
+
+
+def engine_batch(label: str) -> EngineBatch | None:
+    """The batch a vLLM step annotation states (EngineBatch), None when the label does not carry the sums (an
+    older vLLM form, another engine, a bounded-number check failing)."""
+    if not label.startswith("execute_") or has_oversized_number(label):
+        return None
+    m = _VLLM_PARTS.search(label)
+    if m is None:
+        return None
+    ctx, gen = _VLLM_SUMS.match(m["cd"]), _VLLM_SUMS.match(m["gd"])
+    if ctx is None or gen is None:
+        return None
+    c_sq, c_sk, c_sqsq, c_sqsk = (int(v) for v in ctx.groups())
+    g_sq, g_sk = int(gen.group(1)), int(gen.group(2))
+    # causal pairs of a chunk of q new tokens after c cached: q*c + q(q+1)/2 = q*k - q^2/2 + q/2, summed
+    return EngineBatch(int(m["c"]), c_sq, c_sk, c_sqsk - c_sqsq / 2 + c_sq / 2, int(m["g"]), g_sq, g_sk)

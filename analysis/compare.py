@@ -13,9 +13,11 @@ import numpy as np
 import pandas as pd
 
 from .anatomy_compare import anatomy_phrase, compare_anatomy
+from .compare_warnings import pair_warnings
 from .composition import composition_table
 from .metrics import COMPARED, Metric, metric
 from .model import Analysis
+from .op_diff import op_diff
 from .summary import Summary
 
 # the headline metrics, then the compared ones where either trace has them, in the registry's order
@@ -46,6 +48,9 @@ class Comparison:
     layers: dict = field(default_factory=dict)  # {"a": layer figures, "b": ...} (analysis.layers.LayerResult.as_dict)
     # what the batches held (COMPOSITION_COLUMNS: sequences per decode step, steps by kind, requests), A against B
     composition: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COMPOSITION_COLUMNS)))
+    # what makes the pair not like for like (analysis.compare_warnings); () when the pair is comparable
+    warnings: tuple[str, ...] = ()
+    op_diff: dict = field(default_factory=dict)  # kernels by short name per step (analysis.op_diff)
 
     def anatomy_json(self) -> dict:
         """The compare JSON's `categories` and `layers` keys (null ratios where A has no time)."""
@@ -78,18 +83,38 @@ def compare(a: Analysis, b: Analysis, label_a: str = "A", label_b: str = "B") ->
             continue  # a figure neither trace has (memory without memory events): no row of n/a
         ratio = vb / va if va and not math.isnan(va) else math.nan
         rows.append((m.key, m.label_for(on_gpu), m.unit, va, vb, vb - va, ratio))
-    metrics = pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
-    sentence = _sentence(metrics, label_a, label_b)
+    metrics = _without_repeats(pd.DataFrame(rows, columns=list(METRIC_COLUMNS)))
+    warnings = tuple(pair_warnings(a, b))
+    diff = op_diff(a, b)
     batches = compare_composition(a, b)
-    sentence = _with_composition_phrase(sentence, batches)
     if a.anatomy is None or b.anatomy is None:
-        return Comparison(label_a, label_b, metrics, sentence, composition=batches)
+        sentence = _with_composition_phrase(_sentence(metrics, label_a, label_b, warnings=warnings), batches)
+        return Comparison(label_a, label_b, metrics, sentence, composition=batches, warnings=warnings, op_diff=diff)
     inside = compare_anatomy(a.anatomy, b.anatomy)
     categories = pd.DataFrame(inside["categories"], columns=list(CATEGORY_COLUMNS)).astype({"ratio": float})
+    sentence = _with_composition_phrase(_sentence(metrics, label_a, label_b, categories, warnings), batches)
     phrase = anatomy_phrase(inside)
     if phrase:  # "...; elementwise time fell 40%; gemm unchanged."
-        sentence = f"{sentence.removesuffix('.')}; inside the median decode step, {phrase}."
-    return Comparison(label_a, label_b, metrics, sentence, categories, inside["layers"], batches)
+        where = "the median decode step" if a.summary.step_kind == b.summary.step_kind == "decode" else "the step"
+        sentence = f"{sentence.removesuffix('.')}; inside {where}, {phrase}."
+    return Comparison(
+        label_a, label_b, metrics, sentence, categories, inside["layers"], batches, warnings=warnings, op_diff=diff
+    )
+
+
+def _without_repeats(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The table without a per-step row that repeats its decode row exactly (a decode trace's per-step figures
+    are its decode figures): such a row is shown only where it says something the decode row does not."""
+    by_key = metrics.set_index("metric")
+    repeats = []
+    for m in COMPARED_METRICS:
+        twin = m.stand_in
+        if not twin or twin not in by_key.index or m.key not in by_key.index:
+            continue
+        own, other = by_key.loc[m.key, ["a", "b"]], by_key.loc[twin, ["a", "b"]]
+        if own.notna().all() and ((own - other).abs() < 1e-9).all():
+            repeats.append(twin)
+    return metrics[~metrics["metric"].isin(repeats)].reset_index(drop=True)
 
 
 def compare_composition(a: Analysis, b: Analysis) -> pd.DataFrame:
@@ -158,32 +183,109 @@ def _phrase(row: pd.Series) -> str:
     return f"{row['label']} from {_fmt(row['a'], row['unit'])} to {_fmt(row['b'], row['unit'])}"
 
 
-def _speed(ratio: float) -> str:
+def _speed(ratio: float, higher_is_better: bool = False) -> str:
+    """ "(2.0x faster)" from B / A of a time (or of a rate, `higher_is_better`)."""
     if ratio <= 0 or math.isnan(ratio):
         return ""
-    if ratio < 1:
-        return f" ({1 / ratio:.1f}x faster)"
-    return f" ({ratio:.1f}x slower)" if ratio > 1 else " (unchanged)"
+    slower = 1 / ratio if higher_is_better else ratio
+    if slower < 1:
+        return f" ({1 / slower:.1f}x faster)"
+    return f" ({slower:.1f}x slower)" if slower > 1 else " (unchanged)"
 
 
-def _sentence(metrics: pd.DataFrame, label_a: str, label_b: str) -> str:
+# what the sentence can lead with, ITL preferred on a near tie
+END_TO_END = ("itl_p50_ms", "step_ms", "decode_tokens_per_s", "tokens_per_s")
+_NEAR_TIE = 0.05  # |log ratio| within this share of the largest counts as a tie
+SECONDARY = (
+    "launches_per_decode_step",
+    "launches_per_step",
+    "gpu_idle_per_decode_step_us",
+    "gpu_idle_per_step_us",
+    "kernels_per_decode_step",
+    "kernels_per_step",
+    "ttft_ms",
+)
+_SAME_AS = {  # a per-step row says nothing more when its decode row is in the sentence
+    "launches_per_step": "launches_per_decode_step",
+    "gpu_idle_per_step_us": "gpu_idle_per_decode_step_us",
+    "kernels_per_step": "kernels_per_decode_step",
+}
+
+
+def _lead_key(known: pd.DataFrame) -> str | None:
+    """The largest end-to-end change both traces have (ITL p50, step time, tokens/s), else TTFT, else None."""
+    sizes = {
+        k: abs(math.log(known.loc[k, "b"] / known.loc[k, "a"]))
+        for k in END_TO_END
+        if k in known.index and known.loc[k, "a"] > 0 and known.loc[k, "b"] > 0
+    }
+    if sizes:
+        largest = max(sizes.values())
+        return next(k for k in END_TO_END if k in sizes and sizes[k] >= largest * (1 - _NEAR_TIE))
+    return "ttft_ms" if "ttft_ms" in known.index else None
+
+
+def _cause(known: pd.DataFrame, lead_key: str, categories: pd.DataFrame | None) -> tuple[str | None, str | None]:
+    """(the row key or category behind most of a step-time change, its phrase), from the table's own rows."""
+    if lead_key not in END_TO_END or ("step_ms" not in known.index and "itl_p50_ms" not in known.index):
+        return None, None
+    step = known.loc["itl_p50_ms" if "itl_p50_ms" in known.index else "step_ms"]
+    step_delta_us = float(step["delta"]) * 1e3
+    idle_key = next((k for k in ("gpu_idle_per_decode_step_us", "gpu_idle_per_step_us") if k in known.index), None)
+    if not step_delta_us:
+        return None, None
+    if idle_key is not None:
+        idle = known.loc[idle_key]
+        if idle["delta"] * step_delta_us > 0 and abs(idle["delta"]) >= 0.5 * abs(step_delta_us):
+            return idle_key, _phrase(idle)
+    if categories is not None and len(categories):
+        top = categories.loc[categories["delta_us"].abs().idxmax()]
+        if top["delta_us"] * step_delta_us > 0 and abs(top["delta_us"]) >= 0.3 * abs(step_delta_us):
+            return None, f"{top['category']} time from {_fmt(top['a_us'], 'us')} to {_fmt(top['b_us'], 'us')}"
+    return None, None
+
+
+def _sentence(
+    metrics: pd.DataFrame,
+    label_a: str,
+    label_b: str,
+    categories: pd.DataFrame | None = None,
+    warnings: tuple[str, ...] = (),
+) -> str:
+    """One sentence: the largest end-to-end change, what moved it most, the other notable changes; every number
+    is a row of the table (or of the category table); a pair that is not like for like says so first."""
     by_key = metrics.set_index("metric")
     subject = _subject(label_a, label_b)
     known = by_key.dropna(subset=["a", "b"])
-    if "itl_p50_ms" in known.index:
-        lead_key = "itl_p50_ms"
-    elif "ttft_ms" in known.index:
-        lead_key = "ttft_ms"
-    else:
-        return f"No decode steps or prefill in both traces: nothing per token to compare ({label_a} vs {label_b})."
+    lead_key = _lead_key(known)
+    if lead_key is None:
+        return _nothing_to_compare(by_key, label_a, label_b)
     lead = by_key.loc[lead_key]
     verb = "cut" if lead["b"] < lead["a"] else ("raised" if lead["b"] > lead["a"] else "left")
-    parts = [f"{subject} {verb} {_phrase(lead)}{_speed(lead['ratio'])}"]
-    for key in ("launches_per_decode_step", "gpu_idle_per_decode_step_us", "kernels_per_decode_step", "ttft_ms"):
-        if key == lead_key or key not in known.index:
+    higher = metric(lead_key).better == "higher"
+    head = f"{subject} {verb} {_phrase(lead)}{_speed(lead['ratio'], higher)}"
+    cause_key, cause = _cause(known, lead_key, categories)
+    if cause:
+        head += f", mostly {cause}"
+    parts = [head]
+    said = {lead_key, cause_key}
+    for key in SECONDARY:
+        if key in said or _SAME_AS.get(key) in said or key not in known.index:
             continue
         row = known.loc[key]
         base = abs(row["a"]) or abs(row["b"])
         if base and abs(row["delta"]) / base > _NOTABLE_CHANGE:
             parts.append(_phrase(row))
-    return "; ".join(parts) + "."
+            said.add(key)
+    text = "; ".join(parts) + "."
+    if warnings:
+        text = f"Not like for like ({'; '.join(warnings)}). {text}"
+    return text
+
+
+def _nothing_to_compare(by_key: pd.DataFrame, label_a: str, label_b: str) -> str:
+    has = by_key.loc["step_ms", ["a", "b"]].notna() if "step_ms" in by_key.index else pd.Series([False, False])
+    if bool(has.iloc[0]) != bool(has.iloc[1]):
+        only = label_a if bool(has.iloc[0]) else label_b
+        return f"Only {only} has steps: nothing per step to compare ({label_a} vs {label_b})."
+    return f"Neither trace has steps in common figures: nothing per step to compare ({label_a} vs {label_b})."

@@ -8,18 +8,29 @@ import pandas as pd
 from .composition import COSTLY_RATIO, batching_cost
 from .model import Finding
 from .options import AnalysisOptions
+from .step_figures import main_steps
 from .summary import Summary
+
+# A finding is given only when it pays its way (DESIGN.md's finding table)
+SYNC_SHARE_SHOWN = 0.01  # GPU idle behind syncs below this share of the steps is no finding
+LAUNCH_SHARE_SHOWN = 0.05  # launch calls below this share of a step are no finding (they cost nothing to speak of)
+LEAD_SHARE_SHOWN = 0.10  # a lead below this share of the step is no finding
+LEAD_MIN_US = 100.0  # nor one below this
 
 
 def make_findings(
     steps: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, outliers: np.ndarray, options: AnalysisOptions
 ) -> list[Finding]:
+    """Findings on the main kind's steps (decode when there is decode, else mixed, verify, prefill:
+    analysis.step_figures), each priced by the time it accounts for (Finding.cost_us)."""
     out: list[Finding] = []
-    decode = steps[(steps["kind"] == "decode").to_numpy() & ~outliers] if len(steps) else steps
-    if len(decode):
-        out += _host_bound(decode, gaps, summary, options)
-        out += _sync_every_step(decode, summary)
-        out += _launch_overhead(decode, summary)
+    kind, main = main_steps(steps, outliers) if len(steps) else (None, steps)
+    if kind is not None and len(main):
+        lead = gpu_lead(main, kind, summary.on_gpu)
+        out += _host_bound(main, gaps, summary, options, kind, without_lead=bool(lead))
+        out += lead
+        out += _sync_every_step(main, gaps, summary, kind)
+        out += _launch_overhead(main, summary, kind)
     if outliers.any():
         out.append(_outliers(steps, outliers, summary))
     if len(steps):
@@ -47,6 +58,7 @@ def _batching_cost(steps: pd.DataFrame) -> list[Finding]:
             "smaller prefill chunk (token budget per step) spreads the cost; separate prefill and decode workers "
             "remove it.",
             {k: float(v) for k, v in cost.items() if v is not None},
+            cost_us=float(cost["wait_ms"]) * 1e3 * int(cost["mixed_steps"]),  # the mixed steps' time above decode
         )
     ]
 
@@ -78,21 +90,34 @@ def _speculative_itl(summary: Summary) -> list[Finding]:
     return [Finding("speculative-decoding", "info", title, detail, {"verify_step_ms": step_ms})]
 
 
-def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, options: AnalysisOptions) -> list[Finding]:
+def _host_bound(
+    decode: pd.DataFrame,
+    gaps: pd.DataFrame,
+    summary: Summary,
+    options: AnalysisOptions,
+    kind: str = "decode",
+    without_lead: bool = False,
+) -> list[Finding]:
+    """Idle time of the steps; `without_lead`: the lead before their first device work left out (a gpu-lead
+    finding prices it)."""
     span = (decode["end_ns"] - decode["start_ns"]).to_numpy().astype(float)
-    idle_share = float(np.median(decode["gpu_idle_ns"].to_numpy() / np.maximum(span, 1)))
+    lead = decode.get("gpu_lead_ns", 0) if without_lead else 0
+    idle = (decode["gpu_idle_ns"] - lead).to_numpy().astype(float)
+    idle_share = float(np.median(idle / np.maximum(span, 1)))
     if idle_share <= options.host_bound_idle_share:
         return []
-    step_us, idle_us = float(np.median(span) / 1e3), float(decode["gpu_idle_ns"].median() / 1e3)
+    step_us, idle_us = float(np.median(span) / 1e3), float(np.median(idle) / 1e3)
+    cost_us = float(idle.sum() / 1e3)
     if not summary.on_gpu:
         return [
             Finding(
                 "host-overhead",
                 "warn",
-                f"No op runs for {idle_share:.0%} of each decode step",
-                f"Median decode step {step_us:.0f} us, of which {idle_us:.0f} us has no host op running: Python and "
+                f"No op runs for {idle_share:.0%} of each {kind} step",
+                f"Median {kind} step {step_us:.0f} us, of which {idle_us:.0f} us has no host op running: Python and "
                 "dispatch overhead between ops. torch.compile (inductor) fuses ops and removes most of it.",
                 {"idle_share": idle_share, "step_us": step_us, "idle_us": idle_us},
+                cost_us=cost_us,
             )
         ]
     in_decode = gaps[gaps["step"].isin(decode.index)]
@@ -107,8 +132,8 @@ def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, opti
         )
     elif launch_us >= max(sync_us, other_us):
         advice = (
-            f"Capturing the decode step as a CUDA graph (or torch.compile mode='reduce-overhead') could save about "
-            f"{launch_us:.0f} us per token ({launch_us / step_us:.0%} of the step)."
+            f"Capturing the {kind} step as a CUDA graph (or torch.compile mode='reduce-overhead') could save about "
+            f"{launch_us:.0f} us per step ({launch_us / step_us:.0%} of it)."
         )
     elif sync_us >= other_us:
         advice = "Most of it is spent waiting on synchronisation: keep sampling and stop checks on the GPU."
@@ -116,11 +141,13 @@ def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, opti
         advice = "Most of it has no launch or sync behind it: look at the host work between kernels."
     return [
         Finding(
-            "host-bound-decode",
+            f"host-bound-{kind}",
             "critical" if idle_share > 0.5 else "warn",
-            f"Decode is host-bound: the GPU is idle {idle_share:.0%} of each decode step",
-            f"Median decode step {step_us:.0f} us with {idle_us:.0f} us of GPU idle time: {launch_us:.0f} us waiting "
-            f"for the next launch, {sync_us:.0f} us on syncs, {other_us:.0f} us other (medians). {advice}",
+            f"{kind.capitalize()} is host-bound: the GPU is idle {idle_share:.0%} of each {kind} step",
+            f"Median {kind} step {step_us:.0f} us with {idle_us:.0f} us of GPU idle time"
+            + (" after its first kernel: " if without_lead else ": ")
+            + f"{launch_us:.0f} us waiting for the next launch, {sync_us:.0f} us on syncs, {other_us:.0f} us other "
+            f"(medians). {advice}",
             {
                 "idle_share": idle_share,
                 "step_us": step_us,
@@ -129,53 +156,113 @@ def _host_bound(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, opti
                 "sync_idle_us": sync_us,
                 "other_idle_us": other_us,
             },
+            cost_us=cost_us,
         )
     ]
 
 
-def _sync_every_step(decode: pd.DataFrame, summary: Summary) -> list[Finding]:
+def _sync_every_step(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary, kind: str = "decode") -> list[Finding]:
+    """Priced by the idle gaps the syncs cause in those steps (cause "sync")."""
     if not summary.on_gpu:
         return []
     with_sync = int(((decode["d2h_copies"] > 0) | (decode["syncs"] > 0)).sum())
     if with_sync < max(1, 0.9 * len(decode)):
         return []
+    d2h, syncs = decode["d2h_copies"].median(), decode["syncs"].median()
+    waited = gaps[gaps["step"].isin(decode.index) & (gaps["cause"] == "sync")]["dur_ns"] if len(gaps) else gaps
+    cost_us = float(waited.sum() / 1e3) if len(waited) else 0.0
+    span_us = float((decode["end_ns"] - decode["start_ns"]).sum() / 1e3)
+    if cost_us < SYNC_SHARE_SHOWN * span_us:  # the host waits, but the GPU hardly idles for it: no time to win
+        return []
     return [
         Finding(
             "sync-every-step",
             "warn",
-            "A device-to-host copy or synchronize in every decode step",
-            f"{with_sync} of {len(decode)} decode steps copy to the host or synchronize (median "
-            f"{summary.d2h_per_decode_step:.0f} D2H copies, {summary.syncs_per_decode_step:.0f} sync calls per "
-            "step): sampling or stop checks leave the GPU and the host waits each token. Keep sampling and stop "
-            "checks on the GPU and read tokens back asynchronously.",
+            f"A device-to-host copy or synchronize in every {kind} step",
+            f"{with_sync} of {len(decode)} {kind} steps copy to the host or synchronize (median "
+            f"{d2h:.0f} D2H copies, {syncs:.0f} sync calls per step; {cost_us:,.0f} us of GPU idle time while "
+            "the host waited in them): sampling or stop checks leave the GPU and the host waits each token. Keep "
+            "sampling and stop checks on the GPU and read tokens back asynchronously.",
             {"steps_with_sync": with_sync, "decode_steps": len(decode)},
+            cost_us=cost_us,
         )
     ]
 
 
-def _launch_overhead(decode: pd.DataFrame, summary: Summary) -> list[Finding]:
+def _launch_overhead(decode: pd.DataFrame, summary: Summary, kind: str = "decode") -> list[Finding]:
     launches = float(decode["launches"].median())
     mean_call_us = summary.launch_call_mean_us
     if not launches or not mean_call_us:
         return []
     step_us = float((decode["end_ns"] - decode["start_ns"]).median() / 1e3)
-    cost_us = launches * mean_call_us
-    share = cost_us / step_us if step_us else 0.0
+    per_step_us = launches * mean_call_us
+    share = per_step_us / step_us if step_us else 0.0
+    if share < LAUNCH_SHARE_SHOWN:
+        return []
     return [
         Finding(
             "launch-overhead",
             "warn" if share > 0.2 else "info",
-            f"Launch calls take {share:.0%} of each decode step",
-            f"{launches:.0f} launches per decode step x {mean_call_us:.1f} us mean launch call = {cost_us:.0f} us of "
-            f"host time per {step_us:.0f} us step. "
+            f"Launch calls take {share:.0%} of each {kind} step",
+            f"{launches:.0f} launches per {kind} step x {mean_call_us:.1f} us mean launch call = {per_step_us:.0f} us "
+            f"of host time per {step_us:.0f} us step. "
             + (
                 "One graph launch per step would remove nearly all of it."
                 if launches > 10 and not decode["graph_launches"].median()
                 else ""
             ),
-            {"launches": launches, "launch_call_us": mean_call_us, "cost_us": cost_us, "share": share},
+            {"launches": launches, "launch_call_us": mean_call_us, "cost_us": per_step_us, "share": share},
+            cost_us=per_step_us * len(decode),
         )
     ]
+
+
+def gpu_lead(steps: pd.DataFrame, kind: str, on_gpu: bool = True) -> list[Finding]:
+    """The device idle from a step's start to its first work (the lead), when it is a large part of the step:
+    split into the host's time before its first launch call (preparing inputs) and the time from that launch to
+    the first kernel (queued behind earlier work, a slow graph upload or a blocking call)."""
+    if "gpu_lead_ns" not in steps or not len(steps):
+        return []
+    span = (steps["end_ns"] - steps["start_ns"]).to_numpy(dtype=float)
+    lead = steps["gpu_lead_ns"].to_numpy(dtype=float)
+    lead_us, step_us = float(np.median(lead) / 1e3), float(np.median(span) / 1e3)
+    share = float(np.median(lead / np.maximum(span, 1)))
+    if share < LEAD_SHARE_SHOWN or lead_us < LEAD_MIN_US:
+        return []
+    host = steps["lead_host_ns"].to_numpy(dtype=float) if "lead_host_ns" in steps else lead
+    host_us = float(np.median(host) / 1e3)
+    device = "The GPU" if on_gpu else "The first op"
+    each = "each" if len(steps) > 1 else "the"
+    if not on_gpu or host_us >= 0.5 * lead_us:
+        cause = (
+            f"{host_us:,.0f} us of it before the step's first launch call: host preparation (input preparation, "
+            "scheduling, Python) that nothing overlaps. Overlap it with the previous step's GPU work "
+            "(asynchronous scheduling) or move it off the critical path."
+        )
+    else:
+        cause = (
+            f"the host's first launch call comes {host_us:,.0f} us in, then the GPU waits {lead_us - host_us:,.0f} "
+            "us more: the launch was queued behind work issued earlier (on the first step of a trace, work from "
+            "before the profiler started is not recorded), a graph was uploaded on its first replay, or the launch "
+            "blocked."
+        )
+    recorded = "work from before the profiler started" in cause
+    first = " The first step of a trace may lead because of work the profiler did not record." if not recorded else ""
+    first = first if each == "the" else ""
+    return [
+        Finding(
+            f"gpu-lead-{kind}",
+            "warn" if share >= 0.25 else "info",
+            f"{device} starts {_ms(lead_us)} after {each} {kind} step begins ({share:.0%} of it)",
+            f"Median {kind} step {_ms(step_us)}, of which the first {_ms(lead_us)} has no device work: {cause}{first}",
+            {"lead_us": lead_us, "lead_host_us": host_us, "step_us": step_us, "share": share},
+            cost_us=float(lead.sum() / 1e3),
+        )
+    ]
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.1f} ms" if us >= 1000 else f"{us:,.0f} us"
 
 
 def _outliers(steps: pd.DataFrame, outliers: np.ndarray, summary: Summary) -> Finding:
@@ -190,13 +277,16 @@ def _outliers(steps: pd.DataFrame, outliers: np.ndarray, summary: Summary) -> Fi
         f"{summary.decode_step_us or 0:.0f} us): "
         "warm-up, compilation or a stall. They still appear in the step table and timeline.",
         {"outliers": len(rows)},
+        cost_us=float(((rows["end_ns"] - rows["start_ns"]).sum() / 1e3) - len(rows) * (summary.decode_step_us or 0)),
     )
 
 
 def _dominance(summary: Summary) -> list[Finding]:
+    """Which phase sets the time, when both are in the trace (a trace of one phase is 100% that phase: no finding).
+    Priced by the dominant phase's time: where work pays."""
     pre, dec = summary.prefill_ms_total, summary.decode_ms_total
     total = pre + dec
-    if total <= 0:
+    if total <= 0 or not (pre > 0 and dec > 0):
         return []
     if dec >= pre:
         return [
@@ -207,6 +297,7 @@ def _dominance(summary: Summary) -> list[Finding]:
                 f"Prefill {pre:.1f} ms, decode {dec:.1f} ms. ITL drives the user's experience here: cut per-token "
                 "overhead (launches, syncs) and memory traffic per step.",
                 {"prefill_ms": pre, "decode_ms": dec},
+                cost_us=dec * 1e3,
             )
         ]
     return [
@@ -217,5 +308,6 @@ def _dominance(summary: Summary) -> list[Finding]:
             f"Prefill {pre:.1f} ms, decode {dec:.1f} ms. TTFT drives the experience here: prefill is usually compute "
             "bound, so look at GEMM efficiency, attention kernels and prompt caching.",
             {"prefill_ms": pre, "decode_ms": dec},
+            cost_us=pre * 1e3,
         )
     ]

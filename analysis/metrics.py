@@ -29,10 +29,19 @@ class Metric:
     cpu_label: str | None = None  # on CPU-only traces host ops stand in for kernels and "idle" means no op running
     headline: bool = True  # shown as a summary card and compared; False: the JSON and the text report only
     compared: bool = False  # compared (Compare, compare --json, gates) though not a headline card
+    # the metric a card shows instead on a trace whose main step kind is not decode (analysis.step_figures): the
+    # same figure over that kind's steps, so that no card says n/a where the figure exists under another kind
+    stand_in: str | None = None
 
     @property
     def card(self) -> str:
-        return self.card_label or self.label[:1].upper() + self.label[1:]
+        return self.card_for("decode")
+
+    def card_for(self, kind: str | None) -> str:
+        """The card's label, a "{kind}" in it filled with the step kind it describes ("Kernels / mixed step")."""
+        text = self.card_label or self.label[:1].upper() + self.label[1:]
+        kind = kind or "decode"
+        return text.replace("{Kind}", kind[:1].upper() + kind[1:]).replace("{kind}", kind)
 
     def label_for(self, on_gpu: bool) -> str:
         return self.label if on_gpu or self.cpu_label is None else self.cpu_label
@@ -59,9 +68,15 @@ METRICS: tuple[Metric, ...] = (
     Metric("itl_p50_ms", "ITL p50", "ms", "lower", "itl_ms", item="p50"),
     Metric("itl_p90_ms", "ITL p90", "ms", "lower", "itl_ms", item="p90"),
     Metric("itl_p99_ms", "ITL p99", "ms", "lower", "itl_ms", item="p99", headline=False),
-    Metric("decode_tokens_per_s", "decode tokens/s", "tok/s", "higher", "decode_tokens_per_s"),
+    Metric("step_ms", "step time", "ms", "lower", "step_ms", card_label="Step time ({kind})"),
+    Metric("tokens_per_step", "tokens per step", "", None, "tokens_per_step", card_label="Tokens / {kind} step"),
+    Metric("decode_tokens_per_s", "decode tokens/s", "tok/s", "higher", "decode_tokens_per_s", stand_in="tokens_per_s"),
+    Metric("tokens_per_s", "tokens/s", "tok/s", "higher", "tokens_per_s", card_label="{Kind} tokens/s", headline=False),
     Metric("prefill_steps", "prefill steps", "", None, "prefill_steps", headline=False),
-    Metric("decode_steps", "decode steps", "", None, "decode_steps"),
+    Metric("decode_steps", "decode steps", "", None, "decode_steps", stand_in="steps_of_kind"),
+    Metric(
+        "steps_of_kind", "steps of the main kind", "", None, "steps_of_kind", card_label="{Kind} steps", headline=False
+    ),
     Metric(
         "kernels_per_decode_step",
         "kernels per decode step",
@@ -70,6 +85,18 @@ METRICS: tuple[Metric, ...] = (
         "kernels_per_decode_step",
         card_label="Kernels / decode step",
         cpu_label="host ops per decode step",
+        stand_in="kernels_per_step",
+    ),
+    Metric(
+        "kernels_per_step",
+        "kernels per step",
+        "",
+        "lower",
+        "kernels_per_step",
+        card_label="Kernels / {kind} step",
+        cpu_label="host ops per step",
+        headline=False,
+        compared=True,
     ),
     Metric(
         "launches_per_decode_step",
@@ -78,6 +105,17 @@ METRICS: tuple[Metric, ...] = (
         "lower",
         "launches_per_decode_step",
         card_label="Launches / decode step",
+        stand_in="launches_per_step",
+    ),
+    Metric(
+        "launches_per_step",
+        "launches per step",
+        "",
+        "lower",
+        "launches_per_step",
+        card_label="Launches / {kind} step",
+        headline=False,
+        compared=True,
     ),
     Metric("gpu_busy_pct", "GPU busy", "%", None, "gpu_busy_pct", cpu_label="busy (some op running)"),
     Metric(
@@ -88,6 +126,27 @@ METRICS: tuple[Metric, ...] = (
         "gpu_idle_per_decode_step_us",
         card_label="GPU idle / decode step",
         cpu_label="idle per decode step (no op running)",
+        stand_in="gpu_idle_per_step_us",
+    ),
+    Metric(
+        "gpu_idle_per_step_us",
+        "GPU idle per step",
+        "us",
+        "lower",
+        "gpu_idle_per_step_us",
+        card_label="GPU idle / {kind} step",
+        cpu_label="idle per step (no op running)",
+        headline=False,
+        compared=True,
+    ),
+    Metric(
+        "gpu_lead_per_step_us",
+        "GPU lead per step",
+        "us",
+        "lower",
+        "gpu_lead_per_step_us",
+        card_label="GPU lead / {kind} step",
+        cpu_label="idle before a step's first op",
     ),
     Metric(
         "memory_peak_allocated_bytes",
@@ -132,7 +191,18 @@ METRICS: tuple[Metric, ...] = (
 )
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
-COMPARED: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline or m.compared)  # Compare's rows, in order
+COMPARED: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline or m.compared or m.key == "tokens_per_s")
+
+
+def card_metrics(summary: Any) -> list[tuple[Metric, str]]:
+    """The summary cards: (metric shown, its label), one per headline metric in order. On a trace whose main step
+    kind is not decode, a decode figure gives way to its stand-in over that kind's steps (analysis.step_figures)."""
+    kind = summary.get("step_kind") if isinstance(summary, Mapping) else getattr(summary, "step_kind", None)
+    cards = []
+    for m in HEADLINE:
+        shown = BY_KEY[m.stand_in] if m.stand_in and kind not in (None, "decode") else m
+        cards.append((shown, shown.card_for(kind)))
+    return cards
 
 
 def metric(key: str) -> Metric:

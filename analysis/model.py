@@ -54,11 +54,27 @@ class Finding:
     title: str
     detail: str
     evidence: dict[str, float] = field(default_factory=dict)
+    # the time in the trace this finding accounts for (summed over the steps it concerns), None where it has no
+    # time of its own (a comparison of phases, a roofline ratio); the JSON adds it as cost_us and cost_pct
+    cost_us: float | None = None
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    """What ran, as far as the trace says (analysis.trace_facts): Compare warns when two traces differ in them."""
+
+    device: str | None = None
+    device_source: str | None = None  # deviceProperties | run.json | the identification's evidence
+    engine: str | None = None  # vLLM | SGLang | HF transformers | Stepscope collector
+    engine_source: str | None = None  # what decided it
+    world_size: int = 1  # ranks of the torch.distributed job (Kineto's distributedInfo), 1 when not said
 
 
 @dataclass(frozen=True)
 class Analysis:
-    steps: pd.DataFrame  # STEP_COLUMNS + token_ns, graph_launches, itl_ns, outlier (left out of ITL figures)
+    # STEP_COLUMNS + token_ns, graph_launches, gpu_lead_ns, gpu_tail_ns (idle before the first device work and after
+    # the last), lead_host_ns (the lead's part before the first launch call), itl_ns, outlier (left out of ITL)
+    steps: pd.DataFrame
     gaps: pd.DataFrame  # GAP_COLUMNS, ordered by start
     summary: Summary  # headline figures; analysis.report picks the CLI contract's keys from it
     findings: tuple[Finding, ...]
@@ -67,4 +83,5 @@ class Analysis:
     busy_intervals: dict[int, tuple] = field(default_factory=dict)  # device -> (starts_ns, ends_ns) arrays
     time_origin_ns: int = 0  # ts of the trace's first event, for relative plots
     anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)
+    facts: TraceFacts = field(default_factory=TraceFacts)  # device and engine (analysis.trace_facts)
     roofline: RooflineReport | None = None  # expected vs measured per phase, when a model and device are known

@@ -13,6 +13,7 @@ from .composition import with_batch_figures
 from .event_rows import isin_ints, kind_mask
 from .findings import make_findings
 from .gaps import find_gaps
+from .host_calls import long_host_call
 from .host_work import host_work
 from .kernel_names import short_names
 from .memory import with_memory
@@ -22,6 +23,7 @@ from .sanity import check_analysis
 from .step_finding import find_steps
 from .steps import measure_steps
 from .summary import inter_token_latency_ns, outlier_mask, summarize
+from .trace_facts import trace_facts
 
 
 def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
@@ -60,7 +62,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
     gaps = find_gaps(act, busy_by_device, steps, options.gap_threshold_ns)
     summary = summarize(steps, act, busy_all, itl, outliers)
     summary, segmentation = with_batch_figures(summary, segmentation, steps, bounds.attrs.get("request_steps"))
-    findings = make_findings(steps, gaps, summary, outliers, options)
+    findings = make_findings(steps, gaps, summary, outliers, options) + long_host_call(act, busy_all, steps)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
     result = Analysis(
         steps=steps,
@@ -71,6 +73,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
         top_kernels=_top_kernels(act, steps, work_step),
         busy_intervals=busy_by_device,
         time_origin_ns=act.first_ts,
+        facts=trace_facts(timeline),
     )
     if options.anatomy:
         from .anatomy import with_anatomy  # imports analysis.model, like this module

@@ -229,6 +229,8 @@ def analyze_ranks(
     rank_steps = pd.concat(per_rank, ignore_index=True) if per_rank else pd.DataFrame(columns=RANK_STEP_COLUMNS)
     steps = _per_step(rank_steps, run.same_clock)
     findings = _findings(rank_steps, steps, ranks)
+    if steps.empty and len(ranks) >= 2:
+        findings.append(_not_judged(analyses, ranks))
     return RankRun(
         ranks,
         tuple(analyses),
@@ -283,6 +285,19 @@ def _per_step(rs: pd.DataFrame, same_clock: bool) -> pd.DataFrame:
     )
 
 
+def _not_judged(analyses: tuple[Analysis, ...] | list[Analysis], ranks: tuple[int, ...]) -> Finding:
+    """Why no straggler, communication or imbalance verdict can be given: no step lines up across the ranks."""
+    counts = ", ".join(f"rank {r}: {len(a.steps)}" for r, a in zip(ranks, analyses, strict=False))
+    return Finding(
+        "ranks-not-judged",
+        "info",
+        "Could not judge stragglers, communication or imbalance: no step aligns across the ranks",
+        f"Steps found per rank ({counts}): without steps present on every rank there is nothing to compare step by "
+        "step, so no absence of a straggler is claimed. The communication shares are over each rank's whole trace.",
+        {"ranks": float(len(ranks))},
+    )
+
+
 def _findings(rs: pd.DataFrame, steps: pd.DataFrame, ranks: tuple[int, ...]) -> list[Finding]:
     out: list[Finding] = []
     if steps.empty or len(ranks) < 2:
@@ -297,7 +312,7 @@ def _findings(rs: pd.DataFrame, steps: pd.DataFrame, ranks: tuple[int, ...]) -> 
     if top_share >= STRAGGLER_SHARE and excess_pct >= STRAGGLER_MIN_EXCESS_PCT:
         out.append(
             Finding(
-                id="straggler_rank",
+                id="straggler-rank",
                 severity="warn" if top_share >= 0.8 else "info",
                 title=f"Rank {top} is the straggler",
                 detail=(
@@ -318,7 +333,7 @@ def _findings(rs: pd.DataFrame, steps: pd.DataFrame, ranks: tuple[int, ...]) -> 
     if bound.any():
         out.append(
             Finding(
-                id="communication_bound_steps",
+                id="communication-bound-steps",
                 severity="warn" if bound.mean() >= 0.5 else "info",
                 title=f"{int(bound.sum())} of {len(steps)} steps are communication-bound",
                 detail=(
@@ -334,7 +349,7 @@ def _findings(rs: pd.DataFrame, steps: pd.DataFrame, ranks: tuple[int, ...]) -> 
     if imbalance_pct >= IMBALANCE_PCT:
         out.append(
             Finding(
-                id="rank_imbalance",
+                id="rank-imbalance",
                 severity="warn" if imbalance_pct >= 25 else "info",
                 title=f"Ranks are imbalanced by {imbalance_pct:.0f}% of a step",
                 detail=(

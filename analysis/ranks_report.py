@@ -51,7 +51,8 @@ def run_summary(result: RankRun) -> dict:
             "skew_basis": "step ends" if result.same_clock else "step durations",
             "warnings": list(result.warnings),
             "findings": [
-                {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in result.findings
+                {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail, "cost_us": f.cost_us}
+                for f in result.findings
             ],
         }
     )

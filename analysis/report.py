@@ -8,6 +8,7 @@ import math
 import pandas as pd
 
 from ..parsers.timeline import Timeline
+from .activity import busy_union
 from .composition import request_count
 from .model import Analysis
 from .summary import contract_fields
@@ -30,6 +31,9 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
     return {
         "format": timeline.meta.source_format,
         "device": timeline.device_name,
+        "device_source": timeline.device_source[1],  # deviceProperties | run.json | how its properties named it
+        "engine": analysis.facts.engine,
+        "engine_source": analysis.facts.engine_source,
         "events": len(timeline.events),
         "segmentation": {
             "method": analysis.segmentation.method,
@@ -40,10 +44,32 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
         "requests": request_count(analysis.steps),
         "steps": steps,
         "summary": summary,
-        "findings": [
-            {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in analysis.findings
-        ],
+        "findings": [{**_finding(f), **_finding_cost(f, analysis)} for f in analysis.findings],
     }
+
+
+def _finding(f) -> dict:
+    return {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail}
+
+
+def _finding_cost(f, analysis: Analysis) -> dict:
+    """What a finding costs: its time in the trace (us) and that as a share of the time the steps cover (DESIGN.md
+    2026-12-01); null where the finding has no time of its own."""
+    if f.cost_us is None or not math.isfinite(f.cost_us):
+        return {"cost_us": None, "cost_pct": None}
+    covered = steps_covered_us(analysis.steps)
+    return {
+        "cost_us": round(float(f.cost_us), 3),
+        "cost_pct": round(100.0 * f.cost_us / covered, 2) if covered else None,
+    }
+
+
+def steps_covered_us(steps: pd.DataFrame) -> float:
+    """The time the steps cover (their union), in us."""
+    if not len(steps):
+        return 0.0
+    lo, hi = busy_union(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy())
+    return float((hi - lo).sum() / 1e3)
 
 
 def gaps_summary(gaps: pd.DataFrame) -> dict:
@@ -60,6 +86,15 @@ def gaps_summary(gaps: pd.DataFrame) -> dict:
 
 
 def _step(row) -> dict:
+    return {**_step_basics(row), **_step_time_split(row)}
+
+
+def _step_time_split(row) -> dict:
+    """The idle parts before the step's first device work and after its last (DESIGN.md, 2026-12-01)."""
+    return {"gpu_lead_us": row.gpu_lead_ns / 1000.0, "gpu_tail_us": row.gpu_tail_ns / 1000.0}
+
+
+def _step_basics(row) -> dict:
     return {
         "kind": row.kind,
         "request": int(row.request),

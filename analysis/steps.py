@@ -13,7 +13,7 @@ import pandas as pd
 from .activity import Activity, covered_time
 from .model import STEP_COLUMNS
 
-EXTRA_COLUMNS = ("token_ns", "graph_launches")
+EXTRA_COLUMNS = ("token_ns", "graph_launches", "gpu_lead_ns", "gpu_tail_ns", "lead_host_ns")
 
 
 def measure_steps(
@@ -49,11 +49,13 @@ def measure_steps(
     same_request = np.append(b["request"].to_numpy()[1:] == b["request"].to_numpy()[:-1], False)
     end = np.where(same_request, np.append(start[1:], 0), token)
 
-    # Before the trace's first device work the GPU's state is unknown (busy with work the profiler
-    # did not capture, or idle): that time is counted as neither busy nor idle.
-    first_work = int(busy[0][0]) if len(busy[0]) else int(end.max())
-    seen_from = np.minimum(np.maximum(start, first_work), end)
-    busy_ns = covered_time(busy[0], busy[1], seen_from, end)
+    # A step's time adds up: busy + idle = its span, lead and tail being the idle parts before its first
+    # and after its last device work (DESIGN.md, 2026-12-01: time before the trace's first device work is idle).
+    busy_ns = covered_time(busy[0], busy[1], start, end)
+    lead_ns, tail_ns = lead_and_tail(busy[0], busy[1], start, end)
+    # the part of the lead before the step's first launch call: host preparation (the rest: launched, not started)
+    first_launch = _first_launch(launch_step, act.launch_start, n)
+    lead_host_ns = np.where(first_launch >= 0, np.clip(first_launch - start, 0, lead_ns), lead_ns)
     steps = pd.DataFrame(
         {
             "kind": b["kind"].to_numpy(),
@@ -67,16 +69,47 @@ def measure_steps(
             "launches": launches,
             "launch_host_ns": launch_host.astype(np.int64),
             "gpu_busy_ns": busy_ns,
-            "gpu_idle_ns": (end - seen_from) - busy_ns,
+            "gpu_idle_ns": (end - start) - busy_ns,
             "d2h_copies": d2h,
             "syncs": syncs,
             "label": b["label"].to_numpy(),
             **_composition(b),
             "token_ns": token,
             "graph_launches": graph_launches,
+            "gpu_lead_ns": lead_ns,
+            "gpu_tail_ns": tail_ns,
+            "lead_host_ns": lead_host_ns.astype(np.int64),
         }
     )
     return steps[[*STEP_COLUMNS, *EXTRA_COLUMNS]], work_step
+
+
+def lead_and_tail(
+    block_starts: np.ndarray, block_ends: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per window [lo, hi): the idle time before its first busy moment and after its last, given disjoint
+    sorted busy blocks. A window with no busy moment is all lead (tail 0), so lead + tail never exceeds it."""
+    span = np.maximum(hi - lo, 0)
+    if len(block_starts) == 0 or len(lo) == 0:
+        return span.astype(np.int64), np.zeros(len(lo), dtype=np.int64)
+    first = np.searchsorted(block_ends, lo, side="right")  # the first block still running at or after lo
+    has_first = first < len(block_starts)
+    first_start = block_starts[np.minimum(first, len(block_starts) - 1)]
+    seen = has_first & (first_start < hi)
+    lead = np.where(seen, np.clip(first_start - lo, 0, None), span)
+    last = np.searchsorted(block_starts, hi, side="left") - 1  # the last block starting before hi
+    last_end = block_ends[np.maximum(last, 0)]
+    tail = np.where(seen & (last >= 0), np.clip(hi - last_end, 0, None), 0)
+    return lead.astype(np.int64), tail.astype(np.int64)
+
+
+def _first_launch(launch_step: np.ndarray, launch_start: np.ndarray, n: int) -> np.ndarray:
+    """Host time of each step's first launch call, -1 for a step that launched nothing."""
+    none = np.iinfo(np.int64).max
+    first = np.full(n, none, dtype=np.int64)
+    placed = launch_step >= 0
+    np.minimum.at(first, launch_step[placed], launch_start[placed])
+    return np.where(first < none, first, -1)
 
 
 def _attribution_limits(b: pd.DataFrame, act: Activity) -> np.ndarray:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 import pandas as pd
 
-from .activity import Activity, covered_time
+from .activity import Activity, busy_union, covered_time
 from .speculative import speculative_summary
+from .step_figures import step_figures
 
 CONTRACT = {"contract": True}  # field metadata: the field is a key of the CLI JSON's "summary" object
 
@@ -40,6 +41,16 @@ class RooflineSummary:
     decode_bound: str | None = None
     decode_bytes: int | None = None
     decode_flops: int | None = None
+    model: str | None = None  # the model shape's name the figures are for
+    # against the GPU window (a step's first device work to its last) as well as its span; mixed steps (engine
+    # annotations state their batch)
+    prefill_window_pct: float | None = None
+    decode_window_pct: float | None = None
+    mixed_expected_ms: float | None = None
+    mixed_measured_ms: float | None = None
+    mixed_roofline_pct: float | None = None
+    mixed_window_pct: float | None = None
+    mixed_bound: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,18 @@ class Summary:
     verify_steps: int = field(default=0, metadata=CONTRACT)  # target forwards scoring draft tokens
     draft_steps: int = field(default=0, metadata=CONTRACT)  # a draft model's forwards
     speculative: dict | None = field(default=None, metadata=CONTRACT)  # analysis.speculative; None: none in the trace
+    # Per-step figures of the main kind (analysis.step_figures): decode when there is decode, else mixed, verify,
+    # prefill, ...; medians over those steps (ITL outliers left out), tokens/s as their tokens over their time.
+    step_kind: str | None = field(default=None, metadata=CONTRACT)
+    steps_of_kind: int = field(default=0, metadata=CONTRACT)
+    step_ms: float | None = field(default=None, metadata=CONTRACT)
+    tokens_per_step: float | None = field(default=None, metadata=CONTRACT)
+    tokens_per_s: float | None = field(default=None, metadata=CONTRACT)
+    kernels_per_step: float | None = field(default=None, metadata=CONTRACT)
+    launches_per_step: float | None = field(default=None, metadata=CONTRACT)
+    gpu_idle_per_step_us: float | None = field(default=None, metadata=CONTRACT)
+    gpu_lead_per_step_us: float | None = field(default=None, metadata=CONTRACT)  # idle before the first device work
+    gpu_tail_per_step_us: float | None = field(default=None, metadata=CONTRACT)  # idle after the last
 
 
 def contract_fields() -> tuple[str, ...]:
@@ -152,10 +175,7 @@ def summarize(
 
     ttft = _ttft_ms_by_request(steps)
 
-    lo, hi = (int(act.busy_start.min()), int(act.busy_end.max())) if len(act.busy_start) else (0, 0)
-    if len(steps):  # within generation, and never before the first device work (unknown state)
-        lo, hi = max(lo, int(steps["start_ns"].min())), int(steps["end_ns"].max())
-    busy_ns = int(covered_time(busy[0], busy[1], np.array([lo]), np.array([hi]))[0]) if hi > lo else 0
+    busy_pct = busy_share_pct(steps, act, busy)
     d = steps[kept] if len(steps) else steps
 
     def median(col: str, scale: float = 1.0) -> float | None:
@@ -174,7 +194,7 @@ def summarize(
         itl_outliers=int(outliers.sum()),
         decode_tokens_per_s=tokens_per_s,
         decode_rate_from=rate_from,
-        gpu_busy_pct=100.0 * busy_ns / (hi - lo) if hi > lo else None,
+        gpu_busy_pct=busy_pct,
         kernels_per_decode_step=median("kernels"),
         launches_per_decode_step=median("launches"),
         gpu_idle_per_decode_step_us=median("gpu_idle_ns", 1e3),
@@ -186,7 +206,23 @@ def summarize(
         decode_ms_total=float(spans[decode | np.isin(kind, ("verify", "draft"))].sum() / 1e6),  # after prefill
         batch=int(np.median(batch[decode])) if decode.any() and steps["batch"].notna().any() else None,
         on_gpu=bool(act.on_gpu),
+        **step_figures(steps, outliers),
     )
+
+
+def busy_share_pct(steps: pd.DataFrame, act: Activity, busy: tuple[np.ndarray, np.ndarray]) -> float | None:
+    """Busy share of the time the steps cover (their union: busy + idle of every step, DESIGN.md 2026-12-01);
+    without steps, of the device's active window (its first work to its last)."""
+    if len(steps):
+        lo, hi = busy_union(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy())
+    elif len(act.busy_start):
+        lo, hi = np.array([int(act.busy_start.min())]), np.array([int(act.busy_end.max())])
+    else:
+        return None
+    total = int((hi - lo).sum())
+    if total <= 0:
+        return None
+    return 100.0 * int(covered_time(busy[0], busy[1], lo, hi).sum()) / total
 
 
 def _rate(amount: float, seconds: float) -> float | None:

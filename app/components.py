@@ -9,7 +9,7 @@ import json
 
 import streamlit as st
 
-from ..analysis.metrics import HEADLINE
+from ..analysis.metrics import HEADLINE, card_metrics, format_value
 from ..analysis.summary import Summary
 from ..exporters.safe_text import for_markdown
 from . import tables
@@ -20,11 +20,13 @@ SEVERITY_ICON = {"critical": ":material/error:", "warn": ":material/warning:", "
 
 
 def summary_cards(summary: Summary, label_prefix: str = "") -> None:
-    """The headline metrics as st.metric cards, rows of five."""
-    for start in range(0, len(SUMMARY_CARDS), 5):
-        row = SUMMARY_CARDS[start : start + 5]
-        for column, m in zip(st.columns(5), row, strict=False):
-            column.metric(label_prefix + m.card, m.format(m.value(summary)), border=True)
+    """The headline metrics as st.metric cards, rows of five (a stand-in over the main step kind where the
+    trace has no decode steps: analysis.metrics.card_metrics)."""
+    cards = card_metrics(summary)
+    for start in range(0, len(cards), 5):
+        row = cards[start : start + 5]
+        for column, (m, label) in zip(st.columns(5), row, strict=False):
+            column.metric(label_prefix + label, m.format(m.value(summary)), border=True)
     if not summary.on_gpu:
         st.caption("CPU-only trace: host ops stand in for kernels and 'GPU idle' means no op running.")
 
@@ -62,7 +64,7 @@ def findings_list(loaded: LoadedTrace) -> None:
 def finding_alerts(findings) -> None:
     """Each finding as an alert box coloured by severity."""
     for finding in findings:
-        body = f"**{for_markdown(finding.title)}**  \n{for_markdown(finding.detail)}"
+        body = f"**{for_markdown(finding.title)}**  \n{for_markdown(finding.detail)}" + _cost_line(finding)
         icon = SEVERITY_ICON.get(finding.severity)
         if finding.severity == "critical":
             st.error(body, icon=icon)
@@ -70,6 +72,12 @@ def finding_alerts(findings) -> None:
             st.warning(body, icon=icon)
         else:
             st.info(body, icon=icon)
+
+
+def _cost_line(finding) -> str:
+    """The time the finding accounts for (analysis: Finding.cost_us), as the findings' last line."""
+    cost = getattr(finding, "cost_us", None)
+    return f"  \n*Costs {format_value(cost, 'us')} of the trace's step time.*" if cost else ""
 
 
 def file_base(name: str) -> str:

@@ -14,6 +14,8 @@ import os
 import sys
 from pathlib import Path
 
+from ..contracts import settings
+
 LOCAL_ADDRESSES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 ALLOW_REMOTE_ENV = "STEPSCOPE_ALLOW_REMOTE_RUNS"
 MODELS_DIR_ENV = "STEPSCOPE_MODELS_DIR"
@@ -42,7 +44,7 @@ def reachable_beyond_localhost() -> bool:
 
 def remote_runs_allowed() -> bool:
     """Runs and path inputs: always on localhost; beyond it only when the operator set the env var."""
-    return not reachable_beyond_localhost() or os.environ.get(ALLOW_REMOTE_ENV, "") in ("1", "true", "yes")
+    return not reachable_beyond_localhost() or settings.flag(ALLOW_REMOTE_ENV)
 
 
 def warn_if_exposed() -> str | None:
@@ -64,7 +66,7 @@ def warn_if_exposed() -> str | None:
 
 def model_roots() -> list[Path]:
     """Folders a "Local model folder" may be in: STEPSCOPE_MODELS_DIR (os.pathsep-separated), else the home folder."""
-    raw = os.environ.get(MODELS_DIR_ENV)
+    raw = settings.raw(MODELS_DIR_ENV)
     roots = [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()] if raw else [Path.home()]
     return [r.resolve() for r in roots]
 
@@ -80,11 +82,7 @@ def inside_roots(path: str | Path, roots: list[Path]) -> bool:
 
 def run_bound(name: str) -> int:
     env, default = RUN_BOUNDS[name]
-    try:
-        value = int(os.environ.get(env, default))
-    except ValueError:
-        return default
-    return max(1, value)
+    return settings.positive_int(env, default)
 
 
 def run_spec_problem(new_tokens: int, batch: int, prompt_tokens: int, model: str | None) -> str | None:

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contracts import settings
 from ..contracts.safe_read import open_regular
 from ..exporters.safe_text import plain
 
@@ -101,7 +102,7 @@ def configured_logdir(argv: list[str] | None = None) -> Path | None:
             value = argv[i + 1]
         elif arg.startswith("--logdir="):
             value = arg.split("=", 1)[1]
-    value = value or os.environ.get(LOGDIR_ENV)
+    value = value or settings.raw(LOGDIR_ENV)
     if not value:
         return None
     root = Path(value).expanduser().resolve()

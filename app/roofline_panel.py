@@ -29,6 +29,7 @@ from ..analysis.roofline import (
     usable_run_record,
 )
 from ..analysis.roofline.compare import format_bytes
+from ..analysis.roofline.model_source import preset_names
 from ..collectors.presets import DEFAULT_PRESET, PRESETS
 from ..contracts.run_record import RunRecord
 from ..exporters.safe_text import for_markdown
@@ -96,15 +97,16 @@ def _model_picker(loaded: LoadedTrace, default_device: str) -> None:
     """For a trace without run.json: the model it ran, kept in the session's analysis settings, so the answer
     itself (findings, downloads, every page) is read against it."""
     chosen = st.session_state.get(MODEL_KEY) or (None, None)
-    presets = [NO_MODEL, *sorted(PRESETS)]
+    presets = [NO_MODEL, *preset_names()]
     left, right = st.columns([3, 1])
     picked = left.selectbox(
         "Model (no run.json beside this trace)",
         presets,
         index=presets.index(chosen[0]) if chosen[0] in presets else 0,
-        format_func=lambda p: p if p == NO_MODEL else f"{p}: {PRESETS[p].description}",
-        help=f"The model whose bytes and FLOPs set the floor; the presets' shapes (e.g. {DEFAULT_PRESET}). "
-        "Every page then reads traces without a run.json against it.",
+        format_func=_preset_label,
+        help="The model whose bytes and FLOPs set the floor: a family preset (Llama 3, Qwen3, Qwen3-MoE, gpt-oss, "
+        f"DeepSeek-V3, Mistral) or a collectors preset (e.g. {DEFAULT_PRESET}). Every page then reads traces "
+        "without a run.json against it.",
     )
     default_dtype = chosen[1] or ("float32" if default_device == CPU_ROW else "bfloat16")
     dtype = right.selectbox("Dtype", DTYPES, index=DTYPES.index(default_dtype))
@@ -194,6 +196,12 @@ def _flops_text(flops: float) -> str:
     return f"{flops:.3g} FLOP"
 
 
+def _preset_label(name: str) -> str:
+    """A collectors preset with its description; a family preset (analysis.roofline.model_presets) by its name."""
+    preset = PRESETS.get(name)
+    return f"{name}: {preset.description}" if preset is not None else name
+
+
 def phase_table(report: RooflineReport) -> pd.DataFrame:
     """The report's phases as shown: units in the headers, bytes and FLOPs as readable text."""
     p = report.phases
@@ -207,7 +215,10 @@ def phase_table(report: RooflineReport) -> pd.DataFrame:
             "expected ms": p["expected_ms"],
             "measured ms": p["measured_ms"],
             "% of roofline": p["efficiency_pct"],
+            "GPU window ms": p["window_ms"],  # the median step's first device work to its last
+            "% over the window": p["window_efficiency_pct"],
             "binding resource": p["bound"].map(resource),
+            "batch from": p["source"],
             "bytes": p["bytes"].map(format_bytes),
             "FLOPs": p["flops"].map(_flops_text),
         }
@@ -273,6 +284,10 @@ def _phase_table(report: RooflineReport, label: str) -> None:
             "expected ms": st.column_config.NumberColumn(format="%.3f"),
             "measured ms": st.column_config.NumberColumn(format="%.3f"),
             "% of roofline": st.column_config.NumberColumn(format="%.0f%%", help="expected / measured"),
+            "GPU window ms": st.column_config.NumberColumn(
+                format="%.3f", help="the median step's first device work to its last"
+            ),
+            "% over the window": st.column_config.NumberColumn(format="%.0f%%", help="expected / GPU window"),
             "context": st.column_config.NumberColumn(help="cached tokens before the step (mean)"),
         },
     )
@@ -307,7 +322,7 @@ def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None
     anat = loaded.analysis.anatomy
     if anat is None or anat.median_step is None:
         return
-    st.subheader("Roofline per category (median decode step)")
+    st.subheader(f"Roofline per category ({anat.role or 'the median decode step'})")
     if report is None and (anat.roofline or {}).get("status") != "ok":
         st.info(
             "The per-category roofline needs a model and a device: pick the model under Expected vs measured "
@@ -321,8 +336,9 @@ def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None
     st.caption(
         f"{for_markdown(roofline['model'])} on {for_markdown(roofline['hardware'])} at "
         f"{roofline['memory_gb_s']:,.0f} GB/s; step {anat.median_step}, context {roofline['context']} tokens, "
-        f"batch {roofline['batch']}. gemm reads every layer's weights and lm_head once; attention reads the KV "
-        "cache; the rest has no byte floor here and counts as overhead."
+        f"batch {roofline['batch']} (from {for_markdown(roofline.get('source', 'the steps'))}). gemm reads every "
+        "layer's weights and lm_head once; moe the experts the step's tokens reach; attention reads the KV cache; "
+        "the rest has no byte floor here and counts as overhead."
     )
     st.dataframe(
         tables.category_roofline_table(roofline),

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
+
+from ..contracts import settings
 
 TIMING_ENV = "STEPSCOPE_TIMING_LOG"
 
 
 @contextlib.contextmanager
 def stage(name: str):
-    target = os.environ.get(TIMING_ENV)
+    target = settings.raw(TIMING_ENV)
     if not target:
         yield
         return
@@ -52,7 +53,7 @@ class StageTimer:
             return
         name, start = self.current
         self.current = None
-        target = os.environ.get(TIMING_ENV)
+        target = settings.raw(TIMING_ENV)
         if target:
             with contextlib.suppress(OSError), open(target, "a") as log:
                 log.write(json.dumps({"stage": name, "start": start, "end": time.time()}) + "\n")

@@ -6,10 +6,10 @@ A source is named by a stable key ("sample:<folder>", "run:<folder>",
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..contracts import settings
 from ..contracts.run_record import RunRecord, read_run_record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,17 +38,17 @@ class TraceSource:
 
 
 def samples_dir() -> Path:
-    return Path(os.environ.get("STEPSCOPE_SAMPLES_DIR") or REPO / "sample_traces")
+    return settings.path("STEPSCOPE_SAMPLES_DIR", REPO / "sample_traces")
 
 
 def runs_dir() -> Path:
-    return Path(os.environ.get("STEPSCOPE_RUNS_DIR") or REPO / "runs")
+    return settings.runs_dir(REPO / "runs")
 
 
 def fleet_root() -> Path:
     """Where the Fleet page may open batch outputs (and write new ones): STEPSCOPE_FLEET_ROOT, else the runs
     folder. The page lists folders under it and never takes a typed path."""
-    return Path(os.environ.get("STEPSCOPE_FLEET_ROOT") or runs_dir())
+    return settings.path("STEPSCOPE_FLEET_ROOT", runs_dir())
 
 
 def _folder_sources(root: Path, origin: str, newest_first: bool) -> list[TraceSource]:

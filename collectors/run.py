@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..contracts import settings
 from .errors import CollectorError
 from .torch_setup import torch_and_device
 
@@ -153,7 +154,7 @@ def run_profiled_generation(
 
 def _debug_traceback() -> None:
     """STEPSCOPE_DEBUG=1 prints the full traceback of a failed run to stderr (for blind GPU checks)."""
-    if os.environ.get("STEPSCOPE_DEBUG"):
+    if settings.flag("STEPSCOPE_DEBUG"):
         traceback.print_exc()
 
 

@@ -50,7 +50,13 @@ def comparison_json(comparison: Comparison, summary_a: dict, summary_b: dict, ga
         "sentence": comparison.sentence,
         "gates": [{"expr": r.expr, "ok": r.ok, "detail": r.detail} for r in gates],
         "composition": comparison.composition_json(),
+        **_pair_judgement(comparison),
     }
+
+
+def _pair_judgement(comparison: Comparison) -> dict:
+    """`warnings` (always present, [] when the pair is comparable) and `op_diff` (DESIGN.md, 2026-12-01)."""
+    return {"warnings": list(comparison.warnings), "op_diff": comparison.op_diff or {"rows": []}}
 
 
 def format_delta(value: float, unit: str) -> str:
@@ -87,10 +93,56 @@ def comparison_text(comparison: Comparison, gates: Sequence[GateResult] = ()) ->
         cells = [row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
         lines.append("  ".join(cells).rstrip())
     lines += ["", _one_line(comparison.sentence)]
+    lines += _warning_lines(comparison)
+    lines += _op_diff_text(comparison)
     if gates:
         lines.append("")
         lines += [_one_line(result.line()) for result in gates]
     return plain("\n".join(lines) + "\n")  # trace names' bidi controls and undecodable bytes as escapes
+
+
+def _warning_lines(comparison: Comparison) -> list[str]:
+    return (
+        ["", *(f"warning  not like for like: {_one_line(w)}" for w in comparison.warnings)]
+        if comparison.warnings
+        else []
+    )
+
+
+def op_diff_rows(comparison: Comparison, top: int = 15) -> list[tuple[str, ...]]:
+    """The op diff's first rows as text cells: name, category, status, count A -> B, time A -> B, change."""
+    diff = comparison.op_diff or {}
+    return [
+        (
+            str(r["name"]),
+            str(r["category"]),
+            str(r["status"]),
+            f"{r['a_count']:g} → {r['b_count']:g}",
+            f"{format_value(r['a_us'], 'us')} → {format_value(r['b_us'], 'us')}",
+            format_delta(r["delta_us"], "us"),
+        )
+        for r in (diff.get("rows") or [])[:top]
+    ]
+
+
+def op_diff_caption(comparison: Comparison) -> str:
+    d = comparison.op_diff or {}
+    return (
+        f"Op by op ({d.get('unit', 'kernels')} per step: A's {d.get('a_steps', 0)} {d.get('a_kind')} step(s), B's "
+        f"{d.get('b_steps', 0)} {d.get('b_kind')} step(s); {d.get('changed', 0)} changed, largest time change first)"
+    )
+
+
+def _op_diff_text(comparison: Comparison) -> list[str]:
+    rows = op_diff_rows(comparison)
+    if not rows:
+        return []
+    header = ("op", "category", "status", "count/step", "time/step", "B - A")
+    table = [header, *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["", op_diff_caption(comparison)]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    return lines
 
 
 def _one_line(text: str) -> str:
@@ -113,6 +165,14 @@ def comparison_markdown(comparison: Comparison, gates: Sequence[GateResult] = ()
     ]
     lines += ["| " + " | ".join(markdown_escape(cell) for cell in row) + " |" for row in _rows(comparison)]
     lines += ["", markdown_escape(comparison.sentence)]
+    if comparison.warnings:
+        lines += ["", "> **Not like for like.**"]
+        lines += [f"> - {markdown_escape(w)}" for w in comparison.warnings]
+    rows = op_diff_rows(comparison)
+    if rows:
+        lines += ["", f"**{markdown_escape(op_diff_caption(comparison))}**", ""]
+        lines += ["| op | category | status | count / step | time / step | B − A |", "|---|---|---|---:|---:|---:|"]
+        lines += ["| " + " | ".join(markdown_escape(cell) for cell in row) + " |" for row in rows]
     if gates:
         failed = sum(not r.ok for r in gates)
         lines += ["", f"**Gates**: {len(gates) - failed} passed, {failed} failed", ""]

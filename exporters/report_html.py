@@ -25,10 +25,10 @@ import plotly.offline
 
 from ..analysis.compare import Comparison, batches_differ
 from ..analysis.gap_table import gaps_by_cause
-from ..analysis.metrics import HEADLINE
+from ..analysis.metrics import HEADLINE, card_metrics
 from ..analysis.model import Analysis
 from ..parsers.timeline import Timeline
-from .compare_formats import format_delta, format_ratio, format_value
+from .compare_formats import format_delta, format_ratio, format_value, op_diff_caption, op_diff_rows
 from .figures import compare_charts, memory_chart, step_charts, timeline
 from .safe_text import BIDI_CONTROLS, for_html
 
@@ -54,6 +54,7 @@ table{border-collapse:collapse;font-size:.85rem;margin:8px 0} th,td{border:1px s
 td.num{text-align:right;font-variant-numeric:tabular-nums} th{background:#f1f3f5}
 .finding{border-left:4px solid #339af0;padding:4px 12px;margin:8px 0;background:#f8f9fa}
 .finding.warn{border-color:#f59f00} .finding.critical{border-color:#e03131}
+.pairwarn{background:#fff4e6;border-left:4px solid #f59f00;padding:6px 12px}
 .note{color:#6c757d;font-size:.85rem} .sentence{font-size:1.05rem;background:#ebfbee;padding:8px 12px}
 .trunc{word-break:break-all}
 """
@@ -118,9 +119,10 @@ def _cards(summary) -> str:
     """The app's summary cards (the registry's headline metrics), as HTML."""
     on_gpu = summary.on_gpu
     cards = []
-    for m in HEADLINE:
+    for (m, card), headline in zip(card_metrics(summary), HEADLINE, strict=True):
+        label = m.label_for(on_gpu) if m is headline or (not on_gpu and m.cpu_label) else card
         cards.append(
-            f'<div class="card"><div class="label">{esc(m.label_for(on_gpu))}</div>'
+            f'<div class="card"><div class="label">{esc(label)}</div>'
             f'<div class="value">{esc(m.format(m.value(summary)))}</div></div>'
         )
     note = (
@@ -210,6 +212,27 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
     return parts
 
 
+def _pair_banner(comparison: Comparison) -> list[str]:
+    """What makes the pair not like for like (analysis.compare_warnings)."""
+    if not comparison.warnings:
+        return []
+    items = "".join(f"<li>{esc(w)}</li>" for w in comparison.warnings)
+    return [f'<div class="pairwarn"><b>Not like for like.</b><ul>{items}</ul></div>']
+
+
+def _op_diff_table(comparison: Comparison) -> list[str]:
+    """Kernels that appeared, disappeared or changed per step (analysis.op_diff), largest change first."""
+    rows = op_diff_rows(comparison)
+    if not rows:
+        return []
+    head = "".join(f"<th>{h}</th>" for h in ("op", "category", "status", "count / step", "time / step", "B − A"))
+    body = "".join("<tr>" + "".join(f"<td>{esc(_short(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return [
+        f"<h3>{esc(op_diff_caption(comparison))}</h3>",
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
+    ]
+
+
 def _memory_section(trace: ReportTrace, lane_budget: int, step_budget: int, prefix: str) -> list[str]:
     """The memory lane, the model device's memory figures and the per-step memory chart (none without memory)."""
     memory = trace.analysis.summary.memory
@@ -256,10 +279,12 @@ def _comparison_sections(
     parts = [
         "<h2>Comparison</h2>",
         f"<p>A (baseline): <b>{esc(_short(comparison.label_a))}</b> · B: <b>{esc(_short(comparison.label_b))}</b></p>",
+        *_pair_banner(comparison),
         f'<p class="sentence">{esc(comparison.sentence)}</p>',
         "<table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B − A</th><th>B / A</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>",
         *_composition_rows(comparison),
+        *_op_diff_table(comparison),
     ]
     decode = [int((t.analysis.steps["kind"] == "decode").sum()) if len(t.analysis.steps) else 0 for t in (a, b)]
     if max(decode) > decode_budget:

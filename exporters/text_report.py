@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.metrics import METRICS, format_bytes
+from ..analysis.metrics import METRICS, format_bytes, format_value
 from .safe_text import plain
 
 
@@ -30,12 +30,13 @@ def render_text(report: dict) -> str:
         lines += [
             "",
             f"{'step':>5} {'kind':<8} {'req':>3} {'idx':>4} {'span us':>10} {'kernels':>8} "
-            f"{'launches':>8} {'busy us':>10} {'idle us':>10}",
+            f"{'launches':>8} {'busy us':>10} {'idle us':>10} {'lead us':>10} {'tail us':>10}",
         ]
         for i, st in enumerate(report["steps"][:40]):
             lines.append(
                 f"{i:>5} {st['kind']:<8} {st['request']:>3} {st['index']:>4} {st['end_us'] - st['start_us']:>10.1f} "
-                f"{st['kernels']:>8} {st['launches']:>8} {st['gpu_busy_us']:>10.1f} {st['gpu_idle_us']:>10.1f}"
+                f"{st['kernels']:>8} {st['launches']:>8} {st['gpu_busy_us']:>10.1f} {st['gpu_idle_us']:>10.1f} "
+                f"{st.get('gpu_lead_us', 0):>10.1f} {st.get('gpu_tail_us', 0):>10.1f}"
             )
         if len(report["steps"]) > 40:
             lines.append(f"  ... {len(report['steps']) - 40} more (use --json for all)")
@@ -45,7 +46,7 @@ def render_text(report: dict) -> str:
     lines += memory_lines(summary.get("memory"))
     if report["findings"]:
         lines.append("")
-        lines += [f"[{f['severity']}] {f['title']}: {f['detail']}" for f in report["findings"]]
+        lines += [f"[{f['severity']}] {f['title']}: {f['detail']}{_cost(f)}" for f in report["findings"]]
     return plain("\n".join(lines) + "\n")  # a name's bidi controls and undecodable bytes printed as escapes
 
 
@@ -77,7 +78,8 @@ def anatomy_lines(anatomy: dict) -> list[str]:
     if anatomy.get("step") is None:
         return ["", "inside a step: no step found"]
     kind = anatomy.get("step_kind")
-    lines = ["", f"inside step {anatomy['step']} ({kind}, the median decode step when there is one)"]
+    role = anatomy.get("step_role") or f"step {anatomy['step']} ({kind})"
+    lines = ["", f"inside {role}"]
     total = sum(c["time_us"] for c in cats.values()) or 1.0
     lines.append(f"{'category':<15}{unit:>9}{'time us':>12}{'share':>8}")
     for name, c in sorted(cats.items(), key=lambda kv: -kv[1]["time_us"]):
@@ -194,3 +196,12 @@ def render_ranks_text(report: dict) -> str:
 
 def _opt(value: float | None, unit: str) -> str:
     return "n/a" if value is None else _num(float(value), unit)
+
+
+def _cost(finding: dict) -> str:
+    """ " (costs 8.37 ms, 44% of the steps' time)" from the finding's cost_us and cost_pct, "" without one."""
+    cost, pct = finding.get("cost_us"), finding.get("cost_pct")
+    if not cost:
+        return ""
+    share = f", {pct:.0f}% of the steps' time" if pct is not None else ""
+    return f" (costs {format_value(cost, 'us')}{share})"

@@ -195,7 +195,13 @@ def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int, sink: F
     memory = builder.memory_frame()
     devices = {
         p.id: DeviceInfo(
-            ordinal=p.id, name=p.name.strip()[:200], sm_count=_count(p.numSms), memory_bytes=_count(p.totalGlobalMem)
+            ordinal=p.id,
+            name=p.name.strip()[:200],
+            sm_count=_count(p.numSms),
+            memory_bytes=_count(p.totalGlobalMem),
+            compute_major=_small_count(p.computeMajor),
+            compute_minor=_small_count(p.computeMinor),
+            warp_size=_small_count(p.warpSize),
         )
         for p in (doc.deviceProperties or [])
         if 0 <= p.id < 1 << 31
@@ -608,6 +614,11 @@ def _number(value) -> float:
 def _count(value: int | None) -> int | None:
     """A non-negative size from the file (SMs, bytes, ns), None when absent or beyond 2^62."""
     return value if value is not None and 0 <= value < 1 << 62 else None
+
+
+def _small_count(value: object) -> int | None:
+    """A small non-negative integer from the file (a compute capability, a warp size), None otherwise."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 16 else None
 
 
 def _code_dtype(n: int) -> type:

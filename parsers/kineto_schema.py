@@ -106,6 +106,11 @@ class _DeviceProps(msgspec.Struct):
     name: str = ""
     numSms: int | None = None  # noqa: N815 - Kineto's key
     totalGlobalMem: int | None = None  # noqa: N815
+    # what names a device whose "name" is empty (ROCm): read as anything and checked by the reader, so that a
+    # malformed value costs its field, not the trace
+    computeMajor: Any = None  # noqa: N815
+    computeMinor: Any = None  # noqa: N815
+    warpSize: Any = None  # noqa: N815
 
 
 class _TraceDoc(msgspec.Struct):

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contracts import settings
 from ..contracts.safe_read import NotRegularFileError, open_regular
 from . import inflate
 from .errors import TraceError
@@ -53,7 +54,9 @@ def check_event_count(count: int, limits: ReadLimits | None, what: str = "events
 
 
 def _env_mb(name: str, default: int) -> int:
-    raw = os.environ.get(name)
+    """A limit from its setting (contracts/settings.py): a bad value is refused with one line, not ignored, so a
+    mistyped limit never reads a file its operator meant to refuse."""
+    raw = settings.raw(name)
     if not raw:
         return default
     try:

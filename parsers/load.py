@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from .errors import TraceError
 from .limits import ReadLimits, decode_container, read_file_bytes, read_trace_bytes
-from .run_sidecar import attach_run_json
 from .split_decode import DecodeStoppedError, Meanwhile, Progress
 from .timeline import Timeline
 
@@ -38,8 +37,9 @@ def load_trace(
     meanwhile: Callable[[], object] | None = None,
     progress: Progress | None = None,
 ) -> Timeline:
-    """Read a trace file of any supported format (plain or gzip) into a Timeline, with its run.json if any.
-    `meanwhile` and `progress`: as read_trace_file says (what meanwhile returns is not used here: there is no
+    """Read a trace file of any supported format (plain or gzip) into a Timeline. The run.json beside it is the
+    front door's to read (analysis/front_door.py, once per open). `meanwhile` and `progress`: as read_trace_file
+    says (what meanwhile returns is not used here: there is no
     other source to stop for)."""
 
     def work() -> bool:
@@ -47,8 +47,7 @@ def load_trace(
             meanwhile()
         return False
 
-    timeline = _read_file(Path(path), limits, work if meanwhile is not None else None, None, progress, False)
-    return attach_run_json(timeline, Path(path))
+    return _read_file(Path(path), limits, work if meanwhile is not None else None, None, progress, False)
 
 
 def read_trace_file(

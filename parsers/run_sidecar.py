@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..contracts.run_record import MAX_BYTES, RunRecord, parse_run_record, read_run_record, run_record_path
+from ..contracts.run_record import MAX_BYTES, RunRecord, parse_run_record, run_record_path
 from ..contracts.run_schema import run_record_problems
 from ..contracts.safe_read import read_regular
 from .timeline import Timeline
@@ -57,17 +57,4 @@ def with_sidecar(timeline: Timeline, sidecar: Sidecar) -> Timeline:
     if sidecar.record is None:
         return timeline
     meta = dataclasses.replace(timeline.meta, extra={**timeline.meta.extra, "run": sidecar.record})
-    return dataclasses.replace(timeline, meta=meta)
-
-
-def read_run_json(trace_path: Path) -> RunRecord | None:
-    """The run.json beside a trace, or None when absent, too large, unreadable or invalid (it is optional)."""
-    return read_run_record(Path(trace_path).with_name("run.json"))
-
-
-def attach_run_json(timeline: Timeline, trace_path: Path) -> Timeline:
-    run = read_run_json(trace_path)
-    if run is None:
-        return timeline
-    meta = dataclasses.replace(timeline.meta, extra={**timeline.meta.extra, "run": run})
     return dataclasses.replace(timeline, meta=meta)

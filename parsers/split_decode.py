@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import msgspec.structs
 
+from ..contracts import settings
 from ..contracts.safe_read import open_regular
 from .errors import TraceError
 from .file_pieces import FileChangedError, FileSource
@@ -96,10 +97,7 @@ Progress = Callable[[float], None]  # the fraction of the pieces decoded so far,
 
 def split_workers() -> int:
     """Processes to decode with: STEPSCOPE_PARSE_WORKERS (1: no fork), else 2 when there are 2+ CPUs."""
-    raw = os.environ.get("STEPSCOPE_PARSE_WORKERS", "")
-    if raw.strip().isdigit():
-        return max(1, int(raw))
-    return 2 if (os.cpu_count() or 1) >= 2 else 1
+    return settings.positive_int("STEPSCOPE_PARSE_WORKERS", 2 if (os.cpu_count() or 1) >= 2 else 1)
 
 
 def _next_cut(data, start: int) -> int | None:

@@ -37,8 +37,11 @@ COLUMNS = ("ts", "dur", "kind", "name", "pid", "tid", "device", "stream", "corre
 class DeviceInfo:
     ordinal: int
     name: str
-    sm_count: int | None = None
+    sm_count: int | None = None  # SMs (NVIDIA), compute units (AMD)
     memory_bytes: int | None = None
+    compute_major: int | None = None  # compute capability (NVIDIA); gfx major.minor (AMD: 9.4 is gfx942)
+    compute_minor: int | None = None
+    warp_size: int | None = None  # 32 on NVIDIA, 64 (wavefront) on AMD Instinct
 
 
 @dataclass(frozen=True)
@@ -78,18 +81,32 @@ class Timeline:
 
     @property
     def device_name(self) -> str | None:
-        """Name of the GPU that ran most activity, else the device in a collector's run.json, else None."""
+        """Name of the GPU that ran most activity, else the device in a collector's run.json, else the device
+        its properties identify (device_source says which), else None."""
+        return self.device_source[0]
+
+    @property
+    def device_source(self) -> tuple[str | None, str | None]:
+        """(device name, where it came from: "deviceProperties", "run.json" or the identification's evidence)."""
         gpu = self.events.loc[self.events["device"] >= 0, "device"]
         ordinals = list(gpu.value_counts().index) or sorted(self.meta.devices)
         for ordinal in ordinals:
             info = self.meta.devices.get(int(ordinal))
             if info and info.name:
-                return info.name
+                return info.name, "deviceProperties"
         # ROCm traces number kernels' devices by the node's GPU index (9, say) and deviceProperties by the
         # process's visible index (0): a trace that describes one device describes the one it ran on.
         named = {info.name for info in self.meta.devices.values() if info.name}
         if len(named) == 1:
-            return named.pop()
+            return named.pop(), "deviceProperties"
         run = self.meta.extra.get("run")  # a contracts.run_record.RunRecord (parsers.run_sidecar)
         device = getattr(run, "device", None)
-        return device[:200] if isinstance(device, str) and device else None
+        if isinstance(device, str) and device:
+            return device[:200], "run.json"
+        from .device_identity import identified_name  # it imports DeviceInfo from here
+
+        # an unnamed device (ROCm writes "name": ""): named when every device described fits one part
+        found = {identified_name(info) for info in self.meta.devices.values()}
+        if len(found) == 1 and None not in found:
+            return found.pop()
+        return None, None

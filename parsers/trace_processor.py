@@ -10,13 +10,15 @@ import shutil
 import sys
 from pathlib import Path
 
+from ..contracts import settings
+
 TRACE_PROCESSOR_ENV = "STEPSCOPE_TRACE_PROCESSOR"
 
 
 def find_trace_processor() -> Path | None:
     """A trace_processor_shell binary already on disk: $STEPSCOPE_TRACE_PROCESSOR, the perfetto
     package's download cache, or PATH. Never downloads (Stepscope must work offline)."""
-    configured = os.environ.get(TRACE_PROCESSOR_ENV)
+    configured = settings.raw(TRACE_PROCESSOR_ENV)
     if configured:
         path = Path(configured).expanduser()
         return path if path.is_file() and os.access(path, os.X_OK) else None

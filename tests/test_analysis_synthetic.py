@@ -33,8 +33,15 @@ def test_steps_kernels_launches_busy_and_idle():
     # every step but the last spans start to next start (105 us); the last ends with its token
     spans = (steps["end_ns"] - steps["start_ns"]).tolist()
     assert spans == [105_000] * 6 + [75_000]
-    # the GPU's state before the trace's first kernel (6 us into the prefill) is unknown, not idle
-    assert steps["gpu_idle_ns"].tolist() == [48_000] + [54_000] * 5 + [24_000]
+    # busy + idle = span for every step, the prefill's 6 us before the trace's first kernel included
+    # (DESIGN.md, 2026-12-01: that time used to be counted as neither)
+    assert steps["gpu_idle_ns"].tolist() == [54_000] * 6 + [24_000]
+    assert ((steps["gpu_busy_ns"] + steps["gpu_idle_ns"]) == (steps["end_ns"] - steps["start_ns"])).all()
+    # lead: 2 us embedding lookup, then the 4 us launch call before the first kernel runs; tail: the 30 us of
+    # host work after the token's copy (the last step ends with its token)
+    assert steps["gpu_lead_ns"].tolist() == [6_000] * 7
+    assert steps["lead_host_ns"].tolist() == [2_000] * 7
+    assert steps["gpu_tail_ns"].tolist() == [30_000] * 6 + [0]
     assert steps["launch_host_ns"].tolist() == [22_000] * 7
 
 
@@ -46,7 +53,7 @@ def test_summary_ttft_itl_and_rates():
     assert s.decode_tokens_per_s == pytest.approx(1 / 105e-6)
     assert s.kernels_per_decode_step == 5 and s.launches_per_decode_step == 6
     assert s.gpu_idle_per_decode_step_us == pytest.approx(54.0)
-    assert s.gpu_busy_pct == pytest.approx(100 * 7 * 51 / (6 * 105 + 75 - 6))
+    assert s.gpu_busy_pct == pytest.approx(100 * 7 * 51 / (6 * 105 + 75))  # over the steps' whole span
 
 
 def test_gaps_are_placed_and_caused():

@@ -432,7 +432,7 @@ def test_category_roofline_from_the_run_config():
     assert gemm["achieved_gb_s"] == pytest.approx(weights / (measured_us / 1e6) / 1e9, rel=1e-3)
     assert gemm["pct_of_roofline"] == pytest.approx(100 * (weights / 10e9 * 1e6) / measured_us, rel=1e-3)
     assert roof["finding"] and roof["finding"].split()[0] in ("gemm", "attention")
-    (finding,) = anat.findings()
+    (finding,) = [f for f in anat.findings() if f.id == "category-roofline"]
     worst = min((r for r in roof["categories"]), key=lambda r: r["pct_of_roofline"])
     assert finding.title.startswith(worst["category"]) and finding.evidence["bytes"] == worst["bytes"]
     assert "elementwise" in roof["overhead_us"]

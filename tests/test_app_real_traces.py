@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.navigation import ANALYZE_KEY
+from app.navigation import ANALYZE_KEY, COMPARE_KEYS
 from tests.app_pages import page_test
 from tests.conftest import REAL_TRACES
 
@@ -44,3 +44,63 @@ def test_analyze_page_renders_each_real_trace(samples, name, monkeypatch, tmp_pa
     labels = {m.label for m in at.metric}
     assert {"TTFT", "ITL p50", "GPU busy"} <= labels
     assert len(at.get("plotly_chart")) >= 2  # the overview and the detail timeline at least
+
+
+def test_compare_page_warns_about_an_unlike_pair_and_shows_the_op_diff(samples, monkeypatch, tmp_path):
+    """SGLang's Qwen3-8B decode against vLLM's gpt-oss decode, both on an MI300X: not like for like."""
+    monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(samples))
+    monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
+    at = page_test("compare", 180)
+    at.session_state[COMPARE_KEYS] = (
+        "sample:tracelens_sglang_qwen3-8b_decode_mi300x",
+        "sample:tracelens_vllm_gptoss_decode_fullgraph_rocm",
+    )
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    banner = next(w.value for w in at.warning if "Not like for like" in w.value)
+    assert "different engines" in banner and "SGLang" in banner and "vLLM" in banner
+    assert "cut step time from 473.8 ms to 19.1 ms" in at.success[0].value.replace("\\", "")
+    assert "Op by op" in [h.value for h in at.subheader]
+    ops = next(d.value for d in at.dataframe if "status" in d.value.columns)
+    assert {"appeared", "disappeared"} <= set(ops["status"])
+
+
+def test_analyze_page_shows_a_mixed_step_with_its_own_figures(samples, monkeypatch, tmp_path):
+    monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(samples))
+    monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
+    at = page_test("analyze", 180)
+    at.session_state[ANALYZE_KEY] = "sample:tracelens_vllm_gptoss_mixed_piecewise_rocm"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    cards = {m.label: m.value for m in at.metric}
+    for label in (
+        "Step time (mixed)",
+        "Mixed tokens/s",
+        "Mixed steps",
+        "Kernels / mixed step",
+        "GPU idle / mixed step",
+    ):
+        assert cards[label] != "n/a", (label, cards)
+    assert cards["Kernels / mixed step"] == "413"
+    assert any("AMD Instinct MI300X" in c.value for c in at.caption)  # the device its properties name
+    assert any("step 0, the only mixed step" in h.value for h in at.subheader)
+
+
+def test_roofline_of_a_real_rocm_trace_from_its_device_annotation_and_a_family_preset(samples, monkeypatch, tmp_path):
+    """vLLM's gpt-oss full-graph decode on ROCm: the device comes from its properties (MI300X), the batch and
+    context from vLLM's annotation, the model from the gpt-oss-120b preset picked here."""
+    monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(samples))
+    monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
+    at = page_test("analyze", 180)
+    at.session_state[ANALYZE_KEY] = "sample:tracelens_vllm_gptoss_decode_fullgraph_rocm"
+    at.run()
+    next(s for s in at.selectbox if s.label.startswith("Model")).set_value("gpt-oss-120b").run()
+    assert not at.exception, [e.message for e in at.exception]
+    captions = [c.value.replace("\\", "") for c in at.caption]  # markdown-escaped
+    assert any("MI300X" in c and "gpt-oss-120b" in c for c in captions)  # the trace's device: none to pick
+    table = next(d.value for d in at.dataframe if "% of roofline" in d.value.columns)
+    row = table[table["phase"] == "decode"].iloc[0]
+    assert row["batch from"] == "engine annotations" and row["context"] == 1720  # (55086 - 32) / 32 per sequence
+    assert row["GPU window ms"] < row["measured ms"]  # the 8.4 ms lead is outside the window
+    cats = next(d.value for d in at.dataframe if "floor (us)" in d.value.columns or "floor_us" in d.value.columns)
+    assert "moe" in set(cats["category"])

@@ -29,7 +29,10 @@ STEP_KEYS = {
     "sequences",
     "prefill_tokens",
     "decode_sequences",
-}  # categories: issue 12's; memory_*: issue 25's (null without memory events); sequences ...: issue 24's
+    "gpu_lead_us",
+    "gpu_tail_us",
+}  # categories: issue 12's; memory_*: issue 25's (null without memory events); sequences ...: issue 24's;
+# gpu_lead_us, gpu_tail_us: issue 29's (2026-12-01)
 SUMMARY_KEYS = {
     "prefill_steps",
     "decode_steps",
@@ -47,6 +50,17 @@ SUMMARY_KEYS = {
     "draft_steps",
     "speculative",
     "gaps",
+    # issue 29's (2026-12-01): per-step figures of the main step kind
+    "step_kind",
+    "steps_of_kind",
+    "step_ms",
+    "tokens_per_step",
+    "tokens_per_s",
+    "kernels_per_step",
+    "launches_per_step",
+    "gpu_idle_per_step_us",
+    "gpu_lead_per_step_us",
+    "gpu_tail_per_step_us",
 }  # anatomy: issue 12's; memory: 25's; mixed_steps, verify_steps, draft_steps, speculative: 24's; gaps: 23's
 
 
@@ -61,14 +75,24 @@ def test_json_contract_on_a_synthetic_generation(tmp_path):
     result = run_cli("analyze", str(path), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert set(report) == {"format", "device", "events", "segmentation", "requests", "steps", "summary", "findings"}
+    assert set(report) == {
+        "format",
+        "device",
+        "events",
+        "segmentation",
+        "requests",
+        "steps",
+        "summary",
+        "findings",
+        *("device_source", "engine", "engine_source"),  # added by issue 29 (2026-12-01)
+    }
     assert report["format"] == "kineto-json" and report["device"] == "Synthetic GPU"
     assert set(report["segmentation"]) == {"method", "confidence", "warnings", "evidence"}
     assert report["segmentation"]["evidence"] and all(isinstance(e, str) for e in report["segmentation"]["evidence"])
     assert report["steps"] and all(set(s) == STEP_KEYS for s in report["steps"])
     assert set(report["summary"]) == SUMMARY_KEYS
     assert set(report["summary"]["itl_ms"]) == {"p50", "p90", "p99", "mean"}
-    assert all(set(f) == {"id", "severity", "title", "detail"} for f in report["findings"])
+    assert all(set(f) == {"id", "severity", "title", "detail", "cost_us", "cost_pct"} for f in report["findings"])
     assert [s["kind"] for s in report["steps"]] == ["prefill"] + ["decode"] * 5
     assert report["summary"]["memory"] is None  # no memory events in this trace
 

@@ -7,7 +7,7 @@ from dataclasses import fields
 
 import pytest
 
-from analysis.metrics import COMPARED, HEADLINE, METRICS, format_bytes, format_value, metric
+from analysis.metrics import COMPARED, HEADLINE, METRICS, card_metrics, format_bytes, format_value, metric
 from analysis.summary import MemorySummary, RooflineSummary, Summary, contract_fields
 
 
@@ -54,18 +54,57 @@ def test_contract_keys_and_cards_are_unchanged():
         "verify_steps",
         "draft_steps",
         "speculative",
+        # added 2026-12-01 (issue 29): per-step figures of the main kind, whatever it is
+        "step_kind",
+        "steps_of_kind",
+        "step_ms",
+        "tokens_per_step",
+        "tokens_per_s",
+        "kernels_per_step",
+        "launches_per_step",
+        "gpu_idle_per_step_us",
+        "gpu_lead_per_step_us",
+        "gpu_tail_per_step_us",
     )
     assert [m.card for m in HEADLINE] == [
         "TTFT",
         "ITL p50",
         "ITL p90",
+        "Step time (decode)",  # added 2026-12-01 (issue 29)
+        "Tokens / decode step",  # added
         "Decode tokens/s",
         "Decode steps",
         "Kernels / decode step",
         "Launches / decode step",
         "GPU busy",
         "GPU idle / decode step",
+        "GPU lead / decode step",  # added
     ]
+
+
+def test_cards_of_a_trace_without_decode_show_its_main_kind_not_n_a():
+    """A mixed-only trace (vLLM V1 chunked prefill): every decode card gives way to the same figure over the mixed
+    steps, so no card says n/a where the figure exists under another kind."""
+    decode = Summary(step_kind="decode", decode_steps=3, kernels_per_decode_step=5.0, kernels_per_step=5.0)
+    assert [label for _, label in card_metrics(decode)] == [m.card for m in HEADLINE]
+    mixed = Summary(
+        step_kind="mixed",
+        steps_of_kind=1,
+        step_ms=307.7,
+        tokens_per_step=8192.0,
+        tokens_per_s=26623.5,
+        kernels_per_step=413.0,
+        launches_per_step=87.0,
+        gpu_idle_per_step_us=151611.9,
+        gpu_lead_per_step_us=151231.3,
+        gpu_busy_pct=50.7,
+    )
+    cards = {label: m.format(m.value(mixed)) for m, label in card_metrics(mixed)}
+    assert cards["Mixed steps"] == "1" and cards["Kernels / mixed step"] == "413"
+    assert cards["Mixed tokens/s"] == "26,624 tok/s" and cards["Step time (mixed)"] == "308 ms"
+    assert cards["GPU idle / mixed step"] == "151.61 ms" and cards["Launches / mixed step"] == "87"
+    # what still says n/a has no figure under any kind: one step has no inter-token latency and no prefill
+    assert {label for label, text in cards.items() if text == "n/a"} == {"TTFT", "ITL p50", "ITL p90"}
     assert "roofline" not in contract_fields() and Summary().roofline is None
     assert {f.name for f in fields(RooflineSummary)} >= {"decode_roofline_pct", "prefill_bound"}
 

@@ -129,10 +129,33 @@ def test_string_pids_and_metadata_names_are_kept():
     assert timeline.device_name == "NVIDIA H100 80GB HBM3"
 
 
-def test_rocm_trace_without_gpu_name_has_no_device_name():
-    timeline = load_trace(real_trace("tracelens_vllm_gptoss_decode_fullgraph_rocm.json.gz"))
-    assert timeline.device_name is None
-    assert timeline.meta.devices  # the properties are there, the name is empty
+@pytest.mark.parametrize(
+    "name",
+    ["tracelens_vllm_gptoss_decode_fullgraph_rocm.json.gz", "tracelens_vllm_gptoss_mixed_piecewise_rocm.json.gz"],
+)
+def test_rocm_trace_without_gpu_name_is_named_by_its_properties(name):
+    # The file's deviceProperties (read here from the JSON): "name": "", gfx 9.4, 304 CUs, 192 GiB, wavefront 64:
+    # only the MI300X has those (AMD's datasheets: the MI325X has 256 GB, the MI300A 228 CUs).
+    props = json.loads(gzip.decompress(real_trace(name).read_bytes()))["deviceProperties"]
+    assert {
+        (p["name"], p["computeMajor"], p["computeMinor"], p["numSms"], round(p["totalGlobalMem"] / 2**30))
+        for p in props
+    } == {("", 9, 4, 304, 192)}
+    timeline = load_trace(real_trace(name))
+    name_found, source = timeline.device_source
+    assert name_found == timeline.device_name == "AMD Instinct MI300X"
+    assert "no name" in source and "304 compute units" in source and "192 GiB" in source
+
+
+def test_unnamed_device_that_fits_no_part_stays_unnamed(tmp_path):
+    doc = json.loads(gzip.decompress(real_trace("tracelens_vllm_gptoss_decode_fullgraph_rocm.json.gz").read_bytes()))
+    for p in doc["deviceProperties"]:
+        p["numSms"] = 200  # no Instinct part has 200 CUs at gfx 9.4
+    variant = tmp_path / "variant.json"
+    variant.write_text(json.dumps(doc))
+    timeline = load_trace(variant)
+    assert timeline.device_name is None and timeline.device_source == (None, None)
+    assert timeline.meta.devices[0].sm_count == 200  # the properties are there, the name is empty
 
 
 def test_bare_array_form_reads_like_the_object_form(tmp_path):

@@ -109,7 +109,7 @@ def test_synthetic_run_known_straggler_skew_and_waits(tmp_path):
             assert rs.loc[(i, r), "comm_ns"] == round(comm_us * 1000)
             assert rs.loc[(i, r), "exposed_comm_ns"] == round(exposed_us * 1000)
     assert steps["slowest_rank"].tolist() == [2] * STEPS
-    straggler = [f for f in result.findings if f.id == "straggler_rank"]
+    straggler = [f for f in result.findings if f.id == "straggler-rank"]
     assert len(straggler) == 1 and straggler[0].evidence["rank"] == 2
     # non-waiting time: rank 2 the whole 1000 us, ranks 0/1 1000 - 205 and 1000 - 195, median 800 -> 20 % more
     assert straggler[0].evidence["excess_pct"] == pytest.approx(20.0)
@@ -200,6 +200,9 @@ def test_hta_two_rank_training_pair_groups_as_one_run():
         assert 0 < row["exposed_comm_ns"] <= row["comm_ns"] <= nccl["dur"].sum()
     run = multi_rank_contract(ranked, result)["run"]
     assert run["ranks"] == 2 and run["aligned_steps"] == 0 and run["comm_pct"] > 0
+    # no step aligns: the run says it could not judge, it does not claim "no straggler"
+    assert [f.id for f in result.findings] == ["ranks-not-judged"]
+    assert "Could not judge" in result.findings[0].title
 
 
 def test_run_folder_json_and_bad_rank_file(tmp_path):

@@ -98,12 +98,12 @@ def test_parameter_counts_match_the_published_models(preset, parameters):
     assert preset_shape(preset).parameters == parameters
 
 
-def test_dtype_scales_bytes_not_flops_and_moe_is_refused():
+def test_dtype_scales_bytes_not_flops_and_an_incomplete_moe_config_is_refused():
     bf16, fp32 = preset_shape("tiny-llama", "bfloat16"), preset_shape("tiny-llama", "float32")
     assert prefill_cost(fp32, 32).bytes == 2 * prefill_cost(bf16, 32).bytes
     assert prefill_cost(fp32, 32).flops == prefill_cost(bf16, 32).flops
-    config = {**PRESETS["tiny-llama"].config_kwargs, "num_local_experts": 8}
-    with pytest.raises(ValueError, match="mixture-of-experts"):
+    config = {**PRESETS["tiny-llama"].config_kwargs, "num_local_experts": 8}  # experts, but how many per token?
+    with pytest.raises(ValueError, match="mixture-of-experts config is incomplete"):
         shape_from_config(config)
 
 

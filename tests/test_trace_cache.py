@@ -55,6 +55,12 @@ def test_round_trip_is_exact(store, trace):
     assert not warm.events["ts"].to_numpy().flags.writeable  # mapped from the file, not copied
 
 
+def timelines_policy(store):
+    from analysis.front_door import CachePolicy
+
+    return CachePolicy(store=store)
+
+
 def test_round_trip_of_a_real_sample_with_run_json(store):
     if not SAMPLE.exists():
         pytest.skip("no shipped sample")
@@ -62,7 +68,10 @@ def test_round_trip_of_a_real_sample_with_run_json(store):
     timelines.load_trace_cached(SAMPLE, store=store)
     warm = timelines.load_trace_cached(SAMPLE, store=store)
     _assert_same(fresh, warm)
-    assert "run" in warm.meta.extra  # the run.json beside it is attached after the cache, as load_trace does
+    assert "run" not in warm.meta.extra  # the run.json beside it is the front door's to read, once per open
+    from analysis.front_door import open_trace
+
+    assert open_trace(SAMPLE, cache=timelines_policy(store)).timeline.meta.extra["run"].device_type == "cpu"
 
 
 def test_round_trip_keeps_launch_geometry_and_rank_facts(store, monkeypatch):

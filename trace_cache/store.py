@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..contracts import settings
 from ..contracts.safe_read import read_regular
 
 CACHE_DIR_ENV = "STEPSCOPE_CACHE_DIR"
@@ -30,7 +31,7 @@ MAX_ENTRY_READ_BYTES = 1 << 30  # a result (JSON) entry: far above any real one 
 
 def default_cache_dir() -> Path:
     """STEPSCOPE_CACHE_DIR, else $XDG_CACHE_HOME/stepscope, else ~/.cache/stepscope."""
-    explicit = os.environ.get(CACHE_DIR_ENV)
+    explicit = settings.raw(CACHE_DIR_ENV)
     if explicit:
         return Path(explicit).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -39,10 +40,7 @@ def default_cache_dir() -> Path:
 
 def default_max_bytes() -> int:
     """STEPSCOPE_CACHE_MAX_MB (a positive whole number of MB), else 2 GiB."""
-    raw = os.environ.get(CACHE_MAX_ENV, "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw) << 20
-    return DEFAULT_MAX_BYTES
+    return settings.positive_int(CACHE_MAX_ENV, DEFAULT_MAX_BYTES >> 20) << 20
 
 
 class CacheStore:

@@ -28,7 +28,6 @@ from ..parsers import Timeline
 from ..parsers.limits import ReadLimits
 from ..parsers.load import load_trace, parse_trace_bytes, read_trace_file
 from ..parsers.memory_table import MEMORY_COLUMNS
-from ..parsers.run_sidecar import attach_run_json
 from ..parsers.split_decode import Progress
 from ..parsers.timeline import DeviceInfo, TraceMeta
 from .keys import (
@@ -67,7 +66,10 @@ def meta_to_json(meta: TraceMeta) -> dict:
         "source_format": meta.source_format,
         "event_count": meta.event_count,
         "base_time_ns": meta.base_time_ns,
-        "devices": [[d.ordinal, d.name, d.sm_count, d.memory_bytes] for d in meta.devices.values()],
+        "devices": [
+            [d.ordinal, d.name, d.sm_count, d.memory_bytes, d.compute_major, d.compute_minor, d.warp_size]
+            for d in meta.devices.values()
+        ],
         "device_keys": list(meta.devices),
         "process_names": [[k, v] for k, v in meta.process_names.items()],
         "thread_names": [[p, t, v] for (p, t), v in meta.thread_names.items()],
@@ -283,9 +285,9 @@ def open_trace_cached(
     if cached is not None:
         if progress is not None:
             progress(1.0)  # all there is to read: a mapped entry
-        return known, attach_run_json(cached, path)
+        return known, cached
     digest, timeline = _Opening(path, limits, store).read(meanwhile, progress)
-    return digest, attach_run_json(timeline, path)
+    return digest, timeline
 
 
 class EntrySink:

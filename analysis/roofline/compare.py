@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from ..annotations import engine_batch
 from ..model import Analysis, Finding
 from ..summary import RooflineSummary
-from .accounting import decode_cost, kv_bytes_per_token, prefill_cost
+from .accounting import decode_cost, kv_bytes_per_token, prefill_cost, step_cost
 from .hardware import Estimate, Hardware, compute_bound_prompt_tokens, estimate
 from .model_config import ModelShape
 
@@ -35,6 +36,9 @@ PHASE_COLUMNS = (
     "bound",  # memory | compute
     "measured_ms",
     "efficiency_pct",  # expected / measured
+    "window_ms",  # the median step's GPU window: its first device work to its last (span - lead - tail)
+    "window_efficiency_pct",  # expected / window: how near the roofline the device runs while it runs
+    "source",  # where batch and context came from: "engine annotations" | "run.json / markers"
 )
 LOW_EFFICIENCY_PCT = 50.0  # below this a phase's finding is a warning
 
@@ -60,6 +64,7 @@ def roofline_report(
     what the steps' markers do not say; a prefill with no known length is left out (noted)."""
     steps = analysis.steps
     notes: list[str] = []
+    hardware = _across_ranks(hardware, analysis.facts.world_size, notes)
     rows = []
     prompt_by_request: dict[int, int] = {}
     if len(steps):
@@ -68,12 +73,34 @@ def roofline_report(
         rows += row
         outlier = steps["outlier"].to_numpy(dtype=bool) if "outlier" in steps else np.zeros(len(steps), bool)
         decode = steps[(steps["kind"] == "decode").to_numpy() & ~outlier]
-        rows += _decode_row(decode, shape, hardware, prompt_by_request, prompt_tokens, batch, notes)
+        labelled = _engine_row(decode, "decode", shape, hardware)
+        rows += labelled or _decode_row(decode, shape, hardware, prompt_by_request, prompt_tokens, batch, notes)
+        mixed = steps[(steps["kind"] == "mixed").to_numpy()]
+        rows += _engine_row(mixed, "mixed", shape, hardware)
+        if len(mixed) and not any(r["phase"] == "mixed" for r in rows):
+            notes.append("mixed steps left out: their batch is unknown (no engine annotation states it)")
     phases = pd.DataFrame(rows, columns=list(PHASE_COLUMNS))
     idle_share = _decode_idle_share(steps)
     summary = _summary(phases, shape, hardware, batch or _median_batch(steps), idle_share)
     findings = tuple(_finding(r, hardware, idle_share, analysis.summary.on_gpu) for r in rows)
     return RooflineReport(shape, hardware, phases, findings, summary, tuple(notes))
+
+
+def _across_ranks(hardware: Hardware, ranks: int, notes: list[str]) -> Hardware:
+    """One rank of a tensor-parallel job holds 1/N of the model: its floor is the model's over N devices."""
+    if ranks <= 1 or hardware.kind != "gpu":
+        return hardware
+    notes.append(
+        f"tensor parallel over {ranks} ranks assumed (the trace's distributedInfo world_size): the floor is the "
+        f"model's bytes and FLOPs over {ranks} x {hardware.name}"
+    )
+    return replace(
+        hardware,
+        name=f"{ranks} x {hardware.name}",
+        memory_bytes_per_s=hardware.memory_bytes_per_s * ranks,
+        flops_per_s=hardware.flops_per_s * ranks,
+        source=f"{hardware.source}, x {ranks} ranks",
+    )
 
 
 def with_roofline(analysis: Analysis, report: RooflineReport) -> Analysis:
@@ -102,9 +129,28 @@ def _prefill_row(prefill, shape, hardware, prompt_tokens, batch, notes) -> tuple
     spans_ms = (used["end_ns"] - used["start_ns"]).to_numpy(dtype=float) / 1e6
     prompt_by_request = {int(r): int(t) for r, t in zip(used["request"].to_numpy(), n, strict=True)}
     typical = estimates[int(np.argsort(n)[len(n) // 2])]
-    row = _row("prefill", typical, len(used), measured_ms=float(np.median(spans_ms)))
+    row = _row("prefill", typical, len(used), measured_ms=float(np.median(spans_ms)), steps=used)
     row["efficiency_pct"] = 100.0 * sum(e.expected_ms for e in estimates) / max(float(spans_ms.sum()), 1e-9)
     return [row], prompt_by_request
+
+
+def _engine_row(rows: pd.DataFrame, phase: str, shape: ModelShape, hardware: Hardware) -> list[dict]:
+    """A phase's row from the batch each step's engine annotation states (analysis.annotations.engine_batch:
+    sequences, new tokens, KV tokens): exact per step, summed like prefill; [] unless every step states it."""
+    if not len(rows) or "label" not in rows:
+        return []
+    batches = [engine_batch(str(label)) for label in rows["label"]]
+    if any(b is None or b.sequences < 1 or b.tokens < 1 for b in batches):
+        return []
+    estimates = [
+        estimate(step_cost(shape, phase, b.sequences, b.tokens, b.kv_tokens, pairs=b.pairs), hardware) for b in batches
+    ]
+    spans_ms = (rows["end_ns"] - rows["start_ns"]).to_numpy(dtype=float) / 1e6
+    typical = int(np.argsort(spans_ms, kind="stable")[(len(spans_ms) - 1) // 2])
+    row = _row(phase, estimates[typical], len(rows), measured_ms=float(spans_ms[typical]), steps=rows)
+    row["efficiency_pct"] = 100.0 * sum(e.expected_ms for e in estimates) / max(float(spans_ms.sum()), 1e-9)
+    row["source"] = "engine annotations"
+    return [row]
 
 
 def _decode_row(decode, shape, hardware, prompt_by_request, prompt_tokens, batch, notes) -> list[dict]:
@@ -120,12 +166,21 @@ def _decode_row(decode, shape, hardware, prompt_by_request, prompt_tokens, batch
     e = estimate(decode_cost(shape, mean_context, b), hardware)
     spans_ms = (decode["end_ns"] - decode["start_ns"]).to_numpy(dtype=float) / 1e6
     measured = float(np.median(spans_ms))
-    row = _row("decode", e, len(decode), measured_ms=measured)
+    row = _row("decode", e, len(decode), measured_ms=measured, steps=decode)
     row["efficiency_pct"] = 100.0 * e.expected_ms / max(measured, 1e-9)
     return [row]
 
 
-def _row(phase: str, e: Estimate, count: int, measured_ms: float) -> dict:
+def _window_ms(steps: pd.DataFrame | None) -> float:
+    """Median GPU window of the steps: span less the idle lead and tail (analysis.steps), NaN when unknown."""
+    if steps is None or not len(steps) or "gpu_lead_ns" not in steps:
+        return np.nan
+    window = steps["end_ns"] - steps["start_ns"] - steps["gpu_lead_ns"] - steps["gpu_tail_ns"]
+    return float(np.median(window.to_numpy(dtype=float)) / 1e6)
+
+
+def _row(phase: str, e: Estimate, count: int, measured_ms: float, steps: pd.DataFrame | None = None) -> dict:
+    window = _window_ms(steps)
     return {
         "phase": phase,
         "steps": count,
@@ -140,6 +195,9 @@ def _row(phase: str, e: Estimate, count: int, measured_ms: float) -> dict:
         "bound": e.bound,
         "measured_ms": measured_ms,
         "efficiency_pct": np.nan,
+        "window_ms": window,
+        "window_efficiency_pct": 100.0 * e.expected_ms / window if window and window > 0 else np.nan,
+        "source": "run.json / markers",
     }
 
 
@@ -173,11 +231,22 @@ def _finding(row: dict, hardware: Hardware, idle_share: float | None, on_gpu: bo
         floor = f"{format_bytes(row['bytes'])} moved at {hardware.memory_bytes_per_s / 1e9:.0f} GB/s"
     else:
         floor = f"{row['flops'] / 1e12:.3g} TFLOP at {hardware.flops_per_s / 1e12:.3g} TFLOP/s"
-    what = "median decode step" if phase == "decode" else "median prefill"
+    what = {"decode": "median decode step", "prefill": "median prefill"}.get(phase, f"median {phase} step")
     detail = (
         f"The {what} takes {row['measured_ms']:.3g} ms; the roofline allows {row['expected_ms']:.3g} ms "
         f"({floor}, {row['bound']} bound, {hardware.name}: {hardware.source})."
     )
+    window, window_pct = row.get("window_ms"), row.get("window_efficiency_pct")
+    if window is not None and np.isfinite(window) and window < 0.95 * row["measured_ms"]:
+        detail += (
+            f" Over its GPU window (first to last device work, {window:.3g} ms) it runs at {window_pct:.0f}%: the "
+            "rest of the step the device waits before or after its work."
+        )
+    if row.get("source") == "engine annotations":
+        detail += (
+            f" Batch and context from the engine's annotation: {row['batch']} sequence(s), "
+            f"{row['context']:,} cached tokens each (mean)."
+        )
     if eff > 100:
         detail += (
             " Above 100 %: the trace did less work than this model and token count imply (check both),"
@@ -185,13 +254,17 @@ def _finding(row: dict, hardware: Hardware, idle_share: float | None, on_gpu: bo
             " models on CPUs), or the figure is below what this device reaches."
         )
     evidence = {"efficiency_pct": eff, "expected_ms": row["expected_ms"], "measured_ms": row["measured_ms"]}
+    if window_pct is not None and np.isfinite(window_pct):
+        evidence["window_efficiency_pct"] = float(window_pct)
     if phase == "decode" and idle_share is not None:
         device = "the GPU is idle" if on_gpu else "no op runs"
         title += f"; {idle_share:.0%} of each step {device}"
         detail += f" {idle_share:.0%} of each decode step {device}: time the floor does not account for."
         evidence["idle_share"] = idle_share
     severity = "info" if eff >= LOW_EFFICIENCY_PCT else "warn"
-    return Finding(f"roofline-{phase}", severity, title, detail, evidence)
+    # priced by the time above the floor: (median measured - expected) over the steps measured
+    cost_us = max(row["measured_ms"] - row["expected_ms"], 0.0) * row["steps"] * 1e3
+    return Finding(f"roofline-{phase}", severity, title, detail, evidence, cost_us=float(cost_us))
 
 
 def format_bytes(n: float) -> str:
@@ -210,6 +283,7 @@ def _summary(phases: pd.DataFrame, shape, hardware, batch: int, idle_share) -> R
         "kv_bytes_per_token": kv_bytes_per_token(shape),
         "compute_bound_prompt_tokens": compute_bound_prompt_tokens(shape, hardware, batch),
         "decode_idle_share": idle_share,
+        "model": shape.name,
     }
     by_phase = {r["phase"]: r for r in phases.to_dict("records")}
     for p in ("prefill", "decode"):
@@ -220,4 +294,19 @@ def _summary(phases: pd.DataFrame, shape, hardware, batch: int, idle_share) -> R
         out[f"{p}_bound"] = r["bound"] if r else None
         out[f"{p}_bytes"] = int(r["bytes"]) if r else None
         out[f"{p}_flops"] = int(r["flops"]) if r else None
+    for p in ("prefill", "decode", "mixed"):
+        r = by_phase.get(p)
+        out[f"{p}_window_pct"] = _finite(r["window_efficiency_pct"]) if r else None
+    mixed = by_phase.get("mixed")
+    if mixed:
+        out.update(
+            mixed_expected_ms=float(mixed["expected_ms"]),
+            mixed_measured_ms=float(mixed["measured_ms"]),
+            mixed_roofline_pct=float(mixed["efficiency_pct"]),
+            mixed_bound=mixed["bound"],
+        )
     return RooflineSummary(**out)
+
+
+def _finite(value) -> float | None:
+    return float(value) if value is not None and np.isfinite(value) else None

@@ -61,6 +61,12 @@ GPUS: dict[str, Hardware] = {
         _gpu("RTX 4090", 1008, 165.2, "NVIDIA Ada whitepaper, fp32 accumulate", memory="GDDR6X", gib=24),
         # AMD Instinct MI300X datasheet: 5.3 TB/s HBM3 (192 GB), BF16 1307.4 TFLOPS dense (2614.9 sparse).
         _gpu("MI300X", 5300, 1307.4, "AMD Instinct MI300X datasheet", gib=192),
+        # AMD Instinct MI325X datasheet: 256 GB HBM3E at 6 TB/s, BF16 1307.4 TFLOPS dense (2614.9 sparse).
+        _gpu("MI325X", 6000, 1307.4, "AMD Instinct MI325X datasheet", memory="HBM3E", gib=256),
+        # AMD Instinct MI300A APU datasheet: 128 GB unified HBM3 at 5.3 TB/s, BF16 980.6 TFLOPS dense.
+        _gpu("MI300A", 5300, 980.6, "AMD Instinct MI300A datasheet", gib=128),
+        # NVIDIA H20 product brief: 96 GB HBM3 at 4.0 TB/s, BF16 148 TFLOPS dense.
+        _gpu("H20", 4000, 148, "NVIDIA H20 product brief, 96GB", gib=96),
         # NVIDIA V100 datasheet: SXM2 900 GB/s, FP16 tensor 125 TFLOPS (no bf16: fp16 figure); 16 or 32 GB.
         _gpu("V100", 900, 125, "NVIDIA V100 datasheet, SXM2 (fp16)"),
         # same datasheet: PCIe 900 GB/s, FP16 tensor 112 TFLOPS.
@@ -72,6 +78,7 @@ GPUS: dict[str, Hardware] = {
 _PATTERNS: tuple[tuple[str, str], ...] = (
     (r"gh200", "GH200"),
     (r"h200", "H200"),
+    (r"\bh20\b", "H20"),
     (r"h100.*pcie", "H100 PCIe"),
     (r"h100.*nvl", "H100 NVL"),
     (r"h100", "H100 SXM"),
@@ -86,6 +93,8 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\ba10\b", "A10"),
     (r"4090", "RTX 4090"),
     (r"mi300x", "MI300X"),
+    (r"mi325x", "MI325X"),
+    (r"mi300a", "MI300A"),
     (r"v100.*pcie", "V100 PCIe"),
     (r"v100", "V100"),
 )

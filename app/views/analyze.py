@@ -74,7 +74,8 @@ def _detail_window(loaded) -> tuple[int, int]:
             default,
             key=f"detail_steps_{loaded.answer_id}",
             help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
-            "The median decode step is also drawn as layers when it is in the range.",
+            "The step the anatomy reads (the median decode step, else the median of the main kind) is also drawn "
+            "as layers when it is in the range.",
         )
         return int(steps["start_ns"].iloc[first_row]), int(steps["end_ns"].iloc[last_row])
     if len(steps) == 1:
@@ -125,7 +126,7 @@ def _timeline_section(loaded) -> None:
     anat = loaded.analysis.anatomy
     if anat is not None and anat.layers.layers and anat.median_step is not None:
         note = (note or "") + (
-            f"The layers lane shows step {anat.median_step} (the median decode step) as its "
+            f"The layers lane shows {anat.role or f'step {anat.median_step}'} as its "
             f"{anat.layers.layers} layers when it is in the range. "
         )
     st.caption((note or "") + "Drag to zoom, double-click to reset; hover a segment for its name, length and step.")
@@ -170,7 +171,7 @@ def _inside_step_section(loaded) -> None:
     if anat is None or anat.median_step is None:
         return
     unit = "kernels" if anat.on_gpu else "host ops"
-    st.subheader(f"Inside a step: categories and layers (step {anat.median_step}, {anat.median_kind})")
+    st.subheader(f"Inside a step: categories and layers ({anat.role or f'step {anat.median_step}'})")
     left, right = st.columns([3, 2])
     table = tables.category_table(loaded.analysis).rename(columns={"count": unit})
     left.dataframe(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from ...analysis.compare import batches_differ, compare
+from ...exporters.compare_formats import op_diff_caption, op_diff_rows
 from ...exporters.figures import compare_charts
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
@@ -90,6 +92,25 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
     )
 
 
+def _pair_banner(result) -> None:
+    """What makes the pair not like for like (analysis.compare_warnings), above everything else."""
+    if not result.warnings:
+        return
+    lines = "\n".join(f"- {for_markdown(w)}" for w in result.warnings)
+    st.warning(f"**Not like for like**: read the figures below with this in mind.\n{lines}", icon=":material/warning:")
+
+
+def _op_diff(result) -> None:
+    """Kernels (host ops) that appeared, disappeared or changed count or time per step (analysis.op_diff)."""
+    rows = op_diff_rows(result, top=30)
+    if not rows:
+        return
+    st.subheader("Op by op")
+    st.caption(for_markdown(op_diff_caption(result)))
+    table = pd.DataFrame(rows, columns=["op", "category", "status", "count / step", "time / step", "B - A"])
+    st.dataframe(table, width="stretch", hide_index=True)
+
+
 def _composition_section(result, name_a: str, name_b: str) -> None:
     """What the two runs' batches held, side by side (analysis.compare.compare_composition)."""
     rows = result.composition
@@ -117,6 +138,7 @@ def render() -> None:
             return
     a, b = loaded
     result = compare(a.analysis, b.analysis, _short_label(pair[0]), _short_label(pair[1]))
+    _pair_banner(result)
     st.success(for_markdown(result.sentence))
 
     columns = st.columns(2)
@@ -136,6 +158,7 @@ def render() -> None:
 
     _composition_section(result, a.name, b.name)
     _inside_step(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)
+    _op_diff(result)
     st.plotly_chart(compare_charts.itl_overlay(a, b), width="stretch")
     st.plotly_chart(compare_charts.per_step_overlay(a, b), width="stretch")
     st.subheader("One typical decode step of each, same time scale")

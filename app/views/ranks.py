@@ -144,4 +144,4 @@ def render() -> None:
     if loaded.result.findings:
         components.finding_alerts(loaded.result.findings)
     else:
-        st.write("No straggler, communication-bound steps or imbalance above the thresholds.")
+        st.write("No straggler, communication-bound steps or imbalance above the thresholds (over the aligned steps).")

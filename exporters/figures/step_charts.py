@@ -113,14 +113,21 @@ def kernels_launches_chart(steps: pd.DataFrame) -> go.Figure:
 
 
 def busy_idle_chart(steps: pd.DataFrame) -> go.Figure:
+    """Each step's span as busy + idle, the idle split into before its first device work (lead), between, and
+    after its last (tail): the bars add up to the step time (analysis.steps)."""
     x = _step_numbers(steps)
+    lead = steps.get("gpu_lead_ns", 0)
+    tail = steps.get("gpu_tail_ns", 0)
+    between = steps["gpu_idle_ns"] - lead - tail
     fig = go.Figure(
         [
             go.Bar(x=x, y=steps["gpu_busy_ns"] / 1e6, name="busy", marker_color=palette.BUSY),
-            go.Bar(x=x, y=steps["gpu_idle_ns"] / 1e6, name="idle", marker_color=palette.IDLE),
+            go.Bar(x=x, y=lead / 1e6, name="idle before first work", marker_color=palette.IDLE_LEAD),
+            go.Bar(x=x, y=between / 1e6, name="idle between work", marker_color=palette.IDLE),
+            go.Bar(x=x, y=tail / 1e6, name="idle after last work", marker_color=palette.IDLE_TAIL),
         ]
     )
-    fig = _layout(fig, "Busy vs idle per step", "ms")
+    fig = _layout(fig, "Busy vs idle per step (adds up to the step time)", "ms")
     fig.update_layout(barmode="stack")
     return fig
 

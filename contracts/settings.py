@@ -1,0 +1,81 @@
+"""Every STEPSCOPE_* setting, read here and nowhere else (README's "Settings" lists them, from this table).
+
+Why one module: a setting read in several places is read in several ways (one trims spaces, one does not; one
+treats 0 as off, one as a limit), and a setting nobody lists is one nobody finds. Each is read when asked, not at
+import, so a test or a server changing the environment is seen at once. Standard library only: every stage (the
+collectors, the readers, the cache, the app) may import this.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str  # as README shows it
+    meaning: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("STEPSCOPE_CACHE_DIR", "~/.cache/stepscope", "the on-disk cache: parsed traces, answers, stat index"),
+    Setting("STEPSCOPE_CACHE_MAX_MB", "2048", "the cache's size bound (least recently used entries go first)"),
+    Setting("STEPSCOPE_MAX_FILE_MB", "2048", "largest trace file read, on disk"),
+    Setting("STEPSCOPE_MAX_DECOMPRESSED_MB", "2048", "largest trace read, after gzip"),
+    Setting("STEPSCOPE_MAX_EVENTS", "20000000", "most events a trace may hold"),
+    Setting("STEPSCOPE_PARSE_WORKERS", "2", "processes that decode a big JSON trace (1: one process)"),
+    Setting("STEPSCOPE_TRACE_PROCESSOR", "(on PATH)", "the Perfetto trace_processor binary for Perfetto imports"),
+    Setting("STEPSCOPE_LOGDIR", "(none)", "a folder of traces the app lists (`--logdir DIR`); runs go there too"),
+    Setting("STEPSCOPE_RUNS_DIR", "the log directory, else runs", "where the Run page writes runs, if not the logdir"),
+    Setting("STEPSCOPE_SAMPLES_DIR", "sample_traces", "the samples the app opens on"),
+    Setting("STEPSCOPE_FLEET_ROOT", "the runs folder", "the folder under which Fleet opens batch outputs"),
+    Setting("STEPSCOPE_ALLOW_REMOTE_RUNS", "0", "1: the Run page and path inputs stay when listening beyond loopback"),
+    Setting("STEPSCOPE_MODELS_DIR", "your home folder", "local model folders the Run page may load must lie inside it"),
+    Setting("STEPSCOPE_MAX_NEW_TOKENS", "1024", "the Run page's bound on new tokens"),
+    Setting("STEPSCOPE_MAX_BATCH", "64", "the Run page's bound on the batch"),
+    Setting("STEPSCOPE_MAX_PROMPT_TOKENS", "8192", "the Run page's bound on the prompt"),
+    Setting("STEPSCOPE_TIMING_LOG", "(none)", "a file the app appends stage timings to (bench/browser_open_bench.py)"),
+    Setting("STEPSCOPE_DEBUG", "0", "1: the collectors print a traceback under their one-line error"),
+)
+NAMES = frozenset(s.name for s in SETTINGS)
+
+
+def raw(name: str) -> str | None:
+    """The setting's text, stripped; None when unset or empty."""
+    if name not in NAMES:
+        raise KeyError(f"{name} is not a Stepscope setting (contracts/settings.py lists them)")
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def text(name: str, default: str | None = None) -> str | None:
+    return raw(name) or default
+
+
+def path(name: str, default: str | os.PathLike | None = None) -> Path | None:
+    value = raw(name)
+    if value is None:
+        return None if default is None else Path(default).expanduser()
+    return Path(value).expanduser()
+
+
+def flag(name: str) -> bool:
+    """On for 1, true, yes, on (any case); off otherwise."""
+    return (raw(name) or "").lower() in ("1", "true", "yes", "on")
+
+
+def positive_int(name: str, default: int) -> int:
+    """A whole number above zero, else the default (a bad value never fails a read: it is the default)."""
+    value = raw(name)
+    if value is None or not value.isdigit() or int(value) <= 0:
+        return default
+    return int(value)
+
+
+def runs_dir(default: str | os.PathLike) -> Path:
+    """Where runs are written and past runs listed: STEPSCOPE_RUNS_DIR, else the log directory (STEPSCOPE_LOGDIR:
+    one folder of traces, as TensorBoard's --logdir is), else `default`."""
+    return path("STEPSCOPE_RUNS_DIR") or path("STEPSCOPE_LOGDIR") or Path(default)
