@@ -183,10 +183,19 @@ def read_chrome_trace_file(
     """A big plain JSON trace read in pieces straight from disk by two processes (split_decode). Raises
     split_decode.SplitNotPossibleError when that cannot be done: the caller reads the whole file instead;
     split_decode.DecodeStoppedError when `meanwhile` returns True. `sink`: as _timeline says."""
-    from .split_decode import decode_file_in_two
+    from .memory_budget import events_within, over_budget_error
+    from .split_decode import OverEventLimitError, decode_file_in_two
 
-    max_events = (limits or ReadLimits.from_env()).max_events
-    return _timeline(*decode_file_in_two(path, max_events, meanwhile, progress), sink=sink)
+    limits = limits or ReadLimits.from_env()
+    try:
+        decoded = decode_file_in_two(path, limits.events_in_pieces, meanwhile, progress)
+    except OverEventLimitError as exc:
+        if limits.memory_budget_bytes is None:
+            raise  # limits of the caller's own: the one-process reader words the error
+        if limits.events_in_pieces < events_within(limits.memory_budget_bytes):  # STEPSCOPE_MAX_EVENTS, set lower
+            check_event_count(exc.events, limits)
+        raise over_budget_error(exc.events, limits.memory_budget_bytes) from None
+    return _timeline(*decoded, sink=sink)
 
 
 def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int, sink: FrameSink | None = None) -> Timeline:

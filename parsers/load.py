@@ -117,7 +117,10 @@ def read_in_pieces(
         st = os.stat(path)
     except OSError:
         return None
-    too_big = st.st_size > min(limits.max_file_bytes, limits.max_decompressed_bytes)
+    # Bounded by the memory budget (its events), not by the whole-file limits: the file's bytes are never held.
+    too_big = limits.memory_budget_bytes is None and st.st_size > min(
+        limits.max_file_bytes, limits.max_decompressed_bytes
+    )
     if not stat.S_ISREG(st.st_mode) or too_big or st.st_size < MIN_SPLIT_BYTES:
         return None
     from .chrome_trace import read_chrome_trace_file

@@ -85,6 +85,20 @@ class SplitNotPossibleError(Exception):
     """The piecewise path could not be used; the caller reads the file in one process instead."""
 
 
+class OverEventLimitError(SplitNotPossibleError):
+    """More events than the read may hold: counted, or estimated from the first piece (events per byte) before the
+    rest is decoded. The one-process reader words the error; a read bounded by the memory budget says so."""
+
+    def __init__(self, events: int) -> None:
+        super().__init__("over the event limit")
+        self.events = events
+
+
+# A file whose first piece, scaled to the file's size, holds this many times the limit is refused before the rest
+# is decoded (real traces' events are much alike in size; the exact count is checked at the end either way).
+_ESTIMATE_MARGIN = 1.25
+
+
 class DecodeStoppedError(Exception):
     """The caller's `meanwhile` returned True (it has what it needs: the content is cached, say): decoding stopped."""
 
@@ -223,7 +237,9 @@ def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None, pro
         piece = _decode(data, *pieces[i])
         events += piece.count if piece is not None else 0
         if events > max_events:  # the one-process reader counts them and words the error
-            raise SplitNotPossibleError("over the event limit")
+            raise OverEventLimitError(events)
+        if count == 1 and piece is not None:
+            _check_estimate(piece.count, pieces[i], len(data), max_events)
         if publish is None:
             done[i] = piece
         else:
@@ -231,6 +247,14 @@ def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None, pro
         if progress is not None:
             progress(count)
     return done
+
+
+def _check_estimate(events: int, piece: tuple[int, int | None], size: int, max_events: int) -> None:
+    """Refuse at once a file whose first decoded piece, scaled to the whole file, is well over the limit."""
+    start, stop = piece
+    length = (size if stop is None else stop) - start
+    if length > 0 and events * size / length > _ESTIMATE_MARGIN * max_events:
+        raise OverEventLimitError(int(events * size / length))
 
 
 def _queue(fd: int):
@@ -313,7 +337,7 @@ def _joined(head: _TraceDoc, ordered: list[_Piece], max_events: int) -> tuple[_T
     if builder.duration_events == 0:
         raise SplitNotPossibleError("no duration events")  # the one-process reader says what the file holds
     if count > max_events:
-        raise SplitNotPossibleError("over the event limit")
+        raise OverEventLimitError(count)
     for field in _DOC_FIELDS:
         if tail is not None and getattr(tail, field.name) is not None:  # keys after the list win, as in one pass
             setattr(head, field.name, getattr(tail, field.name))

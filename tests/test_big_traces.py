@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from analysis.categories import CATEGORIES, categorised_rows, enclosing_categories
 
@@ -74,3 +75,115 @@ def test_categorised_rows_keeps_only_strong_names_of_the_rows_asked() -> None:
     rows = np.array([True, True, True, True])
     assert categorised_rows(names, rows).tolist() == [True, False, False, False]
     assert categorised_rows(names, np.array([False, True, True, True])).tolist() == [False, False, False, False]
+
+
+# --- a SYNTHETIC serving trace tiled end to end, read in pieces, within the memory budget -------------------
+
+
+def _tiled_generation(tiles: int, decode_steps: int = 9) -> dict:
+    """SYNTHETIC: one eager generation (1 prefill + `decode_steps` decodes) tiled `tiles` times end to end, times
+    and correlation ids shifted per copy, as bench/make_big_serving_trace.py tiles a real serving trace."""
+    import copy
+
+    from tests.synthetic_traces import doc, synthetic_generation
+
+    source = synthetic_generation(decode_steps=decode_steps)
+    span = max(e["ts"] + e.get("dur", 0) for e in source) - min(e["ts"] for e in source) + 1000.0
+    events = []
+    for tile in range(tiles):
+        for event in source:
+            event = copy.deepcopy(event)
+            event["ts"] += tile * span
+            if "correlation" in event.get("args", {}):
+                event["args"]["correlation"] += tile * 1_000_000
+            events.append(event)
+    return doc(events)
+
+
+@pytest.fixture
+def in_pieces(monkeypatch):
+    """Small files read in small pieces by two processes (the path a trace of gigabytes takes)."""
+    from parsers import split_decode
+
+    monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
+    monkeypatch.setattr(split_decode, "PIECE_BYTES", 16 << 10)
+    monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")
+    for name in ("MEMORY_BUDGET_MB", "MAX_EVENTS", "MAX_FILE_MB", "MAX_DECOMPRESSED_MB"):
+        monkeypatch.delenv(f"STEPSCOPE_{name}", raising=False)
+
+
+def test_a_tiled_trace_read_in_pieces_into_the_cache_keeps_every_step(tmp_path, in_pieces, monkeypatch):
+    """30 tiles of 1 prefill + 9 decodes: 30 prefills and 270 decodes, read in pieces and written straight into
+    the cache's entry (the Timeline mapped from it), the same frame as the one-process reader's."""
+    import json
+
+    from analysis import analyze
+    from analysis.options import AnalysisOptions
+    from parsers.chrome_trace import read_chrome_trace
+    from trace_cache import timelines
+    from trace_cache.store import CacheStore
+    from trace_cache.timelines import open_trace_cached
+
+    def not_this_way(*args, **kwargs):
+        raise AssertionError("the frame was built in memory and saved, not written into the entry")
+
+    monkeypatch.setattr(timelines, "save_timeline", not_this_way)
+    data = json.dumps(_tiled_generation(30)).encode()
+    path = tmp_path / "tiled.json"
+    path.write_bytes(data)
+    store = CacheStore(tmp_path / "cache")
+    _, timeline = open_trace_cached(path, store=store)
+    assert len([p for _, _, p in store.entries() if p.suffix == ".arrow"]) == 1
+    pd.testing.assert_frame_equal(timeline.events, read_chrome_trace(data).events)
+    steps = analyze(timeline, AnalysisOptions()).steps
+    assert steps["kind"].value_counts().to_dict() == {"decode": 270, "prefill": 30}
+    assert steps["request"].nunique() == 30
+    _, again = open_trace_cached(path, store=store)  # the entry written in place is a hit
+    pd.testing.assert_frame_equal(again.events, timeline.events)
+
+
+def test_the_memory_budget_not_the_file_limit_bounds_a_read_in_pieces(tmp_path, in_pieces, monkeypatch):
+    """A file over STEPSCOPE_MAX_FILE_MB still opens in pieces (its bytes are never held); the budget refuses it
+    in one line once its events do not fit; a gzip of it, read whole, keeps the file limit."""
+    import gzip
+    import json
+
+    from parsers import TraceError, load_trace
+    from parsers.memory_budget import BYTES_PER_EVENT
+
+    data = json.dumps(_tiled_generation(60)).encode()
+    assert len(data) > 1 << 20
+    path = tmp_path / "tiled.json"
+    path.write_bytes(data)
+    monkeypatch.setenv("STEPSCOPE_MAX_FILE_MB", "1")
+    assert len(load_trace(path).events) == len(json.loads(data)["traceEvents"])
+    zipped = tmp_path / "tiled.json.gz"
+    zipped.write_bytes(gzip.compress(data))
+    monkeypatch.setenv("STEPSCOPE_MAX_DECOMPRESSED_MB", "1")
+    with pytest.raises(TraceError, match="beyond the 1 MB decompression limit"):  # the bomb guard stays
+        load_trace(zipped)
+    monkeypatch.setenv("STEPSCOPE_MEMORY_BUDGET_MB", "1")  # 1 MiB: about 5,000 events at BYTES_PER_EVENT
+    assert len(json.loads(data)["traceEvents"]) > (1 << 20) // BYTES_PER_EVENT
+    with pytest.raises(TraceError, match="STEPSCOPE_MEMORY_BUDGET_MB") as refused:
+        load_trace(path)
+    assert "\n" not in str(refused.value) and "memory budget" in str(refused.value)
+
+
+def test_the_memory_budget_defaults_to_a_quarter_of_ram_and_refuses_a_bad_value(monkeypatch):
+    from parsers import TraceError
+    from parsers.limits import ReadLimits
+    from parsers.memory_budget import BYTES_PER_EVENT, machine_memory_bytes
+
+    monkeypatch.delenv("STEPSCOPE_MEMORY_BUDGET_MB", raising=False)
+    monkeypatch.delenv("STEPSCOPE_MAX_EVENTS", raising=False)
+    limits = ReadLimits.from_env()
+    assert limits.memory_budget_bytes == machine_memory_bytes() // 4
+    assert limits.events_in_pieces == machine_memory_bytes() // 4 // BYTES_PER_EVENT
+    monkeypatch.setenv("STEPSCOPE_MEMORY_BUDGET_MB", "512")
+    assert ReadLimits.from_env().memory_budget_bytes == 512 << 20
+    monkeypatch.setenv("STEPSCOPE_MAX_EVENTS", "1000")  # an event limit set on purpose bounds the pieces too
+    assert ReadLimits.from_env().events_in_pieces == 1000
+    for bad in ("lots", "-5", "0", "1.5"):
+        monkeypatch.setenv("STEPSCOPE_MEMORY_BUDGET_MB", bad)
+        with pytest.raises(TraceError, match="STEPSCOPE_MEMORY_BUDGET_MB"):
+            ReadLimits.from_env()

@@ -173,9 +173,13 @@ def table_to_timeline(table: pa.Table, memory: pa.Table | None = None) -> Timeli
 
 def _entry_name(digest: str, limits: ReadLimits | None) -> str:
     limits = limits or ReadLimits.from_env()
-    return timeline_entry_name(
-        digest, limits_tag([limits.max_file_bytes, limits.max_decompressed_bytes, limits.max_events])
-    )
+    return timeline_entry_name(digest, limits_tag(_limit_values(limits)))
+
+
+def _limit_values(limits: ReadLimits) -> list:
+    """What an entry's name keeps of the limits it was read under (the budget's events only where one is set)."""
+    values = [limits.max_file_bytes, limits.max_decompressed_bytes, limits.max_events]
+    return values if limits.piece_events is None else [*values, limits.piece_events]
 
 
 def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None = None) -> bool:
