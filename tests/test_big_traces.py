@@ -187,3 +187,29 @@ def test_the_memory_budget_defaults_to_a_quarter_of_ram_and_refuses_a_bad_value(
         monkeypatch.setenv("STEPSCOPE_MEMORY_BUDGET_MB", bad)
         with pytest.raises(TraceError, match="STEPSCOPE_MEMORY_BUDGET_MB"):
             ReadLimits.from_env()
+
+
+def test_the_command_line_shows_how_much_is_read_on_a_terminal_only(tmp_path, in_pieces):
+    import io
+    import json
+
+    from analysis.front_door import CachePolicy, open_report
+    from app.cli.read_progress import read_progress_for
+    from trace_cache.store import CacheStore
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert read_progress_for("t.json", io.StringIO()) is None  # a pipe or a file: nothing but the answer
+    path = tmp_path / "tiled\x1b[31m.json"
+    path.write_bytes(json.dumps(_tiled_generation(10)).encode())
+    shown = Terminal()
+    hook = read_progress_for(path.name, shown)
+    answer = open_report(path, cache=CachePolicy(store=CacheStore(tmp_path / "cache")), read_fraction=hook)
+    assert json.loads(answer.text)["summary"]["decode_steps"] == 90
+    lines = shown.getvalue().split("\r")[1:]
+    assert lines[0].startswith("reading tiled?[31m.json: ") and "\x1b[31m" not in shown.getvalue()
+    percents = [int(line.rsplit(" ", 1)[1].rstrip("%")) for line in lines[:-1]]
+    assert percents == sorted(percents) and len(percents) >= 2  # it moved while the pieces were read
+    assert lines[-1] == "\033[K"  # cleared once read
