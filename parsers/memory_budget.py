@@ -27,11 +27,19 @@ _FALLBACK_RAM = 8 << 30  # where the machine's memory cannot be read
 
 
 def machine_memory_bytes() -> int:
-    """This machine's physical memory (sysconf), else 8 GiB."""
+    """This machine's physical memory (sysconf), else 8 GiB; no more than the process's address-space limit (a
+    `ulimit -v`), so that the default budget stays within it too."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+        ram = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):
-        return _FALLBACK_RAM
+        ram = _FALLBACK_RAM
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return ram
+    return ram if soft == resource.RLIM_INFINITY or soft <= 0 else min(ram, soft)
 
 
 def memory_budget_bytes() -> int:

@@ -213,3 +213,44 @@ def test_the_command_line_shows_how_much_is_read_on_a_terminal_only(tmp_path, in
     percents = [int(line.rsplit(" ", 1)[1].rstrip("%")) for line in lines[:-1]]
     assert percents == sorted(percents) and len(percents) >= 2  # it moved while the pieces were read
     assert lines[-1] == "\033[K"  # cleared once read
+
+
+def _tiny_events_file(path, min_bytes: int):
+    """SYNTHETIC hostile input: a plain JSON trace over `min_bytes` of the smallest duration events there are."""
+    event = b'{"ph":"X","ts":1,"dur":1}'
+    count = min_bytes // (len(event) + 1) + 1
+    path.write_bytes(b'{"traceEvents":[' + b",".join([event] * count) + b"]}")
+    return count
+
+
+def test_a_hostile_count_over_the_budget_is_one_line_from_the_command_line(tmp_path):
+    """Read in pieces for real (a file over split_decode.MIN_SPLIT_BYTES), under `ulimit -v 3000000`: refused by the
+    budget in one line, exit 2, before its frame is built; within a budget that holds it, it opens."""
+    from parsers.split_decode import MIN_SPLIT_BYTES
+    from tests.bounded_cli import assert_sane_outcome, run_bounded
+
+    path = tmp_path / "tiny.json"
+    count = _tiny_events_file(path, MIN_SPLIT_BYTES + (2 << 20))
+    refused = run_bounded("analyze", path, "--json", cache_dir=tmp_path / "c", env={"STEPSCOPE_MEMORY_BUDGET_MB": "64"})
+    assert_sane_outcome(refused)
+    assert refused.status == 2 and "STEPSCOPE_MEMORY_BUDGET_MB" in refused.error_lines[0], refused.stderr
+    said = int(refused.error_lines[0].split("about ", 1)[1].split(" ", 1)[0].replace(",", ""))
+    assert 0.8 * count <= said <= 1.2 * count  # the estimate (from the first piece) is of the right size
+    opened = run_bounded("analyze", path, "--json", cache_dir=tmp_path / "c", timeout=60)
+    assert_sane_outcome(opened)
+    assert opened.status == 0 and '"events":' in opened.stdout
+
+
+def _memory_under_address_limit(limit: int) -> int:
+    import resource
+
+    from parsers.memory_budget import machine_memory_bytes
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    return machine_memory_bytes()
+
+
+def test_the_default_budget_stays_within_an_address_space_limit():
+    from tests.bounded_cli import ADDRESS_SPACE_BYTES, in_child
+
+    assert in_child(20, _memory_under_address_limit, ADDRESS_SPACE_BYTES) == ADDRESS_SPACE_BYTES  # ulimit -v 3000000
