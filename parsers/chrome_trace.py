@@ -238,8 +238,9 @@ def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int, sink: F
 
 
 def _with_frame(builder: _ColumnBuilder, meta: TraceMeta, memory, sink: FrameSink | None) -> Timeline:
-    if sink is not None and hasattr(builder, "timeline_into"):  # a trace read in pieces: its runs, joined there
-        timeline = builder.timeline_into(sink, meta, memory)
+    into = getattr(builder, "timeline_into", None)  # a trace read in pieces (piece_merge.JoinedBuilder): its runs
+    if sink is not None and into is not None:
+        timeline = into(sink, meta, memory)
         if timeline is not None:
             return timeline
     return Timeline(events=builder.frame(), meta=meta, memory=memory)
