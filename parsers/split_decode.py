@@ -238,7 +238,7 @@ def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None, pro
         events += piece.count if piece is not None else 0
         if events > max_events:  # the one-process reader counts them and words the error
             raise OverEventLimitError(events)
-        if count == 1 and piece is not None:
+        if count == 1 and piece is not None and publish is None:  # this process estimates; the other only counts
             _check_estimate(piece.count, pieces[i], len(data), max_events)
         if publish is None:
             done[i] = piece
@@ -388,7 +388,9 @@ def _decode_with_child(
     os.close(queue_write)
     channel, pid = PieceChannel(), 0
     try:
-        pid = _start_second_process(data, pieces, max_events, queue_read, channel)
+        # The other process does not stop at the limit: this one counts its own pieces as they come (and stops both
+        # once they alone are over it), and the join counts them all, so the refusal is always this process's words.
+        pid = _start_second_process(data, pieces, 1 << 62, queue_read, channel)
         channel.as_reader()
         if meanwhile is not None and meanwhile():
             raise DecodeStoppedError
