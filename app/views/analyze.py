@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ...analysis.event_window import table_page
 from ...exporters.figures import step_charts, timeline
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
@@ -149,7 +150,10 @@ def _step_section(loaded) -> None:
             step_charts.category_chart(anat.step_categories, anat.on_gpu), width="stretch", key="category_chart"
         )
     with st.expander(f"Steps table ({len(steps)} rows; times in ms from trace start)"):
-        st.dataframe(tables.shown_frame(tables.steps_table(loaded.analysis)), width="stretch", hide_index=True)
+        page = table_page(tables.steps_table(loaded.analysis))  # a bounded page: never millions of rows at once
+        st.dataframe(tables.shown_frame(page.rows), width="stretch", hide_index=True)
+        if not page.complete:
+            st.caption(f"The first {len(page.rows):,} of {page.total:,} steps; download the CSV for all.")
 
 
 def _batch_section(loaded) -> None:

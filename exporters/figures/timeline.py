@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ...analysis.event_window import events_in_range
 from ...analysis.model import Analysis
 from ...parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 from ..safe_text import for_plotly
@@ -325,10 +326,7 @@ def overview_lanes(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET) ->
 
 
 def _window_events(timeline: Timeline, lo: int, hi: int) -> pd.DataFrame:
-    ev = timeline.events
-    ts = ev["ts"].to_numpy()
-    first, last = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, hi, side="left")
-    return ev.iloc[first:last]
+    return events_in_range(timeline, lo, hi)  # only the range is read (analysis.event_window)
 
 
 def detail_lanes(
