@@ -25,6 +25,7 @@ from .categories import (
     CATEGORIES,
     GENERIC,
     Rule,
+    categorised_rows,
     categorize,
     enclosing_categories,
 )
@@ -285,7 +286,8 @@ def _refine_by_module(ev: pd.DataFrame, category: pd.Categorical, rules: tuple[R
     """Generic kernels (elementwise, other) launched inside a categorised nn.Module (the trace's
     python stack, when recorded) take the module's category: an unfused RMSNorm's pow, mean, mul
     and rsqrt kernels are norm time. Returns (categories, a note or None)."""
-    modules = take_rows(ev, kind_mask(ev, ["python"]), ("ts", "dur", "tid", "name"))  # nn.Module spans (with_stack)
+    spans = categorised_rows(ev["name"], kind_mask(ev, ["python"]), rules)  # nn.Module spans (with_stack)
+    modules = take_rows(ev, spans, ("ts", "dur", "tid", "name"))
     if modules.empty:
         return category, None
     gpu = take_rows(ev, kind_mask(ev, GPU_KINDS), ("correlation",))

@@ -30,7 +30,8 @@ def kind_mask(events: pd.DataFrame, kinds: Iterable[str]) -> np.ndarray:
 def take_rows(events: pd.DataFrame, mask: np.ndarray, columns: Iterable[str]) -> pd.DataFrame:
     """The rows of `mask` (boolean or positions), only `columns`, index kept: what `events[mask][columns]` gives."""
     rows = np.flatnonzero(mask) if mask.dtype == bool else mask
-    return pd.DataFrame({c: events[c].array.take(rows) for c in columns}, index=events.index.take(rows))
+    # copy=False: the taken columns are fresh; the default would copy them again into one block
+    return pd.DataFrame({c: events[c].array.take(rows) for c in columns}, index=events.index.take(rows), copy=False)
 
 
 def name_mask(events: pd.DataFrame, names: Iterable[str]) -> np.ndarray:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .roofline.model_config import ModelShape
 
 Progress = Callable[[str], None]  # told each stage as it starts: "read", "analyse", "model", "report"
+ReadFraction = Callable[[float], None]  # told how much of a trace file is read, 0 to 1, as it goes (a progress bar)
 
 
 @dataclass(frozen=True)
@@ -122,13 +123,16 @@ def open_trace(
     progress: Progress | None = None,
     limits: ReadLimits | None = None,
     name: str | None = None,
+    read_fraction: ReadFraction | None = None,
 ) -> Opened:
     """Read and analyse one trace file or upload. `model` (a shape, or a preset name / model folder / config.json /
     run.json path) and `device` (a GPU table row or a name it matches, "H100") are for traces whose run.json
     does not say them; a run.json that names the model wins. Raises TraceError (an unreadable trace) or ValueError
     (a bad option, model or device), each with a one-line reason."""
     given = Given(resolve_model(model), resolve_device(device))
-    return _open_one(source, options or AnalysisOptions(), given, cache, progress, limits, name)
+    return _open_one(
+        source, options or AnalysisOptions(), given, cache, progress, limits, name, read_fraction=read_fraction
+    )
 
 
 def _open_one(
@@ -140,6 +144,7 @@ def _open_one(
     limits: ReadLimits | None,
     name: str | None = None,
     sidecar: Sidecar | None = None,
+    read_fraction: ReadFraction | None = None,
 ) -> Opened:
     """open_trace's walk; `sidecar`: the run.json already read for this file (open_report reads it for the key)."""
     from ..parsers.limits import ReadLimits
@@ -147,7 +152,7 @@ def _open_one(
     limits = limits or ReadLimits.from_env()
     notify = progress or _silent
     notify("read")
-    digest, timeline, sidecar, path = _read(source, limits, cache, sidecar)
+    digest, timeline, sidecar, path = _read(source, limits, cache, sidecar, read_fraction)
     key = answer_key_for(sidecar, options, given, limits)
     opened = _analysed(name or source_name(source), digest, timeline, sidecar, path, options, given, notify)
     return replace(opened, key=key)
@@ -162,6 +167,7 @@ def open_report(
     cache: CachePolicy = USE_CACHE,
     progress: Progress | None = None,
     limits: ReadLimits | None = None,
+    read_fraction: ReadFraction | None = None,
 ) -> ReportAnswer:
     """The analyze --json text of one trace file: from the result cache when every input is the same, else opened
     (open_trace) and stored. Raises like open_trace."""
@@ -177,7 +183,7 @@ def open_report(
         hit = cached_answer(path, key, cache)
         if hit is not None:
             return hit
-    opened = _open_one(path, options, given, cache, progress, limits, sidecar=sidecar)
+    opened = _open_one(path, options, given, cache, progress, limits, sidecar=sidecar, read_fraction=read_fraction)
     text = json.dumps(opened.report, separators=(",", ":"))
     if key is not None:  # keyed again: a first CPU roofline on this machine has just stored its figures
         _store_answer(path, answer_key_for(sidecar, options, given, limits) or key, text, opened.notes, cache)
@@ -305,6 +311,7 @@ def _read(
     limits: ReadLimits | None,
     cache: CachePolicy,
     sidecar: Sidecar | None = None,
+    read_fraction: ReadFraction | None = None,
 ) -> tuple[str | None, Timeline, Sidecar, Path | None]:
     """(digest, Timeline with its run record, the sidecar, the file's path) of one file or upload; the run.json
     is read here unless the caller already read it."""
@@ -316,21 +323,23 @@ def _read(
         digest, timeline = _read_bytes(source.data, limits, cache)
         return digest, timeline, Sidecar(), None
     path = Path(source)
-    digest, timeline = _read_file(path, limits, cache)
+    digest, timeline = _read_file(path, limits, cache, read_fraction)
     sidecar = sidecar if sidecar is not None else read_sidecar(path)
     return digest, with_sidecar(timeline, sidecar), sidecar, path
 
 
-def _read_file(path: Path, limits: ReadLimits, cache: CachePolicy) -> tuple[str | None, Timeline]:
+def _read_file(
+    path: Path, limits: ReadLimits, cache: CachePolicy, read_fraction: ReadFraction | None = None
+) -> tuple[str | None, Timeline]:
     """Read while the analysis loads: a big trace's decoding starts before pandas and the analysis are imported,
-    which they are while the forked child decodes."""
+    which they are while the forked child decodes. `read_fraction` hears how much is read, 0 to 1, as it goes."""
     if not cache.timelines:
         from ..parsers.load import load_trace
 
-        return None, load_trace(path, limits, meanwhile=_import_analysis)
+        return None, load_trace(path, limits, meanwhile=_import_analysis, progress=read_fraction)
     from ..trace_cache.timelines import open_trace_cached
 
-    return open_trace_cached(path, limits, cache.store, meanwhile=_import_analysis)
+    return open_trace_cached(path, limits, cache.store, meanwhile=_import_analysis, progress=read_fraction)
 
 
 def _import_analysis() -> None:

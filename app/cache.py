@@ -60,15 +60,43 @@ def _opened_bytes(sha256: str, key: str, _name: str, _data: bytes, _options: Ana
 def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cache: CachePolicy = USE_CACHE) -> Opened:
     """The front door, with progress shown and timed; a bad option is one line, like an unreadable trace."""
     timer = StageTimer({"read": "parse", "analyse": "analysis", "model": "model", "report": "report"})
+    bar = _ReadBar()
     try:
         with st.spinner("Reading and analysing the trace..."):
             return open_trace(
-                source, options, model=given.model, device=given.device, cache=cache, progress=timer.stage
+                source,
+                options,
+                model=given.model,
+                device=given.device,
+                cache=cache,
+                progress=timer.stage,
+                read_fraction=bar,
             )
     except ValueError as exc:  # a bad regex, threshold or model
         raise TraceError(str(exc)) from None
     finally:
         timer.done()
+        bar.done()
+
+
+class _ReadBar:
+    """How much of a big trace is read, as a progress bar (the front door's read_fraction), gone once read."""
+
+    def __init__(self) -> None:
+        self.slot, self.shown = None, -1
+
+    def __call__(self, fraction: float) -> None:
+        percent = max(0, min(100, int(fraction * 100)))
+        if percent == self.shown or percent >= 100:  # whole percents only; at 100 the analysis follows at once
+            return
+        if self.slot is None:
+            self.slot = st.empty()
+        self.shown = percent
+        self.slot.progress(percent, text=f"Reading the trace: {percent}%")
+
+    def done(self) -> None:
+        if self.slot is not None:
+            self.slot.empty()
 
 
 def load_path(

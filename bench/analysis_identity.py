@@ -7,7 +7,8 @@ change and checks it after:
     python bench/analysis_identity.py check /tmp/ident_before
 
 Inputs: the bench traces (/tmp/big_gpu.json, /tmp/big_cpu.json, /tmp/big_stack.json, when present), every trace file in
-tests/data/real/ (hta_sampled_2rank as one folder input) and every folder in sample_traces/.
+tests/data/real/ (hta_sampled_2rank as one folder input) and every folder in sample_traces/; and any other traces
+named in STEPSCOPE_IDENTITY_EXTRA (paths separated by ':', e.g. bench/make_big_serving_trace.py's), first.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ sys.exit(main())
 
 def inputs() -> list[Path]:
     """Every input the check covers, in a fixed order."""
-    found = [p for p in BENCH_TRACES if p.exists()]
+    extra = [Path(p) for p in os.environ.get("STEPSCOPE_IDENTITY_EXTRA", "").split(":") if p]
+    found = [p for p in [*extra, *BENCH_TRACES] if p.exists()]
     real = ROOT / "tests/data/real"
     for p in sorted(real.iterdir()):
         if p.name == "hta_sampled_2rank" or (p.is_file() and p.name.endswith(TRACE_SUFFIXES)):

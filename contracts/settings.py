@@ -23,9 +23,14 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("STEPSCOPE_CACHE_DIR", "~/.cache/stepscope", "the on-disk cache: parsed traces, answers, stat index"),
     Setting("STEPSCOPE_CACHE_MAX_MB", "2048", "the cache's size bound (least recently used entries go first)"),
-    Setting("STEPSCOPE_MAX_FILE_MB", "2048", "largest trace file read, on disk"),
-    Setting("STEPSCOPE_MAX_DECOMPRESSED_MB", "2048", "largest trace read, after gzip"),
-    Setting("STEPSCOPE_MAX_EVENTS", "20000000", "most events a trace may hold"),
+    Setting("STEPSCOPE_MAX_FILE_MB", "2048", "largest trace file read whole (gzip, uploads), on disk"),
+    Setting("STEPSCOPE_MAX_DECOMPRESSED_MB", "2048", "largest trace read whole, after gzip"),
+    Setting("STEPSCOPE_MAX_EVENTS", "20000000", "most events a trace read whole may hold (set: every trace)"),
+    Setting(
+        "STEPSCOPE_MEMORY_BUDGET_MB",
+        "a quarter of RAM",
+        "memory a plain JSON trace read in pieces may use (any file size; events at 200 B each)",
+    ),
     Setting("STEPSCOPE_PARSE_WORKERS", "2", "processes that decode a big JSON trace (1: one process)"),
     Setting("STEPSCOPE_TRACE_PROCESSOR", "(on PATH)", "the Perfetto trace_processor binary for Perfetto imports"),
     Setting("STEPSCOPE_LOGDIR", "(none)", "a folder of traces the app lists (`--logdir DIR`); runs go there too"),

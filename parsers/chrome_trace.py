@@ -14,7 +14,7 @@ import os
 import re
 from collections import Counter
 from functools import partial
-from itertools import count, repeat
+from itertools import count, filterfalse, repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -40,6 +40,7 @@ from .timeline import COLUMNS, GPU_KINDS, DeviceInfo, Timeline, TraceMeta
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .piece_merge import FrameSink
     from .split_decode import Meanwhile, Progress
 
 BATCH_EVENTS = 32_768
@@ -120,12 +121,14 @@ def read_chrome_trace(
     limits: ReadLimits | None = None,
     meanwhile: Meanwhile | None = None,
     progress: Progress | None = None,
+    sink: FrameSink | None = None,
 ) -> Timeline:
     """Parse decompressed Chrome-trace JSON bytes into a Timeline.
 
     Given a one-element list instead, the reader takes the bytes out of it, so that (with no other
     reference left) the file's bytes are freed once the last event is decoded, before the frame is built.
-    `meanwhile` and `progress`: as split_decode says, for big files decoded by two processes.
+    `meanwhile` and `progress`: as split_decode says, for big files decoded by two processes; `sink`: as _timeline
+    says.
     """
     if isinstance(data, list):
         data = data.pop()
@@ -137,7 +140,7 @@ def read_chrome_trace(
     box = [data]  # big files: in pieces, shared with a second process; anything unusual falls back
     del data
     try:
-        return _timeline(*decode_in_two(box, max_events, meanwhile, progress))  # empties the box when done with it
+        return _timeline(*decode_in_two(box, max_events, meanwhile, progress), sink=sink)  # empties the box
     except SplitNotPossibleError:
         data = box.pop()
     # Every event has a "ph" key: counting them (one C-level scan) bounds the event count before the
@@ -175,19 +178,29 @@ def read_chrome_trace_file(
     limits: ReadLimits | None = None,
     meanwhile: Meanwhile | None = None,
     progress: Progress | None = None,
+    sink: FrameSink | None = None,
 ) -> Timeline:
     """A big plain JSON trace read in pieces straight from disk by two processes (split_decode). Raises
     split_decode.SplitNotPossibleError when that cannot be done: the caller reads the whole file instead;
-    split_decode.DecodeStoppedError when `meanwhile` returns True."""
-    from .split_decode import decode_file_in_two
+    split_decode.DecodeStoppedError when `meanwhile` returns True. `sink`: as _timeline says."""
+    from .memory_budget import events_within, over_budget_error
+    from .split_decode import OverEventLimitError, decode_file_in_two
 
-    max_events = (limits or ReadLimits.from_env()).max_events
-    return _timeline(*decode_file_in_two(path, max_events, meanwhile, progress))
+    limits = limits or ReadLimits.from_env()
+    try:
+        decoded = decode_file_in_two(path, limits.events_in_pieces, meanwhile, progress)
+    except OverEventLimitError as exc:
+        if limits.memory_budget_bytes is None:
+            raise  # limits of the caller's own: the one-process reader words the error
+        if limits.events_in_pieces < events_within(limits.memory_budget_bytes):  # STEPSCOPE_MAX_EVENTS, set lower
+            check_event_count(exc.events, limits)
+        raise over_budget_error(exc.events, limits.memory_budget_bytes) from None
+    return _timeline(*decoded, sink=sink)
 
 
-def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Timeline:
-    """The frame and metadata from the decoded columns and the document's other fields."""
-    events = builder.frame()
+def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int, sink: FrameSink | None = None) -> Timeline:
+    """The frame and metadata from the decoded columns and the document's other fields. `sink`: where the frame of
+    a trace read in pieces is written (piece_merge.FrameSink: the cache's entry file), else it is built in memory."""
     memory = builder.memory_frame()
     devices = {
         p.id: DeviceInfo(
@@ -221,7 +234,16 @@ def _timeline(doc: _TraceDoc, builder: _ColumnBuilder, event_count: int) -> Time
             "host_name": doc.host_name,
         },
     )
-    return Timeline(events=events, meta=meta, memory=memory)
+    return _with_frame(builder, meta, memory, sink)
+
+
+def _with_frame(builder: _ColumnBuilder, meta: TraceMeta, memory, sink: FrameSink | None) -> Timeline:
+    into = getattr(builder, "timeline_into", None)  # a trace read in pieces (piece_merge.JoinedBuilder): its runs
+    if sink is not None and into is not None:
+        timeline = into(sink, meta, memory)
+        if timeline is not None:
+            return timeline
+    return Timeline(events=builder.frame(), meta=meta, memory=memory)
 
 
 def _decode_batch(raws: list[msgspec.Raw], offset: int, builder: _ColumnBuilder | None = None) -> list:
@@ -305,19 +327,21 @@ class _ColumnBuilder:
         self._ids = count()
 
     def add_batch(self, evs: list, offset: int = 0) -> None:
-        phases = Counter(map(type, evs))
-        for cls, n in phases.items():
-            if cls in _SKIPPED_TYPES:
-                self.skipped[_SKIPPED_TYPES[cls]] += n
-        if phases.get(_Metadata):
-            self.skipped["metadata"] += phases[_Metadata]
-            self._read_metadata(list(filter(_Metadata.__instancecheck__, evs)))
-        instants = sum(phases.get(cls, 0) for cls in _INSTANT_TYPES)
-        if instants:
-            self.skipped["instant"] += instants  # not frame rows; the memory ones also go to the memory table
-            self._add_memory(list(filter(_Instant.__instancecheck__, evs)))
-        if phases.get(_Complete, 0) != len(evs):
-            evs = list(filter(_Complete.__instancecheck__, evs))
+        complete = list(filter(_Complete.__instancecheck__, evs))  # nearly every event: counted without a Counter
+        if len(complete) != len(evs):
+            others = list(filterfalse(_Complete.__instancecheck__, evs))
+            phases = Counter(map(type, others))
+            for cls, n in phases.items():
+                if cls in _SKIPPED_TYPES:
+                    self.skipped[_SKIPPED_TYPES[cls]] += n
+            if phases.get(_Metadata):
+                self.skipped["metadata"] += phases[_Metadata]
+                self._read_metadata(list(filter(_Metadata.__instancecheck__, others)))
+            instants = sum(phases.get(cls, 0) for cls in _INSTANT_TYPES)
+            if instants:
+                self.skipped["instant"] += instants  # not frame rows; the memory ones also go to the memory table
+                self._add_memory(list(filter(_Instant.__instancecheck__, others)))
+        evs = complete
         if not evs:
             return
         try:
@@ -372,7 +396,7 @@ class _ColumnBuilder:
         parts["tid"].append(tid)
 
         def arg(field: str, rows: list = evs) -> np.ndarray:
-            return self._int64(list(map(attrgetter(field), rows)))
+            return self._int64(rows, field)
 
         ext = arg("args.external_id")
         if not _LEGACY_CATEGORIES.isdisjoint(cat_labels):  # 2021 traces spell it "external id"
@@ -432,11 +456,13 @@ class _ColumnBuilder:
         for field, values in zip(_MEMORY_NUMBERS, numbers, strict=True):
             parts[f"memory_{field}"].append(values)
 
-    def _int64(self, values: list) -> np.ndarray:
-        """An int64 column; JSON allows any integer, so values beyond int64 become -1 (unknown), counted."""
-        try:
-            return np.fromiter(values, dtype=np.int64, count=len(values))
+    def _int64(self, rows: list, field: str) -> np.ndarray:
+        """The rows' integer field as an int64 column; JSON allows any integer, so values beyond int64 become -1
+        (unknown), counted."""
+        try:  # straight from the rows: no list of the values first
+            return np.fromiter(map(attrgetter(field), rows), dtype=np.int64, count=len(rows))
         except OverflowError:
+            values = list(map(attrgetter(field), rows))
             wide = [v if _INT64_MIN <= v <= _INT64_MAX else None for v in values]  # only on hostile input
             self.wide_ids += wide.count(None)
             return np.array([-1 if v is None else v for v in wide], dtype=np.int64)
@@ -461,11 +487,11 @@ class _ColumnBuilder:
         return out
 
     def _id_column(self, evs: list[_Complete], field: str) -> np.ndarray:
-        values = list(map(attrgetter(field), evs))
         try:  # the common case: every id is an int
-            return np.fromiter(values, dtype=np.int64, count=len(values))
+            return np.fromiter(map(attrgetter(field), evs), dtype=np.int64, count=len(evs))
         except (TypeError, ValueError, OverflowError):
             pass
+        values = list(map(attrgetter(field), evs))
         codes, uniques = _codes(values, len(values))
         mapped = np.fromiter((self._id_of(u) for u in uniques), dtype=np.int64, count=len(uniques))
         return mapped[codes]

@@ -2,7 +2,9 @@
 
 Limits default to sizes that fit a 24 GiB machine running the app alongside other
 work; they can be raised with STEPSCOPE_MAX_FILE_MB / STEPSCOPE_MAX_DECOMPRESSED_MB /
-STEPSCOPE_MAX_EVENTS or per call. A gzip bomb stops at the decompression limit
+STEPSCOPE_MAX_EVENTS or per call. They bound every read that holds the whole file; a plain
+JSON file read in pieces from disk holds none of it, and is bounded by the memory budget
+instead (STEPSCOPE_MEMORY_BUDGET_MB, parsers/memory_budget.py). A gzip bomb stops at the decompression limit
 instead of eating RAM, and a file of millions of tiny events is refused by count
 before its frame is built (memory grows with events, not bytes). Gzip files of many
 members are read in fixed input chunks, so their cost stays linear.
@@ -33,14 +35,32 @@ class ReadLimits:
     max_file_bytes: int
     max_decompressed_bytes: int
     max_events: int = DEFAULT_MAX_EVENTS
+    # A plain JSON file read in pieces from disk: bounded by the memory budget (bytes) and the events it holds,
+    # not by the three limits above. None (limits a caller built by hand): the three limits bound it too.
+    memory_budget_bytes: int | None = None
+    piece_events: int | None = None
 
     @classmethod
     def from_env(cls) -> ReadLimits:
+        from .memory_budget import events_within, memory_budget_bytes
+
+        max_events = _env_mb(MAX_EVENTS_ENV, DEFAULT_MAX_EVENTS)
+        budget = memory_budget_bytes()
+        piece_events = events_within(budget)
+        if settings.raw(MAX_EVENTS_ENV) is not None:  # an event limit set on purpose bounds every read
+            piece_events = min(piece_events, max_events)
         return cls(
             max_file_bytes=_env_mb("STEPSCOPE_MAX_FILE_MB", 2048) * MiB,
             max_decompressed_bytes=_env_mb("STEPSCOPE_MAX_DECOMPRESSED_MB", DEFAULT_MAX_DECOMPRESSED_MB) * MiB,
-            max_events=_env_mb(MAX_EVENTS_ENV, DEFAULT_MAX_EVENTS),
+            max_events=max_events,
+            memory_budget_bytes=budget,
+            piece_events=piece_events,
         )
+
+    @property
+    def events_in_pieces(self) -> int:
+        """The most events a read in pieces may hold."""
+        return self.max_events if self.piece_events is None else self.piece_events
 
 
 def check_event_count(count: int, limits: ReadLimits | None, what: str = "events") -> None:

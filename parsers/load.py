@@ -12,11 +12,15 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import TraceError
 from .limits import ReadLimits, decode_container, read_file_bytes, read_trace_bytes
 from .split_decode import DecodeStoppedError, Meanwhile, Progress
 from .timeline import Timeline
+
+if TYPE_CHECKING:
+    from .piece_merge import FrameSink
 
 _FORMATS = "not a Kineto/Chrome JSON trace, Perfetto protobuf trace or Nsight Systems SQLite export"
 
@@ -54,6 +58,7 @@ def read_trace_file(
     cached: ContentCheck | None = None,
     progress: Progress | None = None,
     whole: bool = False,
+    sink: FrameSink | None = None,
 ) -> Timeline | None:
     """The Timeline of a trace file of any supported format (plain or gzip), without its run.json; None only when
     `cached` (see ContentCheck) or `meanwhile` returned True.
@@ -61,9 +66,11 @@ def read_trace_file(
     meanwhile: work for this process while a second one decodes a big JSON file (split_decode.Meanwhile).
     progress: the fraction decoded so far, 0 to 1, as it goes (1 once the Timeline is built, whatever the format).
     whole: never read in pieces (a caller that must hash and parse the very same bytes).
+    sink: where the frame of a trace read in pieces goes (piece_merge.FrameSink: the cache's entry file, written in
+    place), instead of memory.
     Raises TraceError with a one-line reason."""
     try:
-        return _read_file(Path(path), limits, meanwhile, cached, progress, whole)
+        return _read_file(Path(path), limits, meanwhile, cached, progress, whole, sink)
     except DecodeStoppedError:
         return None
 
@@ -75,17 +82,18 @@ def _read_file(
     cached: ContentCheck | None,
     progress: Progress | None,
     whole: bool,
+    sink: FrameSink | None = None,
 ) -> Timeline:
     """read_trace_file, raising DecodeStoppedError where it returns None."""
     limits = limits or ReadLimits.from_env()
-    timeline = None if whole else read_in_pieces(path, limits, _while_decoding(cached, meanwhile), progress)
+    timeline = None if whole else read_in_pieces(path, limits, _while_decoding(cached, meanwhile), progress, sink)
     if timeline is None:
         raw = _stored_bytes(path, limits)
         if cached is not None and cached(raw):
             raise DecodeStoppedError
         owned = [decode_container(raw, limits)]
         del raw
-        timeline = _parse(owned, limits, meanwhile, progress)  # the reader drops the bytes as soon as it can
+        timeline = _parse(owned, limits, meanwhile, progress, sink)  # the reader drops the bytes as soon as it can
     if progress is not None:
         progress(1.0)
     return timeline
@@ -96,6 +104,7 @@ def read_in_pieces(
     limits: ReadLimits | None = None,
     meanwhile: Meanwhile | None = None,
     progress: Progress | None = None,
+    sink: FrameSink | None = None,
 ) -> Timeline | None:
     """The Timeline of a big plain JSON trace within the limits, read piece by piece from disk by two
     processes (no whole-file buffer); None for any other file, or when anything about it is unusual: the
@@ -108,13 +117,16 @@ def read_in_pieces(
         st = os.stat(path)
     except OSError:
         return None
-    too_big = st.st_size > min(limits.max_file_bytes, limits.max_decompressed_bytes)
+    # Bounded by the memory budget (its events), not by the whole-file limits: the file's bytes are never held.
+    too_big = limits.memory_budget_bytes is None and st.st_size > min(
+        limits.max_file_bytes, limits.max_decompressed_bytes
+    )
     if not stat.S_ISREG(st.st_mode) or too_big or st.st_size < MIN_SPLIT_BYTES:
         return None
     from .chrome_trace import read_chrome_trace_file
 
     try:
-        return read_chrome_trace_file(path, limits, meanwhile, progress)
+        return read_chrome_trace_file(path, limits, meanwhile, progress, sink)
     except SplitNotPossibleError:
         return None
 
@@ -156,6 +168,7 @@ def _parse(
     limits: ReadLimits | None = None,
     meanwhile: Meanwhile | None = None,
     progress: Progress | None = None,
+    sink: FrameSink | None = None,
 ) -> Timeline:
     """Sniff the content and read it; `owned` holds the only reference the readers may drop early."""
     from .chrome_trace import looks_like_chrome_trace, read_chrome_trace
@@ -166,7 +179,7 @@ def _parse(
         raise TraceError("the file is empty")
     if looks_like_chrome_trace(head):
         del data
-        return read_chrome_trace(owned, limits, meanwhile, progress)
+        return read_chrome_trace(owned, limits, meanwhile, progress, sink)
     from .nsys_reader import looks_like_sqlite, read_nsys_sqlite
     from .perfetto_reader import looks_like_perfetto, read_perfetto
 

@@ -1,11 +1,12 @@
 """The second decoding process's pieces, handed to this one as it goes (for split_decode).
 
 The second process appends each decoded piece to an unnamed shared file (memfd; a temporary file where there is
-none) right after decoding it: a msgpack header (string tables, counts) padded to 8 bytes, then its int64 columns.
-A 24-byte record per piece (number, offset, header length) goes through a pipe, in one atomic write, and a last
-record says it finished. This process maps the file once the other is done: the columns are read-only views of
-it, not copies. So the other process's pieces cost this one nothing while it decodes its own, and nothing is
-copied at the end.
+none) right after decoding it: a msgpack header (string tables, counts) padded to 8 bytes, then its integer
+columns, each padded to 8 bytes so that every one starts aligned whatever its type (the header says each column's
+name, length and numpy type). A 24-byte record per piece (number, offset, header length) goes through a pipe, in
+one atomic write, and a last record says it finished. This process maps the file once the other is done: the
+columns are read-only views of it, not copies. So the other process's pieces cost this one nothing while it
+decodes its own, and nothing is copied at the end.
 
 The second process is a forked child, or a child of the decode helper (parsers.decode_helper), which gets the
 pipe's write end and the shared file as descriptors: `child_fds` here, `for_child` there. What a header holds is
@@ -66,12 +67,16 @@ class PieceChannel:
         self.records_write = -1
 
     def send(self, index: int, header: dict, columns) -> None:
-        """Append one piece (its header and its int64 columns, in order) and write its record."""
+        """Append one piece (its header and its integer columns, in order, each padded to 8 bytes) and write its
+        record."""
         blob = msgspec.msgpack.encode(header)
         start = self._end
         self._write(blob + b"\0" * (-len(blob) % 8))  # padded: the columns after it start 8-byte aligned
         for array in columns:
-            self._write(memoryview(array).cast("B"))
+            data = memoryview(array).cast("B")
+            self._write(data)
+            if len(data) % 8:
+                self._write(b"\0" * (-len(data) % 8))
         os.write(self.records_write, RECORD.pack(index, start, len(blob)))
 
     def finish(self) -> None:
@@ -118,11 +123,13 @@ class PieceChannel:
             for index, offset, blob_length in records:
                 header = msgspec.msgpack.decode(region[offset : offset + blob_length])
                 columns, position = {}, offset + blob_length + (-blob_length % 8)
-                for name, length in header.get("columns", ()):
-                    if position + 8 * length > size:
+                for name, length, code in header.get("columns", ()):
+                    dtype = _INTEGER_TYPES[code]
+                    nbytes = dtype.itemsize * length
+                    if position + nbytes > size:
                         return None
-                    columns[name] = np.frombuffer(region, dtype=np.int64, count=length, offset=position)
-                    position += 8 * length
+                    columns[name] = np.frombuffer(region, dtype=dtype, count=length, offset=position)
+                    position += nbytes + (-nbytes % 8)
                 out[index] = header, columns
         except (msgspec.DecodeError, AttributeError, KeyError, TypeError, ValueError):
             return None
@@ -139,3 +146,18 @@ class PieceChannel:
         else:
             with contextlib.suppress(OSError):
                 os.close(self.fd)  # a mapping made from it stays valid
+
+
+class _IntegerTypes(dict):
+    """numpy's little-endian integer types by their `dtype.str` (a piece's columns are one of these, nothing else)."""
+
+    def __missing__(self, code):
+        import numpy as np
+
+        self.update({np.dtype(t).str: np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)})
+        if code not in self:
+            raise KeyError(code)
+        return self[code]
+
+
+_INTEGER_TYPES = _IntegerTypes()

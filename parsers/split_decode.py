@@ -85,6 +85,20 @@ class SplitNotPossibleError(Exception):
     """The piecewise path could not be used; the caller reads the file in one process instead."""
 
 
+class OverEventLimitError(SplitNotPossibleError):
+    """More events than the read may hold: counted, or estimated from the first piece (events per byte) before the
+    rest is decoded. The one-process reader words the error; a read bounded by the memory budget says so."""
+
+    def __init__(self, events: int) -> None:
+        super().__init__("over the event limit")
+        self.events = events
+
+
+# A file whose first piece, scaled to the file's size, holds this many times the limit is refused before the rest
+# is decoded (real traces' events are much alike in size; the exact count is checked at the end either way).
+_ESTIMATE_MARGIN = 1.25
+
+
 class DecodeStoppedError(Exception):
     """The caller's `meanwhile` returned True (it has what it needs: the content is cached, say): decoding stopped."""
 
@@ -157,6 +171,7 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
     file), or None when that text does not parse as events. Raises SplitNotPossibleError for what only the
     one-process reader handles (invalid UTF-8, values out of range)."""
     from .chrome_trace import _ColumnBuilder  # numpy: after the fork, in each process
+    from .piece_merge import narrow_run, sort_run
 
     tail = None
     try:
@@ -183,6 +198,8 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
             builder.add_batch(events)
         except TraceError:  # a value out of range: the one-process reader says which events, with file offsets
             raise SplitNotPossibleError("a value out of range") from None
+        sort_run(builder.parts)  # each process sorts its own pieces by time: the join is then one pass
+        narrow_run(builder.parts)
     return _Piece(builder, len(events), tail)
 
 
@@ -220,7 +237,9 @@ def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None, pro
         piece = _decode(data, *pieces[i])
         events += piece.count if piece is not None else 0
         if events > max_events:  # the one-process reader counts them and words the error
-            raise SplitNotPossibleError("over the event limit")
+            raise OverEventLimitError(events)
+        if count == 1 and piece is not None and publish is None:  # this process estimates; the other only counts
+            _check_estimate(piece.count, pieces[i], len(data), max_events)
         if publish is None:
             done[i] = piece
         else:
@@ -228,6 +247,14 @@ def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None, pro
         if progress is not None:
             progress(count)
     return done
+
+
+def _check_estimate(events: int, piece: tuple[int, int | None], size: int, max_events: int) -> None:
+    """Refuse at once a file whose first decoded piece, scaled to the whole file, is well over the limit."""
+    start, stop = piece
+    length = (size if stop is None else stop) - start
+    if length > 0 and events * size / length > _ESTIMATE_MARGIN * max_events:
+        raise OverEventLimitError(int(events * size / length))
 
 
 def _queue(fd: int):
@@ -310,7 +337,7 @@ def _joined(head: _TraceDoc, ordered: list[_Piece], max_events: int) -> tuple[_T
     if builder.duration_events == 0:
         raise SplitNotPossibleError("no duration events")  # the one-process reader says what the file holds
     if count > max_events:
-        raise SplitNotPossibleError("over the event limit")
+        raise OverEventLimitError(count)
     for field in _DOC_FIELDS:
         if tail is not None and getattr(tail, field.name) is not None:  # keys after the list win, as in one pass
             setattr(head, field.name, getattr(tail, field.name))
@@ -361,7 +388,9 @@ def _decode_with_child(
     os.close(queue_write)
     channel, pid = PieceChannel(), 0
     try:
-        pid = _start_second_process(data, pieces, max_events, queue_read, channel)
+        # The other process does not stop at the limit: this one counts its own pieces as they come (and stops both
+        # once they alone are over it), and the join counts them all, so the refusal is always this process's words.
+        pid = _start_second_process(data, pieces, 1 << 62, queue_read, channel)
         channel.as_reader()
         if meanwhile is not None and meanwhile():
             raise DecodeStoppedError
@@ -468,36 +497,37 @@ def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:
 
 
 def _merge_all(ordered: list[_Piece]) -> tuple[_ColumnBuilder, int, object]:
-    """One builder from the pieces' builders, in file order (first labels in the file win, as in one pass)."""
-    from .chrome_trace import _ColumnBuilder
+    """One builder from the pieces' builders, in file order (first labels in the file win, as in one pass): the
+    string tables and counts joined, each piece's frame columns kept as a sorted run (piece_merge) that the
+    builder's frame() joins in one pass."""
+    from .piece_merge import JoinedBuilder
 
-    builder = _ColumnBuilder()
+    builder = JoinedBuilder()
     count = 0
     for piece in ordered:
-        _merge(builder, piece.builder)
+        builder.runs.append(_merge(builder, piece.builder))
         count += piece.count
     for parts in builder.parts.values():
         parts.reverse()  # the builder keeps its batches last-first
     return builder, count, ordered[-1].tail if ordered else None
 
 
-def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder) -> None:
-    """Fold a piece's columns into the builder: remap its string codes and string ids to the builder's."""
+def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder):
+    """Fold a piece's tables into the builder; its frame columns become a Run whose string codes and string ids
+    are mapped to the builder's when the frame is joined (the memory table's columns are appended as they are)."""
     import numpy as np
 
+    from .piece_merge import FRAME_COLUMNS, Run, in_memory
+
     columns = {c: (v[0] if len(v) == 1 else np.concatenate(v[::-1])) for c, v in piece.parts.items() if v}
+    remaps = {}
     for col, attribute in _CODE_TABLES:  # string codes: the piece's table -> the builder's
         own, table = getattr(piece, attribute), getattr(builder, attribute)
-        remap = np.fromiter((table.setdefault(s, len(table)) for s in own), np.int64, len(own))
-        if col in columns and len(columns[col]):
-            columns[col] = remap[columns[col]]
+        remaps[col] = np.fromiter((table.setdefault(s, len(table)) for s in own), np.int64, len(own))
     id_map = {
         piece_id: builder.string_ids.setdefault(label, -(1 << 40) - len(builder.string_ids))
         for label, piece_id in piece.string_ids.items()
     }
-    for col in ("pid", "tid"):
-        if col in columns:
-            columns[col] = _remap_ids(columns[col], id_map)
     # Pieces come in file order: labels already set by an earlier piece win, as in the one-process reader.
     for p, name in piece.process_names.items():
         builder.process_names.setdefault(id_map.get(p, p), name)
@@ -511,20 +541,12 @@ def _merge(builder: _ColumnBuilder, piece: _ColumnBuilder) -> None:
     builder.invalid_utf8 += piece.invalid_utf8
     builder.wide_ids += piece.wide_ids
     for col, array in columns.items():
-        builder.parts[col].append(array)
-
-
-def _remap_ids(values: np.ndarray, id_map: dict[int, int]) -> np.ndarray:
-    import numpy as np
-
+        if col not in FRAME_COLUMNS:
+            builder.parts[col].append(array)
+    frame = {c: columns[c] for c in FRAME_COLUMNS if c in columns}
+    rows = len(frame["ts"]) if "ts" in frame else 0
     changed = {k: v for k, v in id_map.items() if k != v}
-    if not changed or not len(values):
-        return values
-    keys = np.array(sorted(changed), dtype=np.int64)
-    targets = np.array([changed[k] for k in keys.tolist()], dtype=np.int64)
-    pos = np.clip(np.searchsorted(keys, values), 0, len(keys) - 1)
-    hit = keys[pos] == values
-    return np.where(hit, targets[pos], values)
+    return Run(rows, in_memory(frame), remaps, changed)
 
 
 def _stop(pid: int, queue_read: int) -> None:
@@ -549,18 +571,15 @@ def _piece_header(index: int, piece: _Piece) -> tuple[dict, dict[str, np.ndarray
     import numpy as np
 
     b = piece.builder
-    columns = {
-        c: np.ascontiguousarray(v[0] if len(v) == 1 else np.concatenate(v[::-1]), dtype=np.int64)
-        for c, v in b.parts.items()
-        if v
-    }
+    parts = b.parts.items()
+    columns = {c: np.ascontiguousarray(v[0] if len(v) == 1 else np.concatenate(v[::-1])) for c, v in parts if v}
     header = {
         "index": index,
         "parsed": True,
         "count": piece.count,
         "tail": msgspec.json.encode(piece.tail) if piece.tail is not None else None,
         "duration_events": b.duration_events,
-        "columns": [[c, len(a)] for c, a in columns.items()],
+        "columns": [[c, len(a), a.dtype.str] for c, a in columns.items()],
         "kinds": list(b.kinds),
         "names": list(b.names),
         "dims": list(b.dims),

@@ -301,9 +301,10 @@ def _with_metadata(raw: bytes, meta: str) -> bytes:
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
-    from trace_cache.entry_seal import sealed, unsealed
+    from trace_cache.entry_seal import SEAL_BYTES, SEAL_MAGIC, sealed
 
-    table = ipc.open_file(unsealed(pa.py_buffer(raw))).read_all()
+    content = raw[:-SEAL_BYTES] if raw.endswith(SEAL_MAGIC) else raw
+    table = ipc.open_file(pa.py_buffer(content)).read_all()
     table = table.replace_schema_metadata({b"stepscope": meta.encode("utf-8", "surrogatepass")})
     sink = pa.BufferOutputStream()
     with ipc.new_file(sink, table.schema) as writer:

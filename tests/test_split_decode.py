@@ -508,12 +508,17 @@ def test_a_garbled_result_file_falls_back(monkeypatch):
 
 
 def test_a_file_over_the_event_limit_gives_the_limit_error(tmp_path, monkeypatch):
-    """The pieces stop counting past the limit; load_trace then words the error as for any file."""
+    """The pieces stop counting past the limit and word the error as for any file, without the file being read
+    whole; limits a caller builds by hand still leave the wording to the one-process reader."""
     from parsers import load_trace
+    from parsers.limits import ReadLimits
     from parsers.load import read_in_pieces
 
     path = _file(tmp_path, _doc_bytes(_events(300)))
     monkeypatch.setenv("STEPSCOPE_MAX_EVENTS", "500")
-    assert read_in_pieces(path) is None
+    with pytest.raises(TraceError, match="over the 500 event limit"):
+        read_in_pieces(path)
     with pytest.raises(TraceError, match="over the 500 event limit"):
         load_trace(path)
+    own = ReadLimits.from_env()
+    assert read_in_pieces(path, ReadLimits(own.max_file_bytes, own.max_decompressed_bytes, 500)) is None

@@ -6,60 +6,66 @@ change the answer. The seal makes any change to an entry a miss: the trace is re
 every core at several GB/s, so checking a hit costs a few milliseconds per 100 MB of entry; the warm command line
 never pays it (it answers from the result cache without the Timeline).
 
+The hash reads the file in chunks into one reused buffer rather than through the mapping: pages of a mapping
+would count in the process's resident set (a big trace's entry is gigabytes), pages read stay in the page cache.
+
 Layout: the entry's bytes, then 32 bytes of blake3 of them, then the 16-byte magic.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from .keys import new_hasher
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 SEAL_MAGIC = b"stepscope-seal/1"
 _DIGEST_BYTES = 32
 SEAL_BYTES = _DIGEST_BYTES + len(SEAL_MAGIC)
 _PARALLEL = 8 << 20  # bytes above which the hash uses every core (same digest either way)
+_CHUNK = 8 << 20
 
 
 class BrokenSealError(ValueError):
     """The entry has no seal, or its bytes no longer match it."""
 
 
-def _digest(data) -> bytes:
-    view = memoryview(data)
-    hasher = new_hasher(threads=2 if len(view) > _PARALLEL else 1)
-    hasher.update(view)
+def _digest_of_fd(fd: int, size: int) -> bytes:
+    """blake3 of the first `size` bytes of the open file, read with pread (the file's offset is left alone)."""
+    hasher = new_hasher(threads=2 if size > _PARALLEL else 1)
+    buffer = bytearray(min(_CHUNK, max(size, 1)))
+    view = memoryview(buffer)
+    done = 0
+    while done < size:
+        n = os.preadv(fd, [view[: min(len(buffer), size - done)]], done)
+        if n <= 0:
+            raise BrokenSealError("the cache entry is shorter than it was")
+        hasher.update(view[:n])
+        done += n
     return hasher.digest()[:_DIGEST_BYTES]
 
 
 def seal(handle: BinaryIO) -> None:
     """Append the seal of everything written to `handle` so far (a file opened for writing at its end)."""
     handle.flush()
-    size = handle.tell()
-    if size == 0:
-        handle.write(_digest(b"") + SEAL_MAGIC)
-        return
-    with mmap.mmap(os.dup(handle.fileno()), size, access=mmap.ACCESS_READ) as mapped:
-        digest = _digest(mapped)
-    handle.write(digest + SEAL_MAGIC)
+    handle.write(_digest_of_fd(handle.fileno(), handle.tell()) + SEAL_MAGIC)
 
 
 def sealed(data: bytes) -> bytes:
     """`data` with its seal: what seal() appends, for bytes held in memory."""
-    return data + _digest(data) + SEAL_MAGIC
+    hasher = new_hasher(threads=2 if len(data) > _PARALLEL else 1)
+    hasher.update(data)
+    return data + hasher.digest()[:_DIGEST_BYTES] + SEAL_MAGIC
 
 
-def unsealed(entry: pa.Buffer) -> pa.Buffer:
-    """The entry's bytes without the seal (a slice: nothing copied), once they match it."""
-    body = entry.size - SEAL_BYTES
-    if body < 0 or entry.slice(body + _DIGEST_BYTES).to_pybytes() != SEAL_MAGIC:
+def sealed_size(fd: int) -> int:
+    """The size of the open entry's content (its bytes before the seal), once they match the seal."""
+    size = os.fstat(fd).st_size - SEAL_BYTES
+    if size < 0:
         raise BrokenSealError("the cache entry has no seal")
-    content = entry.slice(0, body)
-    if _digest(content) != entry.slice(body, _DIGEST_BYTES).to_pybytes():
+    tail = os.pread(fd, SEAL_BYTES, size)
+    if tail[_DIGEST_BYTES:] != SEAL_MAGIC:
+        raise BrokenSealError("the cache entry has no seal")
+    if _digest_of_fd(fd, size) != tail[:_DIGEST_BYTES]:
         raise BrokenSealError("the cache entry's bytes do not match its seal")
-    return content
+    return size

@@ -38,7 +38,7 @@ from .store import CacheStore
 PARSER_VERSION = 3  # bump whenever a reader's output (the Timeline) changes (2: grid/block, ranks; 3: memory)
 REPO = Path(__file__).resolve().parents[1]
 PARSER_SOURCES = ("parsers", "trace_cache")
-_CHUNK = 8 << 20  # bytes hashed at a time from a file
+_CHUNK = 256 << 10  # bytes hashed at a time from a file: read into a buffer that stays in the core's L2 cache
 
 try:  # ~10x faster than sha256 on one core; both are cryptographic, so a crafted file cannot collide
     from blake3 import blake3 as _blake3
@@ -88,11 +88,13 @@ class FileDigest:
 
 
 def hash_file_sampled(path: str | os.PathLike) -> FileDigest:
-    """The content hash of a file's bytes as stored, and its sample from the same open file. Read in chunks into
-    one reused buffer: no fresh memory is faulted in for a big file, which would cost more than the hashing."""
+    """The content hash of a file's bytes as stored, and its sample from the same open file. Read in small chunks
+    into one reused buffer, on one core: no fresh memory is faulted in for a big file, the copy out of the page
+    cache lands in the core's cache where the hash reads it (measured on this project's VM, 1.1 GB: 0.36-0.44 s,
+    where 8 MB chunks on two threads took 0.46-1.06 s, and they compete with the second decoding process)."""
     with open(open_regular(path), "rb", buffering=0) as handle:  # a FIFO or a device: refused, never blocks
         size = os.fstat(handle.fileno()).st_size
-        hasher = new_hasher(threads=2 if size > _PARALLEL_HASH_BYTES else 1)
+        hasher = new_hasher(threads=1)
         buffer = bytearray(min(_CHUNK, max(size, 1)))
         view = memoryview(buffer)
         while n := handle.readinto(buffer):

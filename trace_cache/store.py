@@ -106,8 +106,27 @@ class CacheStore:
             if tmp is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
-        self.evict()
+        self.evict(keep=path)
         return path
+
+    def temporary(self, kind: str) -> tuple[int, str]:
+        """An open temporary file (descriptor, path) beside KIND's entries, to be placed as one or removed (a
+        writer that dies leaves it to the stale-file sweep). Raises OSError when the cache is not writable."""
+        folder = self.root / kind
+        if kind not in KINDS:
+            raise ValueError(f"bad cache kind {kind}")
+        folder.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(prefix=_TMP_PREFIX, dir=folder)
+
+    def place(self, kind: str, name: str, written: Path) -> bool:
+        """Make a file written by `temporary` the entry KIND/NAME (atomically); False when that fails."""
+        path = self.entry(kind, name)
+        try:
+            os.replace(written, path)
+        except OSError:
+            return False
+        self.evict(keep=path)
+        return True
 
     def entries(self) -> list[tuple[float, int, Path]]:
         """(mtime, size, path) of every entry, temporary files excluded (stale ones are removed)."""
@@ -135,14 +154,18 @@ class CacheStore:
     def size_bytes(self) -> int:
         return sum(size for _, size, _ in self.entries())
 
-    def evict(self) -> list[Path]:
-        """Remove least recently used entries until the total is within the bound; return what went."""
+    def evict(self, keep: Path | None = None) -> list[Path]:
+        """Remove least recently used entries until the total is within the bound; return what went. `keep` (the
+        entry just written) stays even when it alone is over the bound: a trace's entry bigger than the cache is
+        kept until the next entry comes, so its second open is still a hit."""
         entries = self.entries()
         total = sum(size for _, size, _ in entries)
         removed = []
         for _, size, path in sorted(entries, key=lambda e: e[0]):
             if total <= self.max_bytes:
                 break
+            if path == keep:
+                continue
             with contextlib.suppress(OSError):
                 path.unlink()
                 removed.append(path)

@@ -16,6 +16,7 @@ back from the one file (see _entry_tables). Every entry ends with a seal (entry_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -29,7 +30,7 @@ from ..parsers.load import load_trace, parse_trace_bytes, read_trace_file
 from ..parsers.memory_table import MEMORY_COLUMNS
 from ..parsers.split_decode import Progress
 from ..parsers.timeline import DeviceInfo, TraceMeta
-from .entry_seal import seal, unsealed
+from .entry_seal import SEAL_BYTES, seal, sealed_size
 from .keys import (
     PARSER_VERSION,
     FileDigest,
@@ -46,6 +47,8 @@ from .store import CacheStore
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
+
+    from ..parsers.column_file import ColumnFile, ColumnSpec
 
 _META_KEY = b"stepscope"
 _MEMORY_TRAILER = b"stepscope-memory"  # the entry's last 16 bytes when a memory table follows the events
@@ -117,14 +120,20 @@ def timeline_to_table(timeline: Timeline) -> pa.Table:
             raise NotCacheableError(f"column {name} of type {col.dtype} is not cached")
         arrays.append(array)
         fields.append(pa.field(str(name), array.type))
-    meta = {
-        "parser_version": PARSER_VERSION,
-        "meta": meta_to_json(timeline.meta),
-        "columns": list(frame.columns),
-        "memory_rows": None if timeline.memory is None else len(timeline.memory),
-    }
-    schema = pa.schema(fields, metadata={_META_KEY: json.dumps(meta).encode()})
+    schema = pa.schema(fields, metadata=_schema_metadata(timeline.meta, list(frame.columns), timeline.memory))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _schema_metadata(meta: TraceMeta, columns: list[str], memory: pd.DataFrame | None) -> dict[bytes, bytes]:
+    """What an entry's schema says besides its columns: the parser version, the Timeline's meta, the columns'
+    order and the memory table's length."""
+    raw = {
+        "parser_version": PARSER_VERSION,
+        "meta": meta_to_json(meta),
+        "columns": columns,
+        "memory_rows": None if memory is None else len(memory),
+    }
+    return {_META_KEY: json.dumps(raw).encode()}
 
 
 def memory_to_table(memory: pd.DataFrame) -> pa.Table:
@@ -150,22 +159,12 @@ def table_to_memory(table: pa.Table, rows: int) -> pd.DataFrame:
 
 
 def table_to_timeline(table: pa.Table, memory: pa.Table | None = None) -> Timeline:
-    import pandas as pd
-    import pyarrow as pa
+    from ..parsers.column_file import frame_of_table
 
     raw = json.loads((table.schema.metadata or {}).get(_META_KEY, b"null"))
     if not isinstance(raw, dict) or raw.get("parser_version") != PARSER_VERSION:
         raise NotCacheableError("another parser version")
-    data = {}
-    for name in raw["columns"]:
-        col = table.column(name)
-        chunk = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-        if pa.types.is_dictionary(chunk.type):
-            codes = chunk.indices.to_numpy(zero_copy_only=True)
-            data[name] = pd.Categorical.from_codes(codes, categories=chunk.dictionary.to_pylist(), validate=False)
-        else:
-            data[name] = chunk.to_numpy(zero_copy_only=True)
-    frame = pd.DataFrame(data, copy=False)
+    frame = frame_of_table(table, raw["columns"])
     rows = raw.get("memory_rows")
     if (rows is None) != (memory is None):
         raise NotCacheableError("the entry's memory table is missing or unexpected")
@@ -175,9 +174,13 @@ def table_to_timeline(table: pa.Table, memory: pa.Table | None = None) -> Timeli
 
 def _entry_name(digest: str, limits: ReadLimits | None) -> str:
     limits = limits or ReadLimits.from_env()
-    return timeline_entry_name(
-        digest, limits_tag([limits.max_file_bytes, limits.max_decompressed_bytes, limits.max_events])
-    )
+    return timeline_entry_name(digest, limits_tag(_limit_values(limits)))
+
+
+def _limit_values(limits: ReadLimits) -> list:
+    """What an entry's name keeps of the limits it was read under (the budget's events only where one is set)."""
+    values = [limits.max_file_bytes, limits.max_decompressed_bytes, limits.max_events]
+    return values if limits.piece_events is None else [*values, limits.piece_events]
 
 
 def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None = None) -> bool:
@@ -194,14 +197,21 @@ def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: Re
     def write(handle) -> None:
         with ipc.new_file(handle, table.schema) as writer:
             writer.write_table(table)
-        if memory is not None:
-            start = handle.tell()
-            with ipc.new_file(handle, memory.schema) as writer:
-                writer.write_table(memory)
-            handle.write(_OFFSET.pack(start) + _MEMORY_TRAILER)
+        _append_memory(handle, memory)
         seal(handle)
 
     return store.put("timelines", _entry_name(digest, limits), write) is not None
+
+
+def _append_memory(handle, memory: pa.Table | None) -> None:
+    """The memory table's IPC file after the events', then where it starts and the trailer (see _entry_tables)."""
+    import pyarrow.ipc as ipc
+
+    if memory is not None:
+        start = handle.tell()
+        with ipc.new_file(handle, memory.schema) as writer:
+            writer.write_table(memory)
+        handle.write(_OFFSET.pack(start) + _MEMORY_TRAILER)
 
 
 def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = None) -> Timeline | None:
@@ -214,7 +224,7 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
     import pyarrow as pa  # only for a hit: a miss (a first open) does not pay for the import
 
     try:
-        table, memory = _entry_tables(pa.memory_map(str(path)).read_buffer())
+        table, memory = _entry_tables(_mapped_content(path))
         table.validate(full=True)  # codes within their dictionaries, offsets in bounds
         return table_to_timeline(table, memory)
     except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError, RecursionError):
@@ -222,12 +232,28 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
         return None
 
 
+def _mapped_content(path: Path) -> pa.Buffer:
+    """The entry's content, memory-mapped, once it matches its seal (entry_seal.BrokenSealError, a ValueError,
+    otherwise). The seal is checked on the same open file that is then mapped: a rename in between changes
+    nothing."""
+    import mmap
+
+    import pyarrow as pa
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = sealed_size(fd)
+        if size == 0:
+            raise NotCacheableError("the cache entry is empty")
+        return pa.py_buffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
+    finally:
+        os.close(fd)
+
+
 def _entry_tables(entry: pa.Buffer) -> tuple[pa.Table, pa.Table | None]:
     """(the events table, the memory table or None) of a mapped entry: slices of one buffer, nothing copied."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
-
-    entry = unsealed(entry)  # BrokenSealError (a ValueError) when any byte changed
 
     end = entry.size - len(_MEMORY_TRAILER)
     if end < _OFFSET.size or entry.slice(end).to_pybytes() != _MEMORY_TRAILER:
@@ -288,6 +314,88 @@ def open_trace_cached(
     return digest, timeline
 
 
+class EntrySink:
+    """Where the frame of a trace read in pieces is written (parsers.piece_merge.FrameSink): this cache's entry
+    file, laid out by parsers.column_file and filled in place, under a temporary name until the open knows the
+    content hash (commit), removed otherwise (discard). The Timeline returned is mapped from that file, as a cache
+    hit is: the frame is never held in memory beside it. Anything that stops the entry (metadata that JSON cannot
+    hold, an unwritable cache, a full disk) answers None: the frame is then built in memory as before."""
+
+    def __init__(self, store: CacheStore) -> None:
+        self.store = store
+        self.path: Path | None = None
+
+    def __call__(self, meta: TraceMeta, memory, specs: list[ColumnSpec], rows: int) -> _EntryTarget | None:
+        import pyarrow as pa
+
+        try:
+            metadata = _schema_metadata(meta, [s.name for s in specs], memory)
+            memory_table = memory_to_table(memory) if memory is not None else None
+        except (NotCacheableError, pa.ArrowException, TypeError, ValueError):
+            return None
+        try:
+            fd, name = self.store.temporary("timelines")
+        except OSError:
+            return None
+        from ..parsers.column_file import ColumnFile
+
+        self.path = Path(name)
+        file = ColumnFile(fd, specs, rows, metadata)
+        try:
+            file.open()
+        except (OSError, pa.ArrowException):
+            file.close()
+            os.close(fd)
+            self.discard()
+            return None
+        return _EntryTarget(self, fd, file, memory_table)
+
+    def commit(self, name: str) -> bool:
+        """Give the written entry its name (atomically); False when nothing was written."""
+        if self.path is None:
+            return False
+        placed = self.store.place("timelines", name, self.path)
+        self.path = None
+        return placed
+
+    def discard(self) -> None:
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            self.path = None
+
+
+class _EntryTarget:
+    """One entry being written: the columns' arrays, then the memory table and the Timeline mapped back."""
+
+    def __init__(self, sink: EntrySink, fd: int, file: ColumnFile, memory: pa.Table | None) -> None:
+        self.sink, self.fd, self.file, self.memory = sink, fd, file, memory
+
+    def array(self, name: str):
+        return self.file.array(name)
+
+    def finish(self) -> Timeline | None:
+        import pyarrow as pa
+
+        self.file.close()
+        try:
+            with open(self.fd, "r+b", closefd=True) as handle:
+                handle.seek(self.file.end)
+                handle.truncate()
+                _append_memory(handle, self.memory)
+                seal(handle)
+            path = self.sink.path
+            if path is None:
+                return None
+            mapped = pa.memory_map(str(path)).read_buffer()  # just written and sealed: mapped without the check
+            table, memory = _entry_tables(mapped.slice(0, mapped.size - SEAL_BYTES))
+            table.validate(full=True)
+            return table_to_timeline(table, memory)
+        except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError):
+            self.sink.discard()
+            return None
+
+
 class _Opening:
     """One open of a file the cache does not answer at once: the file's stat before it is read, and the digest
     of its own bytes once taken (from the file while the child decodes, or from the bytes read whole). A digest
@@ -309,16 +417,23 @@ class _Opening:
                 meanwhile()
             return False
 
-        timeline = read_trace_file(self.path, self.limits, meanwhile=work, cached=self.is_cached, progress=progress)
-        if timeline is None:  # the content has an entry: this file is a copy, or was touched
-            digest = self._recorded_digest()
-            found = load_timeline(self.store, digest, self.limits)
-            if found is not None:
-                return digest, found
-        elif self._recorded():
-            digest = self._recorded_digest()
-            save_timeline(self.store, digest, timeline, self.limits)  # a few hundredths of a second
-            return digest, timeline
+        sink = EntrySink(self.store)  # a trace read in pieces is written straight into its entry's file
+        try:
+            timeline = read_trace_file(
+                self.path, self.limits, meanwhile=work, cached=self.is_cached, progress=progress, sink=sink
+            )
+            if timeline is None:  # the content has an entry: this file is a copy, or was touched
+                digest = self._recorded_digest()
+                found = load_timeline(self.store, digest, self.limits)
+                if found is not None:
+                    return digest, found
+            elif self._recorded():
+                digest = self._recorded_digest()
+                if not sink.commit(_entry_name(digest, self.limits)):
+                    save_timeline(self.store, digest, timeline, self.limits)  # a few hundredths of a second
+                return digest, timeline
+        finally:
+            sink.discard()  # nothing once committed
         # The entry found was damaged (and is gone), or the file changed while read in pieces: read it whole, once.
         again = _Opening(self.path, self.limits, self.store)
         again.look_up = False

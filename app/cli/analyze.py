@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .options import add_analysis_options, analysis_options, given_args
@@ -38,7 +39,10 @@ def run_analyze(args: argparse.Namespace) -> int:
         run = open_run(args.trace, options, **given_args(args))
         _print_notes(run.notes)
         return _emit(run.report, args.json, render_ranks_text)
-    answer = open_report(single_trace_of(args.trace), options, **given_args(args))
+    from .read_progress import read_progress_for
+
+    trace = single_trace_of(args.trace)
+    answer = open_report(trace, options, read_fraction=read_progress_for(os.path.basename(trace)), **given_args(args))
     _print_notes(answer.notes)
     if answer.report is not None:  # made now: streamed, so a reader leaving early is seen while it is written
         return _emit(answer.report, args.json, _render_text)

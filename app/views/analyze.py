@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ...analysis.event_window import table_page
 from ...analysis.number_format import convert, format_value, shared_unit
 from ...exporters.figures import step_charts, timeline
 from ...exporters.safe_text import for_markdown, plain
@@ -172,8 +173,11 @@ def _step_section(loaded) -> None:
         st.plotly_chart(
             step_charts.category_chart(anat.step_categories, anat.on_gpu), width="stretch", key="category_chart"
         )
-    with st.expander(f"Steps table ({len(steps)} rows; every time in ms)"):
-        tables.show(tables.steps_display(loaded.analysis))
+    with st.expander(f"Steps table ({len(steps):,} rows; every time in ms)"):
+        page = table_page(tables.steps_display(loaded.analysis))  # a bounded page: never millions of rows at once
+        tables.show(page.rows)
+        if not page.complete:
+            st.caption(f"The first {len(page.rows):,} of {page.total:,} steps; download the CSV for all.")
 
 
 def _batch_section(loaded) -> None:

@@ -23,6 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ...analysis.categories import categorize
+from ...analysis.event_window import events_in_range
 from ...analysis.model import Analysis
 from ...parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 from . import palette
@@ -340,10 +341,7 @@ def overview_lanes(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET) ->
 
 
 def _window_events(timeline: Timeline, lo: int, hi: int) -> pd.DataFrame:
-    ev = timeline.events
-    ts = ev["ts"].to_numpy()
-    first, last = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, hi, side="left")
-    return ev.iloc[first:last]
+    return events_in_range(timeline, lo, hi)  # only the range is read (analysis.event_window)
 
 
 def detail_lanes(

@@ -1,0 +1,214 @@
+"""The frame of a trace decoded in pieces (split_decode): each piece sorted by time on its own, joined by one pass.
+
+Why: the pieces' columns used to be concatenated in file order and then reordered by time, two passes over every
+column through fresh memory, in this process alone while the other one sat idle. Now each process sorts every
+piece it decodes by ts (stable, tens of thousands of rows: in cache), so the file is a sequence of sorted runs; the
+join finds where every row of every run goes (one stable argsort of the runs' ts, which merges the runs, and its
+inverse) and writes each piece's column straight to those places, its string codes mapped to the joined tables
+on the way. The result is the one-pass reader's frame exactly: a stable sort of pieces that were each stably
+sorted, in file order, is the stable sort of the whole file.
+
+A run's columns are read through `column(name)`: arrays in memory, or (a trace bigger than the memory budget)
+read back from the spill file the piece was written to, one column at a time, so only one column of the joined
+frame and one piece's column are in memory at once (parsers/piece_spill.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from .chrome_trace import _code_dtype, _ColumnBuilder
+from .column_file import ColumnSpec
+from .timeline import COLUMNS, Timeline, TraceMeta
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FRAME_COLUMNS = (*COLUMNS, "input_dims", "grid", "block")  # a piece's columns that become frame columns
+CODE_COLUMNS = ("kind", "name", "input_dims")  # string codes into a table of the builder's
+ID_COLUMNS = ("pid", "tid")  # ids that may stand for a string (a named lane), mapped to the joined ones
+
+
+def sort_run(parts: dict[str, list[np.ndarray]]) -> None:
+    """Put one piece's frame columns (one array each) in ts order, stably, in place."""
+    ts = parts["ts"]
+    if len(ts) != 1 or len(ts[0]) < 2 or bool((ts[0][1:] >= ts[0][:-1]).all()):
+        return
+    order = np.argsort(ts[0], kind="stable")
+    for name in FRAME_COLUMNS:
+        if parts.get(name):
+            parts[name][0] = parts[name][0][order]
+
+
+def narrow_run(parts: dict[str, list[np.ndarray]]) -> None:
+    """Store one piece's frame columns in the narrowest integer type their values fit (in place): most are
+    small codes, ids and -1 (python spans have no device, stream, correlation), so a piece takes about 40 bytes a
+    row instead of 104 in this process, in the other one's shared file and in the join's reads. The join writes
+    them into int64 (or the code) columns, so nothing downstream sees the narrow types."""
+    for name in FRAME_COLUMNS:
+        arrays = parts.get(name)
+        if arrays and len(arrays) == 1 and len(arrays[0]) and arrays[0].dtype == np.int64:
+            parts[name][0] = arrays[0].astype(_fitting(int(arrays[0].min()), int(arrays[0].max())), copy=False)
+
+
+def _fitting(lo: int, hi: int) -> type:
+    for dtype in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return dtype
+    return np.int64
+
+
+@dataclass
+class Run:
+    """One piece's frame columns, sorted by ts; `remaps` turn its string codes into the joined tables' codes,
+    `ids` its string pid/tid ids into the joined ones (only those that change)."""
+
+    rows: int
+    column: Callable[[str], np.ndarray]  # the piece's int64 column of that name
+    remaps: dict[str, np.ndarray] = field(default_factory=dict)
+    ids: dict[int, int] = field(default_factory=dict)
+
+
+def in_memory(columns: dict[str, np.ndarray]) -> Callable[[str], np.ndarray]:
+    return columns.__getitem__
+
+
+def _values(run: Run, name: str, dtype) -> np.ndarray:
+    values = run.column(name)
+    if name in run.remaps:
+        return run.remaps[name].astype(dtype)[values]  # the table narrowed first: a narrow gather
+    if name in ID_COLUMNS and run.ids:
+        return _remap_ids(values, run.ids)
+    return values
+
+
+class Placement:
+    """Where each run's rows go in the joined frame: nowhere new when the runs follow each other in time."""
+
+    def __init__(self, runs: list[Run]) -> None:
+        self.runs = [r for r in runs if r.rows]
+        self.offsets = np.cumsum([0, *(r.rows for r in self.runs)])
+        self.rows = int(self.offsets[-1])
+        ts = np.empty(self.rows, dtype=np.int64)
+        for run, start in zip(self.runs, self.offsets, strict=False):
+            ts[start : start + run.rows] = run.column("ts")
+        starts = self.offsets[1:-1]
+        in_order = not len(starts) or bool((ts[starts] >= ts[starts - 1]).all())  # each run is sorted already
+        self.order = None if in_order else np.argsort(ts, kind="stable")
+        self.ts = ts if self.order is None else ts[self.order]
+        self.positions = None
+        if self.order is not None:  # int32 where the rows allow: half the bytes written and read
+            index = np.int32 if self.rows < 1 << 31 else np.int64
+            self.positions = np.empty(self.rows, dtype=index)
+            self.positions[self.order] = np.arange(self.rows, dtype=index)
+            del self.order
+
+    def fill(self, name: str, out: np.ndarray) -> None:
+        """Write the joined column into `out`: each run's values where its rows go."""
+        if name == "ts":
+            out[:] = self.ts
+            return
+        for run, start in zip(self.runs, self.offsets, strict=False):
+            values = _values(run, name, out.dtype)
+            if self.positions is None:
+                out[start : start + run.rows] = values
+            else:
+                out[self.positions[start : start + run.rows]] = values
+
+    def specs(self, tables: dict[str, dict]) -> list[ColumnSpec]:
+        """The frame's columns in the one-pass reader's order, with their types and categories."""
+        names = list(COLUMNS)
+        if self.runs and any(bool(run.column("grid").any()) for run in self.runs):  # only traces with launch shapes
+            names += ["grid", "block"]
+        out = []
+        for name in [*names, "input_dims"]:
+            if name in CODE_COLUMNS:
+                out.append(ColumnSpec(name, np.dtype(_code_dtype(len(tables[name]))), list(tables[name])))
+            else:
+                out.append(ColumnSpec(name, np.dtype(np.int64)))
+        return out
+
+
+class FrameTarget(Protocol):
+    """Where a joined frame is written: writable arrays, then the Timeline read back from them."""
+
+    def array(self, name: str) -> np.ndarray: ...
+
+    def finish(self) -> Timeline | None: ...
+
+
+# Asked for a FrameTarget for this meta, memory table, columns and row count; None: build the frame in memory.
+FrameSink = Callable[[TraceMeta, "pd.DataFrame | None", list[ColumnSpec], int], FrameTarget | None]
+
+
+def joined_frame(runs: list[Run], tables: dict[str, dict]) -> pd.DataFrame:
+    """The frame of the runs, as _ColumnBuilder.frame() makes it from the same events in file order."""
+    import pandas as pd
+
+    place = Placement(runs)
+    specs = place.specs(tables)
+    arrays = {spec.name: np.empty(place.rows, dtype=spec.dtype) for spec in specs}
+    _fill_all(place, list(arrays.items()))
+    data = {}
+    for spec in specs:
+        values = arrays[spec.name]
+        if spec.categories is not None:
+            data[spec.name] = pd.Categorical.from_codes(values, categories=spec.categories, validate=False)
+        else:
+            data[spec.name] = values
+    return pd.DataFrame(data, copy=False)
+
+
+def _fill_all(place: Placement, columns: list[tuple[str, np.ndarray]]) -> None:
+    """Every column filled, two at a time: numpy's gathers and scatters release the GIL, and by now the other
+    decoding process is done, so both cores write (each column's first write into fresh pages costs the most)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if len(columns) < 2 or place.rows < 1 << 20:
+        for name, out in columns:
+            place.fill(name, out)
+        return
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="stepscope-join") as pool:
+        for done in [pool.submit(place.fill, name, out) for name, out in columns]:
+            done.result()
+
+
+class JoinedBuilder(_ColumnBuilder):
+    """The pieces' builder (split_decode._merge_all): tables joined, frame columns kept as sorted runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[Run] = []
+
+    def tables(self) -> dict[str, dict]:
+        return {"kind": self.kinds, "name": self.names, "input_dims": self.dims}
+
+    def frame(self) -> pd.DataFrame:
+        return joined_frame(self.runs, self.tables())
+
+    def timeline_into(self, sink: FrameSink, meta: TraceMeta, memory: pd.DataFrame | None) -> Timeline | None:
+        """The Timeline with its frame written where `sink` says, column by column (none held whole in memory
+        but the one being written); None when the sink declines or fails (the caller builds it in memory)."""
+        place = Placement(self.runs)
+        specs = place.specs(self.tables())
+        target = sink(meta, memory, specs, place.rows)
+        if target is None:
+            return None
+        _fill_all(place, [(spec.name, target.array(spec.name)) for spec in specs])
+        return target.finish()
+
+
+def _remap_ids(values: np.ndarray, id_map: dict[int, int]) -> np.ndarray:
+    """Each value that is a key of `id_map` replaced by its value (the map holds only the ids that change)."""
+    if not id_map or not len(values):
+        return values
+    keys = np.array(sorted(id_map), dtype=np.int64)
+    targets = np.array([id_map[k] for k in keys.tolist()], dtype=np.int64)
+    pos = np.clip(np.searchsorted(keys, values), 0, len(keys) - 1)
+    hit = keys[pos] == values
+    return np.where(hit, targets[pos], values)

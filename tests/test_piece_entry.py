@@ -1,0 +1,121 @@
+"""Issue 27: a trace read in pieces is joined in one pass (parsers/piece_merge.py) and written straight into the
+cache's Arrow entry (parsers/column_file.py, trace_cache.timelines.EntrySink). SYNTHETIC columns and traces: the
+join against a plain stable sort, the entry file against pyarrow's own reading, and every way the entry can fail
+(an unwritable cache, a full disk) leaving the same Timeline, built in memory, and no file behind."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from parsers import split_decode
+from parsers.chrome_trace import read_chrome_trace
+from parsers.column_file import ColumnFile, ColumnSpec, frame_of_table
+from parsers.piece_merge import Placement, Run, in_memory, narrow_run, sort_run
+from tests.synthetic_traces import doc, synthetic_generation
+from trace_cache import timelines
+from trace_cache.store import CacheStore
+
+
+def test_narrowed_columns_keep_every_value():
+    extremes = np.array([-1, 0, 127, -128, 2**31 - 1, -(2**31), 2**62, -(2**63), 2**63 - 1], dtype=np.int64)
+    cases = {"device": np.array([-1, 0, 3]), "stream": np.array([-1, 300]), "correlation": extremes}
+    parts = {name: [values.astype(np.int64)] for name, values in cases.items()}
+    narrow_run(parts)
+    assert parts["device"][0].dtype == np.int8 and parts["stream"][0].dtype == np.int16
+    for name, values in cases.items():
+        assert parts[name][0].astype(np.int64).tolist() == values.tolist()
+
+
+def test_joined_runs_are_the_stable_sort_of_the_pieces_in_file_order():
+    rng = np.random.default_rng(11)
+    runs, all_ts, all_ids = [], [], []
+    for _ in range(6):  # overlapping in time, with ties inside and across runs
+        n = int(rng.integers(1, 400))
+        ts = rng.integers(0, 1000, n).astype(np.int64)
+        ids = rng.integers(-1, 10**12, n).astype(np.int64)
+        all_ts.append(ts)
+        all_ids.append(ids)
+        parts = {"ts": [ts.copy()], "correlation": [ids.copy()]}
+        sort_run(parts)
+        narrow_run(parts)
+        runs.append(Run(n, in_memory({k: v[0] for k, v in parts.items()})))
+    place = Placement(runs)
+    out = np.empty(place.rows, dtype=np.int64)
+    place.fill("correlation", out)
+    ts_out = np.empty(place.rows, dtype=np.int64)
+    place.fill("ts", ts_out)
+    order = np.argsort(np.concatenate(all_ts), kind="stable")
+    assert ts_out.tolist() == np.concatenate(all_ts)[order].tolist()
+    assert out.tolist() == np.concatenate(all_ids)[order].tolist()
+
+
+def test_a_column_file_reads_back_as_the_values_written(tmp_path):
+    rows = 1000
+    specs = [ColumnSpec("ts", np.dtype(np.int64)), ColumnSpec("kind", np.dtype(np.int8), ["kernel", "cpu_op"])]
+    path = tmp_path / "entry.arrow"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    file = ColumnFile(fd, specs, rows, {b"k": b"v"})
+    file.open()
+    file.array("ts")[:] = np.arange(rows) * 7
+    file.array("kind")[:] = np.arange(rows) % 2
+    file.close()
+    os.close(fd)
+    table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+    table.validate(full=True)
+    assert table.schema.metadata == {b"k": b"v"}
+    frame = frame_of_table(table, ["ts", "kind"])
+    assert frame["ts"].tolist() == (np.arange(rows) * 7).tolist()
+    assert frame["kind"].tolist() == ["kernel", "cpu_op"] * (rows // 2)
+
+
+@pytest.fixture
+def tiled(tmp_path, monkeypatch):
+    monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
+    monkeypatch.setattr(split_decode, "PIECE_BYTES", 8 << 10)
+    monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")
+    data = json.dumps(doc(synthetic_generation(decode_steps=200))).encode()
+    path = tmp_path / "trace.json"
+    path.write_bytes(data)
+    return path, read_chrome_trace(data)
+
+
+def _leftovers(store: CacheStore) -> list[str]:
+    folder = store.root / "timelines"
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".tmp-")) if folder.exists() else []
+
+
+def test_the_entry_written_in_place_is_the_timeline(tmp_path, tiled):
+    path, whole = tiled
+    store = CacheStore(tmp_path / "cache")
+    _, timeline = timelines.open_trace_cached(path, store=store)
+    pd.testing.assert_frame_equal(timeline.events, whole.events)
+    assert not timeline.events["ts"].to_numpy().flags.writeable  # mapped from the entry, not held
+    assert _leftovers(store) == []
+
+
+@pytest.mark.parametrize("failure", ["unwritable", "disk full"])
+def test_an_entry_that_cannot_be_written_leaves_the_same_timeline_and_no_file(tmp_path, tiled, monkeypatch, failure):
+    path, whole = tiled
+    store = CacheStore(tmp_path / "cache")
+    if failure == "unwritable":
+
+        def refuse(kind):
+            raise OSError(errno.EACCES, "read-only")
+
+        monkeypatch.setattr(store, "temporary", refuse)
+    else:
+
+        def full(fd, offset, length):
+            raise OSError(errno.ENOSPC, "no space left on device")
+
+        monkeypatch.setattr(os, "posix_fallocate", full)
+    _, timeline = timelines.open_trace_cached(path, store=store)
+    pd.testing.assert_frame_equal(timeline.events, whole.events)
+    assert _leftovers(store) == []
