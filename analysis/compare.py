@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import number_format
 from .anatomy_compare import anatomy_phrase, compare_anatomy
 from .compare_warnings import pair_warnings
 from .composition import composition_table
@@ -168,15 +169,8 @@ def _subject(label_a: str, label_b: str) -> str:
 
 
 def _fmt(value: float, unit: str) -> str:
-    if unit == "us":
-        return f"{value / 1000:.1f} ms" if abs(value) >= 1000 else f"{value:.1f} us"
-    if unit == "ms":
-        return f"{value:.1f} ms" if abs(value) >= 1 else f"{value * 1000:.0f} us"
-    if unit == "%":
-        return f"{value:.1f}%"
-    if unit == "tok/s":
-        return f"{value:.1f} tok/s"
-    return f"{value:.3g}" if abs(value) < 10 else f"{value:,.0f}"
+    """The sentence's numbers as every table shows them (analysis.number_format: 3 significant digits)."""
+    return number_format.format_value(value, unit)
 
 
 def _phrase(row: pd.Series) -> str:
@@ -189,8 +183,8 @@ def _speed(ratio: float, higher_is_better: bool = False) -> str:
         return ""
     slower = 1 / ratio if higher_is_better else ratio
     if slower < 1:
-        return f" ({1 / slower:.1f}x faster)"
-    return f" ({slower:.1f}x slower)" if slower > 1 else " (unchanged)"
+        return f" ({number_format.sig(1 / slower, strip=True)}x faster)"
+    return f" ({number_format.sig(slower, strip=True)}x slower)" if slower > 1 else " (unchanged)"
 
 
 # what the sentence can lead with, ITL preferred on a near tie

@@ -311,3 +311,63 @@ def _dominance(summary: Summary) -> list[Finding]:
             cost_us=pre * 1e3,
         )
     ]
+
+
+# --- Where a finding's evidence lies: the app's "Zoom" and the report point there.
+
+_ANATOMY_STEP = ("category-share", "category-dominant", "category-roofline")
+_PHASE_OF = {"decode-dominated": "decode", "prefill-dominated": "prefill"}
+
+
+def finding_range(finding: Finding, steps: pd.DataFrame, anatomy_step: int | None = None) -> tuple[int, int] | None:
+    """The time range (ns) a finding points at: its own `at_ns` (one call), else the step its evidence names, else
+    the step it reads (the anatomy's step for category findings; the typical step of the kind it names for step
+    findings: the one of median span), the slowest outlier, or a phase's first to last step. None where a finding
+    is about no place in the run (memory over the whole run, ranks)."""
+    if finding.at_ns is not None:
+        return finding.at_ns
+    if not len(steps):
+        return None
+    step = finding.evidence.get("step")
+    if step is not None and 0 <= int(step) < len(steps):
+        return _step_range(steps, int(step))
+    fid = finding.id
+    if fid in _ANATOMY_STEP and anatomy_step is not None and 0 <= anatomy_step < len(steps):
+        return _step_range(steps, anatomy_step)
+    if fid in _PHASE_OF:
+        rows = steps[steps["kind"] == _PHASE_OF[fid]]
+        return (int(rows["start_ns"].min()), int(rows["end_ns"].max())) if len(rows) else None
+    if fid == "itl-outliers" and "outlier" in steps:
+        rows = steps[steps["outlier"].astype(bool)]
+        if len(rows):
+            return _step_range(steps, int((rows["end_ns"] - rows["start_ns"]).idxmax()))
+    kind = _kind_named(fid, steps)
+    if kind is None:
+        return None
+    rows = steps[steps["kind"] == kind]
+    span = rows["end_ns"] - rows["start_ns"]
+    typical = int((span - span.median()).abs().idxmin())
+    if fid.startswith("gpu-lead-") and "gpu_lead_ns" in steps:  # the lead itself: the step's start to its first work
+        start = int(steps["start_ns"].iloc[typical])
+        return start, start + max(int(steps["gpu_lead_ns"].iloc[typical]), 1)
+    return _step_range(steps, typical)
+
+
+def _step_range(steps: pd.DataFrame, row: int) -> tuple[int, int]:
+    return int(steps["start_ns"].iloc[row]), int(steps["end_ns"].iloc[row])
+
+
+def _kind_named(fid: str, steps: pd.DataFrame) -> str | None:
+    """The step kind a finding id is about: its suffix (host-bound-decode, roofline-mixed), the verify steps of the
+    speculative finding, the mixed steps of batching-cost, else the main kind (sync-every-step, launch-overhead)."""
+    kinds = set(steps["kind"].astype(str))
+    suffix = fid.rsplit("-", 1)[-1]
+    if suffix in kinds:
+        return suffix
+    wanted = {"speculative-decoding": "verify", "batching-cost": "mixed"}.get(fid)
+    if wanted in kinds:
+        return wanted
+    if fid in ("sync-every-step", "launch-overhead", "host-overhead"):
+        kind, _ = main_steps(steps, np.zeros(len(steps), dtype=bool))
+        return kind
+    return None

@@ -56,6 +56,7 @@ def long_host_call(act: Activity, busy: tuple[np.ndarray, np.ndarray], steps: pd
             f"nothing to run for {_ms(idle_us)} of it (the step is {_ms(span_us)}). {_why(name)}",
             {"call_us": call_us, "idle_us": idle_us, "step": row, "step_us": span_us},
             cost_us=idle_us,
+            at_ns=(int(start[best]), int(end[best])),
         )
     ]
 

@@ -216,3 +216,94 @@ def _demangled_family(text: str) -> str:
                 name += ": " + ident
                 break
     return name
+
+
+# --- Labels that stay unique in one table: the family name, plus what tells two kernels of one family apart.
+
+_DTYPES = (
+    (re.compile(r"BFloat16|bfloat16|\bbf16|_bf16"), "bf16"),
+    (re.compile(r"Float8_e4m3|fp8e4|e4m3"), "fp8 e4m3"),
+    (re.compile(r"Float8_e5m2|e5m2"), "fp8 e5m2"),
+    (re.compile(r"c10::Half|\bHalf\b|float16|\bfp16|__half"), "fp16"),
+    (re.compile(r"\bdouble\b"), "fp64"),
+    (re.compile(r"\bfloat\b|float32|\bfp32"), "fp32"),
+    (re.compile(r"\blong\b|int64"), "int64"),
+    (re.compile(r"\bint\b|int32"), "int32"),
+    (re.compile(r"\bbool\b"), "bool"),
+)
+_VARIANTS = (
+    (re.compile(r"vectorized_elementwise_kernel<(\d+)"), "vectorized x{}"),
+    (re.compile(r"unrolled_elementwise_kernel"), "unrolled"),
+    (re.compile(r"elementwise_kernel<(\d+), (\d+)"), "{}x{} threads"),
+    (re.compile(r"reduce_kernel<(\d+), (\d+)"), "reduce {}x{}"),
+)
+_TOKEN = re.compile(r"[A-Za-z0-9]+")
+
+
+def _dtype_tag(name: str) -> str:
+    """The first element type the name states (a functor's tensor type comes before its compute type)."""
+    best = None
+    for pattern, tag in _DTYPES:
+        m = pattern.search(name[:_SCAN_CHARS])
+        if m and (best is None or m.start() < best[0]):
+            best = (m.start(), tag)
+    return best[1] if best else ""
+
+
+def _variant_tag(name: str) -> str:
+    for pattern, text in _VARIANTS:
+        m = pattern.search(name[:_SCAN_CHARS])
+        if m:
+            return text.format(*m.groups())
+    return ""
+
+
+def _tile_tag(name: str) -> str:
+    tiles = _TILE.findall(name[:_SCAN_CHARS])
+    return " ".join(dict.fromkeys(tiles))
+
+
+def _first_difference(name: str, others: list[str]) -> str:
+    """The first token of `name` that no other name has at the same place (Tensile's NTA4 against NTA0)."""
+    mine = _TOKEN.findall(name[:_SCAN_CHARS])
+    theirs = [_TOKEN.findall(o[:_SCAN_CHARS]) for o in others]
+    for i, token in enumerate(mine):
+        if all(i >= len(t) or t[i] != token for t in theirs):
+            return token[:24]
+    return ""
+
+
+def distinct_short_names(names: list[str]) -> list[str]:
+    """Short names for the rows of one table, unique where the kernels differ: a family that several full names
+    share gets what tells them apart (element type, the ATen kernel's variant, a tile, else the first token that
+    differs), e.g. "aten elementwise: mul [bf16, vectorized x4]" against "aten elementwise: mul [fp32, 128x2
+    threads]". The same full name keeps the same label."""
+    names = [str(n) for n in names]
+    shorts = [short_name(n) for n in names]
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(shorts):
+        groups.setdefault(s, []).append(i)
+    out = list(shorts)
+    for short, rows in groups.items():
+        distinct = list(dict.fromkeys(names[i] for i in rows))
+        if len(distinct) < 2:
+            continue
+        tags = {n: [] for n in distinct}
+        for feature in (_dtype_tag, _variant_tag, _tile_tag):
+            values = {n: feature(n) for n in distinct}
+            if len(set(values.values())) > 1:
+                for n in distinct:
+                    if values[n]:
+                        tags[n].append(values[n])
+            if len({tuple(t) for t in tags.values()}) == len(distinct):
+                break
+        else:
+            before = {n: tuple(t) for n, t in tags.items()}
+            for n in distinct:  # still alike: the first token that differs
+                same = [o for o in distinct if o != n and before[o] == before[n]]
+                if same:
+                    tags[n].append(_first_difference(n, same) or f"#{distinct.index(n) + 1}")
+        for i in rows:
+            tag = ", ".join(t for t in tags[names[i]] if t)
+            out[i] = f"{short} [{tag}]" if tag else short
+    return out

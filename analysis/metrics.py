@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import number_format
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -32,6 +34,8 @@ class Metric:
     # the metric a card shows instead on a trace whose main step kind is not decode (analysis.step_figures): the
     # same figure over that kind's steps, so that no card says n/a where the figure exists under another kind
     stand_in: str | None = None
+    cpu_card: str | None = None  # the card's label on a CPU-only trace ("Host busy"); "{kind}" as in card_label
+    gpu_only: bool = False  # a figure a CPU-only trace does not have (launch calls): no card, no line there
 
     @property
     def card(self) -> str:
@@ -42,6 +46,13 @@ class Metric:
         text = self.card_label or self.label[:1].upper() + self.label[1:]
         kind = kind or "decode"
         return text.replace("{Kind}", kind[:1].upper() + kind[1:]).replace("{kind}", kind)
+
+    def card_label_for(self, kind: str | None, on_gpu: bool) -> str:
+        """The card's label for a trace: its CPU wording on a CPU-only trace ("Host busy")."""
+        if on_gpu or self.cpu_card is None:
+            return self.card_for(kind)
+        kind = kind or "decode"
+        return self.cpu_card.replace("{Kind}", kind[:1].upper() + kind[1:]).replace("{kind}", kind)
 
     def label_for(self, on_gpu: bool) -> str:
         return self.label if on_gpu or self.cpu_label is None else self.cpu_label
@@ -59,8 +70,14 @@ class Metric:
         return value if math.isfinite(value) else math.nan
 
     def format(self, value: float | None) -> str:
-        """A value as the cards show it: "n/a" when unknown, large us as ms, small ms as us."""
+        """A value as the cards show it (analysis.number_format): "—" when unknown, us as ms from 1 ms up."""
         return format_value(value, self.unit)
+
+    def verdict(self, delta: float | None) -> str | None:
+        """Whether a change B - A of this metric is "better" or "worse" (None: no direction, or no change)."""
+        if self.better is None or number_format.missing(delta) or not delta:
+            return None
+        return "better" if (float(delta) < 0) == (self.better == "lower") else "worse"
 
 
 METRICS: tuple[Metric, ...] = (
@@ -86,6 +103,7 @@ METRICS: tuple[Metric, ...] = (
         card_label="Kernels / decode step",
         cpu_label="host ops per decode step",
         stand_in="kernels_per_step",
+        cpu_card="Host ops / decode step",
     ),
     Metric(
         "kernels_per_step",
@@ -97,6 +115,7 @@ METRICS: tuple[Metric, ...] = (
         cpu_label="host ops per step",
         headline=False,
         compared=True,
+        cpu_card="Host ops / {kind} step",
     ),
     Metric(
         "launches_per_decode_step",
@@ -106,6 +125,7 @@ METRICS: tuple[Metric, ...] = (
         "launches_per_decode_step",
         card_label="Launches / decode step",
         stand_in="launches_per_step",
+        gpu_only=True,
     ),
     Metric(
         "launches_per_step",
@@ -116,8 +136,17 @@ METRICS: tuple[Metric, ...] = (
         card_label="Launches / {kind} step",
         headline=False,
         compared=True,
+        gpu_only=True,
     ),
-    Metric("gpu_busy_pct", "GPU busy", "%", None, "gpu_busy_pct", cpu_label="busy (some op running)"),
+    Metric(
+        "gpu_busy_pct",
+        "GPU busy",
+        "%",
+        None,
+        "gpu_busy_pct",
+        cpu_label="host busy (some op running)",
+        cpu_card="Host busy",
+    ),
     Metric(
         "gpu_idle_per_decode_step_us",
         "GPU idle per decode step",
@@ -125,8 +154,9 @@ METRICS: tuple[Metric, ...] = (
         "lower",
         "gpu_idle_per_decode_step_us",
         card_label="GPU idle / decode step",
-        cpu_label="idle per decode step (no op running)",
+        cpu_label="no op running per decode step",
         stand_in="gpu_idle_per_step_us",
+        cpu_card="No op running / decode step",
     ),
     Metric(
         "gpu_idle_per_step_us",
@@ -135,9 +165,10 @@ METRICS: tuple[Metric, ...] = (
         "lower",
         "gpu_idle_per_step_us",
         card_label="GPU idle / {kind} step",
-        cpu_label="idle per step (no op running)",
+        cpu_label="no op running per step",
         headline=False,
         compared=True,
+        cpu_card="No op running / {kind} step",
     ),
     Metric(
         "gpu_lead_per_step_us",
@@ -146,7 +177,8 @@ METRICS: tuple[Metric, ...] = (
         "lower",
         "gpu_lead_per_step_us",
         card_label="GPU lead / {kind} step",
-        cpu_label="idle before a step's first op",
+        cpu_label="no op running before a step's first op",
+        cpu_card="Before the first op / {kind} step",
     ),
     Metric(
         "memory_peak_allocated_bytes",
@@ -194,14 +226,20 @@ HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
 COMPARED: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline or m.compared or m.key == "tokens_per_s")
 
 
-def card_metrics(summary: Any) -> list[tuple[Metric, str]]:
+def card_metrics(summary: Any, on_gpu: bool | None = None) -> list[tuple[Metric, str]]:
     """The summary cards: (metric shown, its label), one per headline metric in order. On a trace whose main step
-    kind is not decode, a decode figure gives way to its stand-in over that kind's steps (analysis.step_figures)."""
+    kind is not decode, a decode figure gives way to its stand-in over that kind's steps (analysis.step_figures).
+    On a CPU-only trace (`on_gpu` False; else the summary's own on_gpu) the cards say what they measure there
+    ("Host busy", "Host ops / decode step") and the launch card is left out: a CPU trace launches nothing."""
     kind = summary.get("step_kind") if isinstance(summary, Mapping) else getattr(summary, "step_kind", None)
+    if on_gpu is None:
+        on_gpu = summary.get("on_gpu", True) if isinstance(summary, Mapping) else getattr(summary, "on_gpu", True)
     cards = []
     for m in HEADLINE:
         shown = BY_KEY[m.stand_in] if m.stand_in and kind not in (None, "decode") else m
-        cards.append((shown, shown.card_for(kind)))
+        if shown.gpu_only and not on_gpu:
+            continue
+        cards.append((shown, shown.card_label_for(kind, bool(on_gpu))))
     return cards
 
 
@@ -214,25 +252,11 @@ def metric(key: str) -> Metric:
 
 
 def format_value(value: float | None, unit: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if unit == "B":
-        return format_bytes(value)
-    if unit == "us" and abs(value) >= 1000:
-        return f"{value / 1000:,.2f} ms"
-    if unit == "ms" and abs(value) < 1:
-        return f"{value * 1000:,.1f} us"
-    text = f"{value:,.2f}" if abs(value) < 100 and value != int(value) else f"{value:,.0f}"
-    return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
-
-
-_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+    """A value as every output writes it (analysis.number_format: 3 significant digits, unit by magnitude, "—" when
+    unknown)."""
+    return number_format.format_value(value, unit)
 
 
 def format_bytes(value: float) -> str:
-    """A size in binary units, as memory is counted: 131072 -> "128.0 KiB"; whole bytes below 1 KiB."""
-    size, unit = abs(float(value)), 0
-    while size >= 1024 and unit < len(_BYTE_UNITS) - 1:
-        size, unit = size / 1024, unit + 1
-    sign = "-" if value < 0 else ""
-    return f"{sign}{size:,.0f} B" if unit == 0 else f"{sign}{size:,.1f} {_BYTE_UNITS[unit]}"
+    """A size in binary units, as memory is counted: 131072 -> "128 KiB"; whole bytes below 1 KiB."""
+    return number_format.format_value(value, "B")

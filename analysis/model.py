@@ -57,6 +57,9 @@ class Finding:
     # the time in the trace this finding accounts for (summed over the steps it concerns), None where it has no
     # time of its own (a comparison of phases, a roofline ratio); the JSON adds it as cost_us and cost_pct
     cost_us: float | None = None
+    # the time range (ns, the trace's clock) its evidence lies in, where the finding knows it exactly (one call);
+    # analysis.findings.finding_range finds the step for the others
+    at_ns: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
     _add_memory(steps, summary, analysis)
     summary["gaps"] = gaps_summary(analysis.gaps)
     return {
+        **_on_gpu(analysis),
         "format": timeline.meta.source_format,
         "device": timeline.device_name,
         "device_source": timeline.device_source[1],  # deviceProperties | run.json | how its properties named it
@@ -46,6 +47,12 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
         "summary": summary,
         "findings": [{**_finding(f), **_finding_cost(f, analysis)} for f in analysis.findings],
     }
+
+
+def _on_gpu(analysis: Analysis) -> dict:
+    """`on_gpu` (added 2026-12-01, issue 30): false on a CPU-only trace, where host ops stand in for kernels and
+    "idle" means no op running, so a reader of the JSON words its figures as the app does."""
+    return {"on_gpu": bool(analysis.summary.on_gpu)}
 
 
 def _finding(f) -> dict:

@@ -14,10 +14,15 @@ from ..analysis import AnalysisOptions
 
 if TYPE_CHECKING:
     from ..analysis.front_door import Given
+    from ..analysis.roofline import ModelShape
 
 GAP_US_KEY = "gap_threshold_us"
 REGEX_KEY = "step_regex"
-MODEL_KEY = "analysis_model"  # session state: the model a trace without run.json is read against (preset, dtype)
+# session state: the model a trace without run.json is read against, as plain data: (preset, dtype), or
+# ("config", {"config": dict, "dtype": str, "name": str}) from an uploaded config.json, or ("form", {...}) the
+# keyword arguments of analysis.roofline.shape_from_form
+MODEL_KEY = "analysis_model"
+CUSTOM_KINDS = ("config", "form")
 DEVICE_KEY = "analysis_device"  # session state: the GPU table row for traces that name no device
 DEFAULT_GAP_US = AnalysisOptions().gap_threshold_ns / 1000
 
@@ -33,11 +38,32 @@ def current_given(state: MutableMapping) -> Given:
     """The model and device picked for traces without a run.json (the roofline panel's choices), as the front door
     takes them. A run.json beside the trace wins over them, as over the CLI's --model and --gpu."""
     from ..analysis.front_door import Given, resolve_device
-    from ..analysis.roofline.model_source import model_shape
 
     choice = state.get(MODEL_KEY)
-    model = model_shape(*choice) if choice else None
-    return Given(model, resolve_device(state.get(DEVICE_KEY)))
+    return Given(model_of(choice) if choice else None, resolve_device(state.get(DEVICE_KEY)))
+
+
+def model_of(choice: tuple) -> ModelShape:
+    """The ModelShape a stored choice describes (ValueError when it does not describe one)."""
+    from ..analysis.roofline.model_config import shape_from_config, shape_from_form
+    from ..analysis.roofline.model_source import model_shape
+
+    kind, data = choice
+    if kind == "config" and isinstance(data, dict):
+        return shape_from_config(data["config"], dtype=data.get("dtype"), name=data.get("name"))
+    if kind == "form" and isinstance(data, dict):
+        return shape_from_form(**data)
+    return model_shape(kind, data)
+
+
+def set_custom_model(state: MutableMapping, kind: str, data: dict) -> ModelShape:
+    """Choose a model described by an uploaded config.json ("config") or the small form ("form"); the shape is built
+    first, so a description that names no model is refused (ValueError) and the previous choice stays."""
+    if kind not in CUSTOM_KINDS:
+        raise ValueError(f"unknown model description {kind!r}")
+    shape = model_of((kind, data))
+    state[MODEL_KEY] = (kind, data)
+    return shape
 
 
 def set_device(state: MutableMapping, device: str | None) -> None:

@@ -9,45 +9,67 @@ import json
 
 import streamlit as st
 
-from ..analysis.metrics import HEADLINE, card_metrics, format_value
+from ..analysis.metrics import HEADLINE, card_metrics
+from ..analysis.number_format import format_count
 from ..analysis.summary import Summary
 from ..exporters.safe_text import for_markdown
 from . import tables
 from .cache import LoadedTrace
+from .findings_panel import alert
 
 SUMMARY_CARDS = HEADLINE  # the registry's headline metrics, in the order the cards appear
-SEVERITY_ICON = {"critical": ":material/error:", "warn": ":material/warning:", "info": ":material/info:"}
+CARD_WIDTH_PX = 138  # the widest compact value ("1.67k tok/s") and a two-line label fit
 
 
 def summary_cards(summary: Summary, label_prefix: str = "") -> None:
-    """The headline metrics as st.metric cards, rows of five (a stand-in over the main step kind where the
-    trace has no decode steps: analysis.metrics.card_metrics)."""
-    cards = card_metrics(summary)
-    for start in range(0, len(cards), 5):
-        row = cards[start : start + 5]
-        for column, (m, label) in zip(st.columns(5), row, strict=False):
-            column.metric(label_prefix + label, m.format(m.value(summary)), border=True)
+    """The headline metrics as st.metric cards of one width that wrap onto as many rows as the page needs (at
+    1280 px six a row), values compact ("1.67k tok/s": analysis.number_format) so that none is cut; a
+    stand-in over the main step kind where the trace has no decode steps, CPU wording on a CPU-only trace
+    (analysis.metrics.card_metrics)."""
+    row = st.container(horizontal=True, wrap=True, gap="small")
+    for m, label in card_metrics(summary):
+        row.metric(
+            label_prefix + label,
+            m.format(m.value(summary)),
+            border=True,
+            help=_card_help(m, summary),
+            width=CARD_WIDTH_PX,
+        )
+
+
+def cpu_note(summary: Summary) -> None:
+    """What the cards' words mean on a CPU-only trace (nothing on a GPU trace)."""
     if not summary.on_gpu:
-        st.caption("CPU-only trace: host ops stand in for kernels and 'GPU idle' means no op running.")
+        st.caption("CPU-only trace: host ops stand in for kernels; busy means some op runs, idle that none does.")
+
+
+def _card_help(m, summary: Summary) -> str:
+    return f"{m.label_for(summary.on_gpu)} (`{m.key}` in the JSON)"
 
 
 def header(loaded: LoadedTrace) -> None:
+    """One line of what the trace is: format, device (and where it was read), engine, events, requests."""
     report = loaded.report
+    device = report["device"] or "unknown device"
+    engine = f" · {report['engine']}" if report.get("engine") else ""
     st.caption(
-        f"{for_markdown(report['format'])} · device {for_markdown(report['device'] or 'unknown')} · "
-        f"{report['events']:,} events · {report['requests']} request(s) · content {(loaded.digest or '')[:15]}"
+        f"**{for_markdown(loaded.name)}** · {for_markdown(report['format'])} · {for_markdown(device)}"
+        f"{for_markdown(engine)} · {format_count(report['events'])} events · {report['requests']} request(s)"
     )
 
 
 def segmentation_box(loaded: LoadedTrace) -> None:
+    """How the steps were found, in one line (the evidence folded under it); a warning box when unsure."""
     seg = loaded.analysis.segmentation
-    text = f"Steps found by **{for_markdown(seg.method)}**, confidence {seg.confidence:.2f}."
+    text = f"Steps found by **{for_markdown(seg.method)}**, confidence {seg.confidence:.2f}"
     if seg.method == "none":
-        st.info(text + " No generation steps: the timeline below still shows the whole trace.")
+        st.info(text + ". No generation steps: the timeline below still shows the whole trace.")
     elif seg.confidence < 0.6 or seg.warnings:
-        st.warning(text)
+        st.warning(text + ".")
     else:
-        st.success(text)
+        evidence = "; ".join(seg.evidence)
+        st.caption(text + (f" · evidence: {for_markdown(evidence)}" if evidence else "") + ".")
+        return
     for line in seg.evidence:
         st.markdown(f"- evidence: {for_markdown(line)}")
     for warning in seg.warnings:
@@ -62,22 +84,9 @@ def findings_list(loaded: LoadedTrace) -> None:
 
 
 def finding_alerts(findings) -> None:
-    """Each finding as an alert box coloured by severity."""
-    for finding in findings:
-        body = f"**{for_markdown(finding.title)}**  \n{for_markdown(finding.detail)}" + _cost_line(finding)
-        icon = SEVERITY_ICON.get(finding.severity)
-        if finding.severity == "critical":
-            st.error(body, icon=icon)
-        elif finding.severity == "warn":
-            st.warning(body, icon=icon)
-        else:
-            st.info(body, icon=icon)
-
-
-def _cost_line(finding) -> str:
-    """The time the finding accounts for (analysis: Finding.cost_us), as the findings' last line."""
-    cost = getattr(finding, "cost_us", None)
-    return f"  \n*Costs {format_value(cost, 'us')} of the trace's step time.*" if cost else ""
+    """Each finding as an alert box coloured by severity, the costliest first."""
+    for finding in sorted(findings, key=lambda f: -(getattr(f, "cost_us", None) or 0.0)):
+        alert(finding)
 
 
 def file_base(name: str) -> str:
@@ -89,6 +98,8 @@ def downloads(loaded: LoadedTrace, key: str) -> None:
     """Steps and gaps as CSV, the summary (CLI contract minus the step list) as JSON."""
     base = file_base(loaded.name)
     summary = {k: v for k, v in loaded.report.items() if k != "steps"}
+    if loaded.digest:  # which bytes these files come from (the cache's key), out of the first screen
+        st.caption(f"{for_markdown(loaded.name)}: content {loaded.digest[:15]} (sha256 of the file's bytes)")
     left, middle, right = st.columns(3)
     left.download_button(
         "Steps (CSV)",

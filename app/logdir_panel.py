@@ -71,7 +71,8 @@ def picker() -> None:
     root = configured_logdir()
     if root is None:
         return
-    with st.expander(f"Log directory: {for_markdown(str(root))}", expanded=True):
+    with st.expander(f"Log directory: {for_markdown(root.name or str(root))}", expanded=True):
+        st.caption(for_markdown(str(root)))
         _listing(str(root))
 
 
@@ -83,7 +84,7 @@ def _listing(root_text: str) -> None:
     folders = {entry_key(rel): rel for rel in list_folders(root)}
     if st.session_state.get(FOLDER_KEY) not in folders:
         st.session_state[FOLDER_KEY] = ""
-    left, right = st.columns([1, 3])
+    left = right = st.container()  # stacked: the picker lives in the sidebar
     folder = left.selectbox(
         "Folder",
         list(folders),
@@ -105,7 +106,30 @@ def _listing(root_text: str) -> None:
         st.session_state[PICK_KEY] = traces[0].key
     key = right.selectbox("Trace (newest first)", list(by_key), key=PICK_KEY, format_func=lambda k: _label(by_key[k]))
     notes = "".join(f" · {note}" for note in listing.notes)
-    st.caption(for_markdown(f"{len(traces)} trace(s) · read from disk on this machine, no upload · {root_text}{notes}"))
+    st.caption(for_markdown(f"{len(traces)} trace(s) · read from disk on this machine, no upload{notes}"))
     if st.button("Open from disk", key="logdir_open", type="primary"):
         open_trace(st.session_state, by_key[key].rel_path, root)
         st.rerun()
+
+
+COMPARE_LISTED = 200  # log-directory traces offered in Compare's pickers beside the opened ones (newest first)
+
+
+def listed_sources(state: MutableMapping, root: Path | None = None) -> list[TraceSource]:
+    """Every trace the log directory holds, as sources: those opened this session first, then the newest
+    COMPARE_LISTED others of the listing (app.logdir.scan_traces: cheap, its sniffs cached per process)."""
+    root = root or configured_logdir()
+    if root is None:
+        return []
+    opened = opened_sources(state, root)
+    seen = {s.key for s in opened}
+    out = list(opened)
+    for t in scan_traces(root).traces[:COMPARE_LISTED]:
+        key = PREFIX + t.key
+        if key in seen:
+            continue
+        try:
+            out.append(TraceSource(key, shown_name(t.rel_path), "logdir", _resolve_within(root, t.rel_path)))
+        except OutsideLogdirError:
+            continue
+    return out

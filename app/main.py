@@ -7,6 +7,7 @@ import streamlit as st
 from ..parsers import decode_helper
 from .exposure import remote_runs_allowed, warn_if_exposed
 from .pages import app_pages
+from .style import apply as apply_style
 
 
 def main() -> None:
@@ -14,6 +15,7 @@ def main() -> None:
     # Sessions are threads of this server, so a big trace's second decoding process is forked by a helper started
     # from a clean state; started now (once per server), its start-up is over before the first trace is opened.
     decode_helper.start()
+    apply_style()
     exposed = warn_if_exposed()  # listening beyond 127.0.0.1 is an explicit --server.address: say so
     if exposed:
         st.sidebar.warning(exposed)

@@ -8,9 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from ..analysis.metrics import format_bytes
+from ..analysis.number_format import MISSING, format_count
 from ..exporters.figures import memory_chart
 from ..exporters.safe_text import for_markdown
 from .cache import LoadedTrace
+from .tables import show
 
 NO_MEMORY = (
     "No memory events in this trace. Profile with `profile_memory=True` (the Run page's *Profile memory*, "
@@ -49,7 +51,7 @@ def section(loaded: LoadedTrace) -> None:
         ("Peak reserved", _bytes(memory.peak_reserved_bytes) if memory.peak_reserved_bytes is not None else "none"),
         ("KV growth / decode step", _bytes(memory.kv_growth_bytes_per_token)),
         ("Expected KV / decode step", _bytes(memory.expected_kv_bytes_per_token, "needs the model")),
-        ("KV tokens that fit", f"{memory.kv_tokens_capacity:,}" if memory.kv_tokens_capacity is not None else "n/a"),
+        ("KV tokens that fit", format_count(memory.kv_tokens_capacity)),
     )
     for column, (label, value) in zip(st.columns(len(cards)), cards, strict=True):
         column.metric(f"{label} ({memory.device})", value, border=True)
@@ -72,14 +74,14 @@ def section(loaded: LoadedTrace) -> None:
     _table(right, "Other devices", _device_rows(memory.devices))
 
 
-def _bytes(value: float | None, missing: str = "n/a") -> str:
+def _bytes(value: float | None, missing: str = MISSING) -> str:
     return format_bytes(value) if value is not None else missing
 
 
 def _table(column, title: str, rows: list[dict]) -> None:
     column.markdown(f"**{title}**")
     if rows:
-        column.dataframe(pd.DataFrame(rows), width="stretch", hide_index=True)
+        show(pd.DataFrame(rows), column)
     else:
         column.caption("none")
 

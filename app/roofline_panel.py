@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from ..analysis.number_format import compact, format_value, sig
 from ..analysis.roofline import (
     GPUS,
     TYPICAL_FRACTIONS,
@@ -33,14 +34,15 @@ from ..analysis.roofline.model_source import preset_names
 from ..collectors.presets import DEFAULT_PRESET, PRESETS
 from ..contracts.run_record import RunRecord
 from ..exporters.safe_text import for_markdown
-from . import components, tables
-from .analysis_settings import DEVICE_KEY, MODEL_KEY, set_device, set_model
+from . import components, model_picker, tables
+from .analysis_settings import CUSTOM_KINDS, DEVICE_KEY, MODEL_KEY, set_device, set_model
 from .cache import LoadedTrace
 from .trace_sources import TraceSource
 
 CPU_ROW = "CPU (this machine, measured)"
 NO_DEVICE = "(none: skip)"
 NO_MODEL = "(none: skip)"
+CUSTOM_MODEL = "(your model)"
 DTYPES = ("bfloat16", "float16", "float32")
 MEMORY_FRACTION_KEY = "roofline_memory_fraction"
 FLOPS_FRACTION_KEY = "roofline_flops_fraction"
@@ -97,23 +99,27 @@ def _model_picker(loaded: LoadedTrace, default_device: str) -> None:
     """For a trace without run.json: the model it ran, kept in the session's analysis settings, so the answer
     itself (findings, downloads, every page) is read against it."""
     chosen = st.session_state.get(MODEL_KEY) or (None, None)
-    presets = [NO_MODEL, *preset_names()]
+    custom = chosen[0] in CUSTOM_KINDS
+    presets = [NO_MODEL, *([CUSTOM_MODEL] if custom else []), *preset_names()]
     left, right = st.columns([3, 1])
     picked = left.selectbox(
         "Model (no run.json beside this trace)",
         presets,
-        index=presets.index(chosen[0]) if chosen[0] in presets else 0,
-        format_func=_preset_label,
+        index=presets.index(CUSTOM_MODEL if custom else chosen[0]) if custom or chosen[0] in presets else 0,
+        format_func=lambda p: model_picker.describe(chosen) if p == CUSTOM_MODEL else _preset_label(p),
         help="The model whose bytes and FLOPs set the floor: a family preset (Llama 3, Qwen3, Qwen3-MoE, gpt-oss, "
-        f"DeepSeek-V3, Mistral) or a collectors preset (e.g. {DEFAULT_PRESET}). Every page then reads traces "
-        "without a run.json against it.",
+        f"DeepSeek-V3, Mistral), a collectors preset (e.g. {DEFAULT_PRESET}), or your own below (config.json or "
+        "a few numbers). Every page then reads traces without a run.json against it.",
     )
-    default_dtype = chosen[1] or ("float32" if default_device == CPU_ROW else "bfloat16")
-    dtype = right.selectbox("Dtype", DTYPES, index=DTYPES.index(default_dtype))
-    wanted = (None, None) if picked == NO_MODEL else (picked, dtype)
-    if wanted != tuple(chosen):
-        set_model(st.session_state, *wanted)
-        st.rerun()
+    if picked != CUSTOM_MODEL:
+        stored = chosen[1] if isinstance(chosen[1], str) and chosen[1] in DTYPES else None
+        default_dtype = stored or ("float32" if default_device == CPU_ROW else "bfloat16")
+        dtype = right.selectbox("Dtype", DTYPES, index=DTYPES.index(default_dtype))
+        wanted = (None, None) if picked == NO_MODEL else (picked, dtype)
+        if wanted != tuple(chosen):
+            set_model(st.session_state, *wanted)
+            st.rerun()
+    model_picker.custom_model_inputs(st.session_state)
     if default_device != NO_DEVICE and not st.session_state.get(DEVICE_KEY):
         return  # the trace names its device
     devices = [NO_DEVICE, *GPUS]
@@ -228,9 +234,9 @@ def phase_table(report: RooflineReport) -> pd.DataFrame:
 def _hardware_caption(report: RooflineReport) -> str:
     hw, shape = report.hardware, report.shape
     return (
-        f"{for_markdown(shape.name)}: {shape.parameters / 1e9:.3g}B parameters, {shape.dtype_bytes} bytes per "
-        f"element · {for_markdown(hw.name)}: {hw.memory_bytes_per_s / 1e9:,.0f} GB/s, "
-        f"{hw.flops_per_s / 1e12:.3g} TFLOP/s ({for_markdown(hw.source)})"
+        f"{for_markdown(shape.name)}: {compact(shape.parameters)} parameters, {shape.dtype_bytes} bytes per "
+        f"element · {for_markdown(hw.name)}: {format_value(hw.memory_bytes_per_s / 1e9, 'GB/s')}, "
+        f"{sig(hw.flops_per_s / 1e12)} TFLOP/s ({for_markdown(hw.source)})"
     )
 
 
@@ -276,24 +282,20 @@ def _phase_table(report: RooflineReport, label: str) -> None:
         st.info("No prefill or decode step to compare against the roofline.")
         return
     st.caption(label + _hardware_caption(report))
-    st.dataframe(
+    tables.show(
         phase_table(report),
-        hide_index=True,
-        width="stretch",
         column_config={
-            "expected ms": st.column_config.NumberColumn(format="%.3f"),
-            "measured ms": st.column_config.NumberColumn(format="%.3f"),
             "% of roofline": st.column_config.NumberColumn(format="%.0f%%", help="expected / measured"),
             "GPU window ms": st.column_config.NumberColumn(
-                format="%.3f", help="the median step's first device work to its last"
+                format="localized", help="the median step's first device work to its last"
             ),
             "% over the window": st.column_config.NumberColumn(format="%.0f%%", help="expected / GPU window"),
-            "context": st.column_config.NumberColumn(help="cached tokens before the step (mean)"),
+            "context": st.column_config.NumberColumn(format="localized", help="cached tokens before the step (mean)"),
         },
     )
     crossover = report.summary.compute_bound_prompt_tokens
     if crossover:
-        st.caption(f"Prefill turns compute bound at {crossover:,} prompt tokens on this device.")
+        st.caption(f"Prefill turns compute bound at {compact(crossover)} prompt tokens on this device.")
     if not label:
         components.finding_alerts(report.findings)
     for note in report.notes:
@@ -310,7 +312,7 @@ def summary_line(report: RooflineReport | None) -> None:
         if pct is None or (isinstance(pct, float) and math.isnan(pct)):
             continue
         bound = getattr(report.summary, f"{phase}_bound")
-        parts.append(f"**{phase.capitalize()} at {pct:.0f}% of roofline** ({bound} bound)")
+        parts.append(f"**{phase.capitalize()} at {format_value(pct, '%')} of roofline** ({bound} bound)")
     if parts:
         device = for_markdown(report.hardware.name)
         st.markdown(" · ".join(parts) + f" on {device}; details under Expected vs measured.")
@@ -335,20 +337,19 @@ def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None
         return
     st.caption(
         f"{for_markdown(roofline['model'])} on {for_markdown(roofline['hardware'])} at "
-        f"{roofline['memory_gb_s']:,.0f} GB/s; step {anat.median_step}, context {roofline['context']} tokens, "
+        f"{format_value(roofline['memory_gb_s'], 'GB/s')}; step {anat.median_step}, context "
+        f"{compact(roofline['context'])} tokens, "
         f"batch {roofline['batch']} (from {for_markdown(roofline.get('source', 'the steps'))}). gemm reads every "
         "layer's weights and lm_head once; moe the experts the step's tokens reach; attention reads the KV cache; "
         "the rest has no byte floor here and counts as overhead."
     )
-    st.dataframe(
+    tables.show(
         tables.category_roofline_table(roofline),
-        hide_index=True,
-        width="stretch",
         column_config={
-            "time_us": st.column_config.NumberColumn("measured (us)", format="%.1f"),
-            "bytes_MB": st.column_config.NumberColumn("bytes (MB)", format="%.2f"),
-            "floor_us": st.column_config.NumberColumn("floor (us)", format="%.1f"),
-            "achieved_GB_s": st.column_config.NumberColumn("achieved (GB/s)", format="%.1f"),
+            "time_us": st.column_config.NumberColumn("measured (us)", format="localized"),
+            "bytes_MB": st.column_config.NumberColumn("bytes (MB)", format="localized"),
+            "floor_us": st.column_config.NumberColumn("floor (us)", format="localized"),
+            "achieved_GB_s": st.column_config.NumberColumn("achieved (GB/s)", format="localized"),
             "pct_of_roofline": st.column_config.NumberColumn("% of roofline", format="%.0f%%"),
         },
     )

@@ -6,8 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.composition import composition_table as composition_table_of
+from ..analysis.kernel_names import distinct_short_names
 from ..analysis.model import Analysis
+from ..analysis.number_format import MISSING, round_sig
+from ..exporters.anatomy_tables import (  # re-exported: the pages' tables, shared with the HTML report
+    category_roofline_table as category_roofline_table,
+)
+from ..exporters.anatomy_tables import category_table as category_table
+from ..exporters.anatomy_tables import composition_table as composition_table
 from ..exporters.safe_text import plain
 
 STEP_TIME_COLUMNS = ("start_ns", "end_ns", "token_ns")
@@ -39,31 +45,6 @@ def steps_table(analysis: Analysis) -> pd.DataFrame:
         wide = anat.step_table().reindex(range(len(steps))).fillna(0.0).reset_index(drop=True)
         out = pd.concat([out, wide], axis=1)
     return out
-
-
-def composition_table(analysis: Analysis) -> pd.DataFrame:
-    """What the run's batches held (analysis.composition), one figure per row: steps by kind, sequences per decode
-    step, prefill tokens per prefill-carrying step, requests, and for a speculative run its verify figures."""
-    table = composition_table_of(analysis.steps)
-    rows = [(f"{kind} steps", n) for kind, n in table["steps"].items() if n]
-    rows += [
-        ("sequences per decode step (median)", table["sequences_per_decode_step"]),
-        ("prefill tokens per prefill-carrying step (median)", table["prefill_tokens_per_step"]),
-        ("requests", table["requests"]),
-    ]
-    spec = analysis.summary.speculative
-    if spec:
-        rows.append(("draft tokens per verify", spec["draft_tokens_per_verify"]))
-        rows.append(
-            ("accepted per verify", spec["accepted_tokens_per_step"] if spec["acceptance_known"] else "unknown")
-        )
-    return pd.DataFrame({"figure": [r[0] for r in rows], "value": [_shown(r[1]) for r in rows]})
-
-
-def _shown(value) -> str:
-    if value is None:
-        return "n/a"
-    return value if isinstance(value, str) else f"{value:g}"
 
 
 def gaps_table(analysis: Analysis) -> pd.DataFrame:
@@ -102,35 +83,6 @@ def top_kernels_table(top: pd.DataFrame, phase: str) -> pd.DataFrame:
     )
 
 
-def category_table(analysis: Analysis) -> pd.DataFrame:
-    """The median decode step's time and count by category, largest first, with its share."""
-    anat = analysis.anatomy
-    if anat is None:
-        return pd.DataFrame(columns=["category", "count", "time_us", "share_pct"])
-    cats = anat.median_categories()
-    total = sum(c["time_us"] for c in cats.values()) or 1.0
-    rows = [(k, c["kernels"], c["time_us"], 100 * c["time_us"] / total) for k, c in cats.items()]
-    frame = pd.DataFrame(rows, columns=["category", "count", "time_us", "share_pct"])
-    return frame.sort_values("time_us", ascending=False).reset_index(drop=True)
-
-
-def category_roofline_table(roofline: dict) -> pd.DataFrame:
-    """The per-category roofline (analysis.anatomy.category_roofline) as rows, overhead last."""
-    rows = [
-        {
-            "category": r["category"],
-            "time_us": r["time_us"],
-            "bytes_MB": r["bytes"] / 1e6,
-            "floor_us": r["floor_us"],
-            "achieved_GB_s": r["achieved_gb_s"],
-            "pct_of_roofline": r["pct_of_roofline"],
-        }
-        for r in roofline.get("categories", [])
-    ]
-    rows.append({"category": "overhead (neither)", "time_us": roofline.get("overhead_total_us", 0.0)})
-    return pd.DataFrame(rows)
-
-
 def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """A table as a page shows it (st.dataframe): every text cell through safe_text.plain (a kernel name's bidi
     controls as \\u202e, undecodable bytes as \\xNN); numbers untouched. Downloads keep the original text."""
@@ -140,3 +92,95 @@ def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
         if values.dtype == object or isinstance(values.dtype, pd.CategoricalDtype | pd.StringDtype):
             out[column] = values.map(lambda v: plain(v) if isinstance(v, str) else v)
     return out
+
+
+POSITION_SUFFIXES = ("start_ms", "end_ms", "token_ms", "(ms from trace start)")  # places on the clock, not amounts
+POSITION_DECIMALS = 3  # a place is kept to the microsecond; an amount to 3 significant digits
+
+
+def rounded(frame: pd.DataFrame, positions: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The table as a page shows it: amounts (float columns) to 3 significant digits (analysis.number_format), places
+    on the clock (`positions`, and columns named like start_ms) to the microsecond. Numbers stay numbers, so a
+    column still sorts; the downloads keep every digit."""
+    out = frame.copy(deep=False)
+    for column in out.columns:
+        values = out[column]
+        if not pd.api.types.is_float_dtype(values.dtype):
+            continue
+        place = column in positions or str(column).endswith(POSITION_SUFFIXES)
+        out[column] = values.round(POSITION_DECIMALS) if place else round_sig(values.to_numpy(dtype=float))
+    return out
+
+
+def show(frame: pd.DataFrame, where=None, positions: tuple[str, ...] = (), column_config: dict | None = None, **kwargs):
+    """st.dataframe of a table laid out for people: text through safe_text.plain, numbers rounded (`rounded`) and
+    thousands separated, "—" for a missing value. `where`: a column or container (the page by default)."""
+    import streamlit as st
+
+    target = where if where is not None else st
+    shown = shown_frame(rounded(frame, positions))
+    config = {
+        c: st.column_config.NumberColumn(format="localized")
+        for c in shown.columns
+        if pd.api.types.is_numeric_dtype(shown[c].dtype) and not pd.api.types.is_bool_dtype(shown[c].dtype)
+    }
+    config.update(column_config or {})
+    kwargs.setdefault("width", "stretch")
+    kwargs.setdefault("hide_index", True)
+    return target.dataframe(shown, column_config=config, placeholder=MISSING, **kwargs)
+
+
+def steps_display(analysis: Analysis) -> pd.DataFrame:
+    """The steps table as the page shows it: every duration in ms (one unit for the whole table), places in ms
+    from the trace's start, the columns a CPU trace cannot have (launches, syncs) left out there."""
+    table = steps_table(analysis)
+    if not analysis.summary.on_gpu:
+        table = table.drop(columns=[c for c in CPU_ABSENT if c in table], errors="ignore")
+    renamed = {}
+    for column in list(table.columns):
+        if column.endswith("_us"):
+            table[column] = table[column] / 1e3
+            renamed[column] = column.removesuffix("_us") + " (ms)"
+        elif column in ("start_ms", "end_ms", "token_ms"):
+            renamed[column] = column.removesuffix("_ms") + " (ms from trace start)"
+        elif column.endswith("_ms"):
+            renamed[column] = column.removesuffix("_ms") + " (ms)"
+    empty = [c for c in table.columns if table[c].isna().all() or _all_blank(table[c])]
+    return table.drop(columns=empty).rename(columns=renamed)
+
+
+def _all_blank(values: pd.Series) -> bool:
+    return pd.api.types.is_string_dtype(values.dtype) and bool((values.astype(str) == "").all())
+
+
+CPU_ABSENT = ("launches", "launch_host_us", "d2h_copies", "syncs", "graph_launches")
+
+
+def top_kernels_display(top: pd.DataFrame, phase: str, by_short: bool = False) -> pd.DataFrame:
+    """One phase's heaviest kernels for the page: labels unique within the table (analysis.kernel_names), the full
+    name only where it says more than the label; `by_short`: rows of one family (short name) summed."""
+    part = top[top["phase"] == phase]
+    if by_short:
+        grouped = part.groupby("short", sort=False, observed=True)
+        frame = pd.DataFrame(
+            {
+                "kernel": grouped["short"].first().astype(str).to_numpy(),
+                "kernels": grouped["name"].nunique().to_numpy(),
+                "count": grouped["count"].sum().to_numpy(),
+                "total_ms": (grouped["total_ns"].sum() / 1e6).to_numpy(),
+                "share_pct": grouped["share_pct"].sum().to_numpy(),
+            }
+        )
+        return frame.sort_values("total_ms", ascending=False).reset_index(drop=True)
+    names = part["name"].astype(str).tolist()
+    labels = distinct_short_names(names)
+    full = [n if n != label else "" for n, label in zip(names, labels, strict=True)]
+    return pd.DataFrame(
+        {
+            "kernel": labels,
+            "count": part["count"].to_numpy(),
+            "total_ms": (part["total_ns"] / 1e6).to_numpy(),
+            "share_pct": part["share_pct"].to_numpy(),
+            "full name": full,
+        }
+    )

@@ -83,6 +83,26 @@ def load_fleet(folder: str | os.PathLike) -> Fleet:
     return Fleet(folder, traces, int((~ok).sum()))
 
 
+def trace_count(fleet: Fleet) -> int:
+    """Traces analysed, counted as the CLI's batch counts them: a run folder of several ranks is one trace (its
+    rank rows share the run's key)."""
+    t = fleet.traces[fleet.traces["status"] == "ok"]
+    return int(t["key"].nunique()) if "key" in t else len(t)
+
+
+def worst_outlier(table: pd.DataFrame, by: str = "itl_p50_ms") -> int:
+    """The row of `table` (slowest()'s) to offer first: the slowest outlier, else the slowest trace with a value,
+    else the first row."""
+    if not len(table) or by not in table:
+        return 0
+    values = pd.to_numeric(table[by], errors="coerce").reset_index(drop=True)
+    outlier = table["outlier"].astype(bool).reset_index(drop=True) if "outlier" in table else values.isna() & False
+    for pool in (values.where(outlier), values):
+        if pool.notna().any():
+            return int(pool.idxmax())
+    return 0
+
+
 def slowest(fleet: Fleet, n: int = 20, by: str = "itl_p50_ms") -> pd.DataFrame:
     """The n slowest analysed traces by a metric, plus every outlier, slowest first."""
     t = fleet.traces[fleet.traces["status"] == "ok"]

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from ..analysis.compare import Comparison
 from ..analysis.gate import GateResult
-from ..analysis.metrics import BY_KEY, format_value
+from ..analysis.metrics import BY_KEY
+from ..analysis.number_format import format_delta, format_ratio, format_row, format_value, shared_unit
 from .safe_text import plain
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]|~$])")  # with < > & as entities: nothing renders as markup
@@ -59,39 +60,60 @@ def _pair_judgement(comparison: Comparison) -> dict:
     return {"warnings": list(comparison.warnings), "op_diff": comparison.op_diff or {"rows": []}}
 
 
-def format_delta(value: float, unit: str) -> str:
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    text = format_value(abs(value), unit)
-    return ("+" if value > 0 else "-" if value < 0 else "±") + text.replace("%", " pt")
+def metric_cells(row) -> tuple[str, str, str, str]:
+    """A, B, B - A and B / A of one metric row, A, B and the change in one unit (analysis.number_format)."""
+    shown = shared_unit([row.a, row.b], row.unit)
+    return (
+        format_value(row.a, row.unit, shown),
+        format_value(row.b, row.unit, shown),
+        format_delta(row.delta, row.unit, shown),
+        format_ratio(row.ratio),
+    )
 
 
-def format_ratio(value: float) -> str:
-    return "n/a" if value is None or not math.isfinite(value) else f"{value:.2f}x"
+def verdict(row) -> str | None:
+    """ "better" or "worse" for a metric row's change, from the registry's direction (None: neither)."""
+    m = BY_KEY.get(row.metric)
+    return m.verdict(row.delta) if m is not None else None
 
 
 def _rows(comparison: Comparison) -> list[tuple[str, str, str, str, str]]:
+    return [(row.label, *metric_cells(row)) for row in comparison.metrics.itertuples(index=False)]
+
+
+def _verdicts(comparison: Comparison) -> list[str | None]:
+    return [verdict(row) for row in comparison.metrics.itertuples(index=False)]
+
+
+def metric_table_rows(comparison: Comparison, on_gpu: bool = True) -> list[dict]:
+    """The Compare page's metric table as text cells (one unit per row, 3 significant digits) with each change's
+    verdict ("better", "worse", "" for neither): the same cells as the markdown and text tables. Between two
+    CPU-only traces (`on_gpu` False) the rows a CPU trace cannot have (launches) are left out."""
     return [
-        (
-            row.label,
-            format_value(row.a, row.unit),
-            format_value(row.b, row.unit),
-            format_delta(row.delta, row.unit),
-            format_ratio(row.ratio),
-        )
+        dict(zip(("metric", "A", "B", "B - A", "B / A"), (row.label, *metric_cells(row)), strict=True))
+        | {"verdict": verdict(row) or ""}
         for row in comparison.metrics.itertuples(index=False)
+        if on_gpu or not (row.metric in BY_KEY and BY_KEY[row.metric].gpu_only)
     ]
 
 
-def comparison_text(comparison: Comparison, gates: Sequence[GateResult] = ()) -> str:
-    """The comparison as an aligned table for a terminal."""
-    header = ("metric", "A", "B", "B - A", "B / A")
-    rows = [header, *_rows(comparison)]
+MARKDOWN_MARK = {"better": "🟢 ", "worse": "🔴 "}  # GitHub colours no text: a coloured mark before the change
+_ANSI = {"better": "\033[32m", "worse": "\033[31m"}
+
+
+def comparison_text(comparison: Comparison, gates: Sequence[GateResult] = (), color: bool = False) -> str:
+    """The comparison as an aligned table for a terminal; the last column says whether B is better or worse (in
+    green or red with `color`, for a terminal)."""
+    header = ("metric", "A", "B", "B - A", "B / A", "")
+    rows = [header, *((*r, v or "") for r, v in zip(_rows(comparison), _verdicts(comparison), strict=True))]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = [f"A  {_one_line(comparison.label_a)}", f"B  {_one_line(comparison.label_b)}", ""]
     for row in rows:
-        cells = [row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
-        lines.append("  ".join(cells).rstrip())
+        cells = [row[0].ljust(widths[0])] + [
+            cell.rjust(width) for cell, width in zip(row[1:5], widths[1:5], strict=True)
+        ]
+        judged = f"{_ANSI[row[5]]}{row[5]}\033[0m" if color and row[5] in _ANSI else row[5]
+        lines.append("  ".join([*cells, judged]).rstrip())
     lines += ["", _one_line(comparison.sentence)]
     lines += _warning_lines(comparison)
     lines += _op_diff_text(comparison)
@@ -117,9 +139,9 @@ def op_diff_rows(comparison: Comparison, top: int = 15) -> list[tuple[str, ...]]
             str(r["name"]),
             str(r["category"]),
             str(r["status"]),
-            f"{r['a_count']:g} → {r['b_count']:g}",
-            f"{format_value(r['a_us'], 'us')} → {format_value(r['b_us'], 'us')}",
-            format_delta(r["delta_us"], "us"),
+            " → ".join(format_row([r["a_count"], r["b_count"]], "")),
+            " → ".join(format_row([r["a_us"], r["b_us"]], "us")),
+            format_delta(r["delta_us"], "us", shared_unit([r["a_us"], r["b_us"]], "us")),
         )
         for r in (diff.get("rows") or [])[:top]
     ]
@@ -163,7 +185,15 @@ def comparison_markdown(comparison: Comparison, gates: Sequence[GateResult] = ()
         "| metric | A | B | B − A | B / A |",
         "|---|---:|---:|---:|---:|",
     ]
-    lines += ["| " + " | ".join(markdown_escape(cell) for cell in row) + " |" for row in _rows(comparison)]
+    lines += [
+        "| "
+        + " | ".join(
+            markdown_escape(c) if i != 3 else MARKDOWN_MARK.get(v or "", "") + markdown_escape(c)
+            for i, c in enumerate(row)
+        )
+        + " |"
+        for row, v in zip(_rows(comparison), _verdicts(comparison), strict=True)
+    ]
     lines += ["", markdown_escape(comparison.sentence)]
     if comparison.warnings:
         lines += ["", "> **Not like for like.**"]

@@ -23,11 +23,13 @@ import pandas as pd
 import plotly.io as pio
 import plotly.offline
 
+from ..analysis import number_format
 from ..analysis.compare import Comparison, batches_differ
 from ..analysis.gap_table import gaps_by_cause
-from ..analysis.metrics import HEADLINE, card_metrics
+from ..analysis.metrics import card_metrics
 from ..analysis.model import Analysis
 from ..parsers.timeline import Timeline
+from .anatomy_tables import category_roofline_table, category_table, composition_table
 from .compare_formats import format_delta, format_ratio, format_value, op_diff_caption, op_diff_rows
 from .figures import compare_charts, memory_chart, step_charts, timeline
 from .safe_text import BIDI_CONTROLS, for_html
@@ -38,6 +40,8 @@ NAME_CHARS = 160  # kernel names run to kilobytes; tables show their start
 # (a screen shows ~2,000 segments per lane; ~1 MB each at 3,000): a usual report is ~6 MB, plotly.js 4.8 of it
 BUDGETS = ((3_000, 2_000, 200, 2_000), (1_000, 800, 60, 800), (300, 200, 20, 200), (100, 60, 10, 60))
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+APP_TEMPLATE = "plotly_white"  # as the app draws them (Streamlit's theme is white-based), not Plotly's grey default
+APP_FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "color": "#31333f"}
 CSP = (
     "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
     "img-src data: blob:; font-src data:; worker-src blob:; connect-src 'none'"
@@ -91,6 +95,7 @@ def _short(text: object, chars: int = NAME_CHARS) -> str:
 
 def _figure_html(fig, div_id: str) -> str:
     """A figure as a div and its Plotly.newPlot script (plotly escapes '<' in the JSON: no </script> breakout)."""
+    fig.update_layout(template=APP_TEMPLATE, font=APP_FONT)
     return pio.to_html(
         fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG, div_id=div_id, default_width="100%"
     )
@@ -111,22 +116,23 @@ def _table(frame: pd.DataFrame, numeric: Iterable[str] = (), formats: dict | Non
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _num(digits: int):
-    return lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f}"
+def _num(unit: str = ""):
+    """A table cell as every page shows it (analysis.number_format: 3 significant digits, "—" for missing)."""
+    return lambda v: number_format.format_value(v, unit) if isinstance(v, int | float) or v is None else v
 
 
 def _cards(summary) -> str:
     """The app's summary cards (the registry's headline metrics), as HTML."""
     on_gpu = summary.on_gpu
     cards = []
-    for (m, card), headline in zip(card_metrics(summary), HEADLINE, strict=True):
-        label = m.label_for(on_gpu) if m is headline or (not on_gpu and m.cpu_label) else card
+    for m, label in card_metrics(summary):  # the app's labels: CPU wording, no launch card on a CPU trace
         cards.append(
             f'<div class="card"><div class="label">{esc(label)}</div>'
             f'<div class="value">{esc(m.format(m.value(summary)))}</div></div>'
         )
     note = (
-        '<p class="note">CPU-only trace: host ops stand in for kernels and "GPU idle" means no op running.</p>'
+        '<p class="note">CPU-only trace: host ops stand in for kernels; busy means some op runs, idle that none '
+        "does.</p>"
         if not on_gpu
         else ""
     )
@@ -169,16 +175,19 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
         parts.append("<p>No steps found, so no per-step charts.</p>")
     else:
         steps, note = _thin_steps(analysis.steps, step_budget)
-        for name, chart in (
-            ("time", step_charts.step_time_chart),
-            ("counts", step_charts.kernels_launches_chart),
-            ("busy", step_charts.busy_idle_chart),
+        on_gpu = analysis.summary.on_gpu
+        for name, fig in (
+            ("time", step_charts.step_time_chart(steps)),
+            ("counts", step_charts.kernels_launches_chart(steps, on_gpu)),
+            ("busy", step_charts.busy_idle_chart(steps, on_gpu)),
         ):
-            parts.append(_figure_html(chart(steps), f"{prefix}step_{name}"))
+            parts.append(_figure_html(fig, f"{prefix}step_{name}"))
         if step_charts.has_composition(steps):
             parts.append(_figure_html(step_charts.batch_chart(steps), f"{prefix}step_batch"))
         if note:
             parts.append(f'<p class="note">{esc(note)}</p>')
+    parts += _batch_section(analysis)
+    parts += _anatomy_sections(analysis, prefix)
     gaps = analysis.gaps
     parts.append(f"<h2>Idle gaps by cause ({len(gaps):,} gaps)</h2>")
     if gaps.empty:
@@ -188,7 +197,7 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
             _table(
                 gaps_by_cause(gaps),
                 ("gaps", "total_ms", "longest_us", "share_pct"),
-                {"total_ms": _num(3), "longest_us": _num(1), "share_pct": _num(1)},
+                {"total_ms": _num("ms"), "longest_us": _num("us"), "share_pct": _num("%")},
             )
         )
         parts.append(_figure_html(step_charts.gap_histogram(gaps), f"{prefix}gap_hist"))
@@ -208,7 +217,66 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
         parts.append("<h2>Top kernels per phase</h2>")
         top = top.groupby("phase", sort=False).head(max(row_budget // 10, 3))
         top = top.assign(total_ms=top["total_ns"] / 1e6)[["phase", "name", "count", "total_ms", "share_pct"]]
-        parts.append(_table(top, ("count", "total_ms", "share_pct"), {"total_ms": _num(3), "share_pct": _num(1)}))
+        parts.append(_table(top, ("count", "total_ms", "share_pct"), {"total_ms": _num("ms"), "share_pct": _num("%")}))
+    return parts
+
+
+def _batch_section(analysis: Analysis) -> list[str]:
+    """What the run's batches held: the app's Batch composition table (exporters.anatomy_tables)."""
+    if analysis.steps.empty:
+        return []
+    return ["<h2>Batch composition</h2>", _table(composition_table(analysis))]
+
+
+def _anatomy_sections(analysis: Analysis, prefix: str) -> list[str]:
+    """Inside a step (categories, layers) and the roofline per category, as the app's Analyze page has them."""
+    anat = analysis.anatomy
+    if anat is None or anat.median_step is None:
+        return []
+    on_gpu = anat.on_gpu
+    unit = "kernels" if on_gpu else "host ops"
+    role = anat.role or f"step {anat.median_step}"
+    table = category_table(analysis).rename(columns={"count": unit, "time_us": "time", "share_pct": "share"})
+    parts = [
+        f"<h2>Inside a step: categories and layers ({esc(role)})</h2>",
+        _table(table, (unit, "time", "share"), {"time": _num("us"), "share": _num("%")}),
+    ]
+    if not anat.step_categories.empty:
+        parts.append(_figure_html(step_charts.category_chart(anat.step_categories, on_gpu), f"{prefix}categories"))
+    layers = anat.layers
+    if layers is not None and layers.layers:
+        lu = layers.layer_us or {}
+        us = _num("us")
+        parts.append(
+            f"<p><b>{layers.layers} layers</b> of {layers.kernels_per_layer} {unit}: {esc(us(lu.get('p50')))} each "
+            f"(median; min {esc(us(lu.get('min')))}, max {esc(us(lu.get('max')))}); head {esc(us(layers.head_us))}, "
+            f"tail {esc(us(layers.tail_us))}.</p>"
+        )
+    else:
+        parts.append("<p>Layers not counted: the step's sequence does not repeat cleanly.</p>")
+    roofline = anat.roofline or {}
+    parts.append("<h2>Roofline per category</h2>")
+    if roofline.get("status") != "ok":
+        parts.append(
+            f"<p>No per-category roofline: {esc(roofline.get('status', 'it needs a model and a device'))}.</p>"
+        )
+        return parts
+    parts.append(
+        f'<p class="note">{esc(roofline["model"])} on {esc(roofline["hardware"])} at '
+        f"{esc(number_format.format_value(roofline['memory_gb_s'], 'GB/s'))}; context "
+        f"{esc(number_format.compact(roofline['context']))} tokens, batch {esc(roofline['batch'])}.</p>"
+    )
+    roof = category_roofline_table(roofline).rename(
+        columns={
+            "time_us": "measured",
+            "bytes_MB": "bytes (MB)",
+            "floor_us": "floor",
+            "achieved_GB_s": "achieved",
+            "pct_of_roofline": "of roofline",
+        }
+    )
+    units = {"measured": "us", "bytes (MB)": "", "floor": "us", "achieved": "GB/s", "of roofline": "%"}
+    parts.append(_table(roof, list(units), {c: _num(u) for c, u in units.items()}))
     return parts
 
 
@@ -306,7 +374,7 @@ def _composition_rows(comparison: Comparison) -> list[str]:
     if rows.empty or not batches_differ(rows):
         return []
     table = rows.drop(columns="key").rename(columns={"label": "batches", "a": "A", "b": "B", "delta": "B − A"})
-    return ["<h3>Batches</h3>", _table(table, ("A", "B", "B − A"), {c: _num(1) for c in ("A", "B", "B − A")})]
+    return ["<h3>Batches</h3>", _table(table, ("A", "B", "B − A"), {c: _num() for c in ("A", "B", "B − A")})]
 
 
 def _document(title: str, body: Sequence[str]) -> str:

@@ -6,10 +6,19 @@ the rest of a terminal line around, and a file name that is not UTF-8 cannot fai
 
 from __future__ import annotations
 
-import math
-
 from ..analysis.metrics import METRICS, format_bytes, format_value
+from ..analysis.number_format import MISSING, format_count
 from .safe_text import plain
+
+STEP_HEADS = ("span", "kernels", "launches", "busy", "idle", "lead", "tail")
+
+
+def shown_metric(m, on_gpu: bool, has_memory: bool) -> bool:
+    """Whether a registry metric is worth a line: no launch figures on a CPU trace (it launches nothing), no memory
+    figures without memory events."""
+    if not on_gpu and m.key.startswith("launches_"):
+        return False
+    return has_memory or m.field != "memory"
 
 
 def render_text(report: dict) -> str:
@@ -17,7 +26,7 @@ def render_text(report: dict) -> str:
     lines = [
         f"format   {report['format']}",
         f"device   {report['device'] or 'unknown'}",
-        f"events   {report['events']:,}",
+        f"events   {format_count(report['events'])}",
         f"steps    found by {seg['method']} (confidence {seg['confidence']:.2f}), "
         f"{report['requests']} request(s), {len(report['steps'])} step(s)",
     ]
@@ -25,18 +34,24 @@ def render_text(report: dict) -> str:
     lines += composition_lines(report)
     summary = report["summary"]
     lines.append("")
-    lines += [f"{m.label:<26}{_num(m.value(summary), m.unit)}" for m in METRICS]
+    on_gpu = report.get("on_gpu", True)
+    shown = [m for m in METRICS if shown_metric(m, on_gpu, summary.get("memory") is not None)]
+    width = max(len(m.label_for(on_gpu)) for m in shown) + 2
+    lines += [f"{m.label_for(on_gpu):<{width}}{format_value(m.value(summary), m.unit)}" for m in shown]
     if report["steps"]:
-        lines += [
-            "",
-            f"{'step':>5} {'kind':<8} {'req':>3} {'idx':>4} {'span us':>10} {'kernels':>8} "
-            f"{'launches':>8} {'busy us':>10} {'idle us':>10} {'lead us':>10} {'tail us':>10}",
-        ]
+        lines += ["", f"{'step':>5} {'kind':<8} {'req':>3} {'idx':>4} " + " ".join(f"{h:>10}" for h in STEP_HEADS)]
         for i, st in enumerate(report["steps"][:40]):
+            cells = (
+                format_value(st["end_us"] - st["start_us"], "us"),
+                format_count(st["kernels"]),
+                format_count(st["launches"]),
+                *(
+                    format_value(st.get(k, 0), "us")
+                    for k in ("gpu_busy_us", "gpu_idle_us", "gpu_lead_us", "gpu_tail_us")
+                ),
+            )
             lines.append(
-                f"{i:>5} {st['kind']:<8} {st['request']:>3} {st['index']:>4} {st['end_us'] - st['start_us']:>10.1f} "
-                f"{st['kernels']:>8} {st['launches']:>8} {st['gpu_busy_us']:>10.1f} {st['gpu_idle_us']:>10.1f} "
-                f"{st.get('gpu_lead_us', 0):>10.1f} {st.get('gpu_tail_us', 0):>10.1f}"
+                f"{i:>5} {st['kind']:<8} {st['request']:>3} {st['index']:>4} " + " ".join(f"{c:>10}" for c in cells)
             )
         if len(report["steps"]) > 40:
             lines.append(f"  ... {len(report['steps']) - 40} more (use --json for all)")
@@ -65,9 +80,10 @@ def composition_lines(report: dict) -> list[str]:
     spec = summary.get("speculative")
     if spec and spec.get("itl_ms_range"):
         r = spec["itl_ms_range"]
-        parts.append(f"ITL per emitted token {r['min']:.2f}-{r['max']:.2f} ms (acceptance unknown)")
+        span = f"{format_value(r['min'], 'ms')} to {format_value(r['max'], 'ms')}"
+        parts.append(f"ITL per emitted token {span} (acceptance unknown)")
     elif spec and spec.get("itl_ms_per_token"):
-        parts.append(f"ITL per emitted token {spec['itl_ms_per_token']['p50']:.2f} ms")
+        parts.append(f"ITL per emitted token {format_value(spec['itl_ms_per_token']['p50'], 'ms')}")
     return [f"batches  {', '.join(parts)}"]
 
 
@@ -81,17 +97,21 @@ def anatomy_lines(anatomy: dict) -> list[str]:
     role = anatomy.get("step_role") or f"step {anatomy['step']} ({kind})"
     lines = ["", f"inside {role}"]
     total = sum(c["time_us"] for c in cats.values()) or 1.0
-    lines.append(f"{'category':<15}{unit:>9}{'time us':>12}{'share':>8}")
+    lines.append(f"{'category':<15}{unit:>9}{'time':>12}{'share':>8}")
     for name, c in sorted(cats.items(), key=lambda kv: -kv[1]["time_us"]):
-        lines.append(f"{name:<15}{c['kernels']:>9}{c['time_us']:>12.1f}{100 * c['time_us'] / total:>7.1f}%")
+        share = format_value(100 * c["time_us"] / total, "%")
+        lines.append(f"{name:<15}{format_count(c['kernels']):>9}{format_value(c['time_us'], 'us'):>12}{share:>8}")
     layers = anatomy.get("layers")
     if layers:
         lu = anatomy.get("layer_us") or {}
+
+        def us(value) -> str:
+            return format_value(value or 0, "us")
+
         lines.append(
-            f"layers   {layers} x {anatomy.get('kernels_per_layer')} {unit}; per layer p50 {lu.get('p50', 0):.1f} us "
-            f"(min {lu.get('min', 0):.1f}, max {lu.get('max', 0):.1f}, first {lu.get('first', 0):.1f}, "
-            f"last {lu.get('last', 0):.1f}); head {anatomy.get('head_us') or 0:.1f} us, "
-            f"tail {anatomy.get('tail_us') or 0:.1f} us"
+            f"layers   {layers} x {anatomy.get('kernels_per_layer')} {unit}; per layer p50 {us(lu.get('p50'))} "
+            f"(min {us(lu.get('min'))}, max {us(lu.get('max'))}, first {us(lu.get('first'))}, "
+            f"last {us(lu.get('last'))}); head {us(anatomy.get('head_us'))}, tail {us(anatomy.get('tail_us'))}"
         )
     else:
         lines.append("layers   not counted")
@@ -99,16 +119,17 @@ def anatomy_lines(anatomy: dict) -> list[str]:
     roof = anatomy.get("roofline") or {}
     if roof.get("status") == "ok":
         lines.append(
-            f"per-category roofline ({roof['model']} on {roof['hardware']}, {roof['memory_gb_s']:.0f} GB/s, "
-            f"context {roof['context']}, batch {roof['batch']}):"
+            f"per-category roofline ({roof['model']} on {roof['hardware']}, "
+            f"{format_value(roof['memory_gb_s'], 'GB/s')}, context {roof['context']}, batch {roof['batch']}):"
         )
         for r in roof["categories"]:
-            pct = "n/a" if r["pct_of_roofline"] is None else f"{r['pct_of_roofline']:.0f}%"
             lines.append(
-                f"  {r['category']:<12} {r['time_us']:>10.1f} us for {r['bytes'] / 1e6:>10.1f} MB "
-                f"(floor {r['floor_us']:.1f} us): {pct} of roofline"
+                f"  {r['category']:<12} {format_value(r['time_us'], 'us'):>10} for {format_value(r['bytes'], 'B'):>10} "
+                f"(floor {format_value(r['floor_us'], 'us')}): {format_value(r['pct_of_roofline'], '%')} of roofline"
             )
-        lines.append(f"  {'overhead':<12} {roof['overhead_total_us']:>10.1f} us (neither gemm nor attention)")
+        lines.append(
+            f"  {'overhead':<12} {format_value(roof['overhead_total_us'], 'us'):>10} (neither gemm nor attention)"
+        )
     elif roof:
         lines.append(f"per-category roofline: {roof.get('status')}")
     lines += [f"note     {n}" for n in anatomy.get("notes") or []]
@@ -120,7 +141,7 @@ def memory_lines(memory: dict | None) -> list[str]:
     if not memory:
         return []
 
-    def size(key: str, missing: str = "n/a") -> str:
+    def size(key: str, missing: str = MISSING) -> str:
         value = memory.get(key)
         return format_bytes(value) if isinstance(value, int | float) else missing
 
@@ -130,34 +151,24 @@ def memory_lines(memory: dict | None) -> list[str]:
         f"memory   {memory['device']}: peak allocated {size('peak_allocated_bytes')}, "
         f"peak reserved {size('peak_reserved_bytes', 'none')}, device {size('device_memory_bytes', 'size unknown')}",
         f"KV       per decode step: measured {size('kv_growth_bytes_per_token')}, expected "
-        f"{size('expected_kv_bytes_per_token', 'n/a (needs the model)')}; weights "
-        f"{size('expected_weights_bytes', 'n/a (need the model)')}; tokens of KV that fit per sequence: "
-        f"{'n/a' if capacity is None else f'{capacity:,}'}",
+        f"{size('expected_kv_bytes_per_token', '— (needs the model)')}; weights "
+        f"{size('expected_weights_bytes', '— (need the model)')}; tokens of KV that fit per sequence: "
+        f"{format_count(capacity)}",
     ]
     for kind, phase in (memory.get("phases") or {}).items():
         peak = phase.get("peak_allocated_bytes")
         reserved = phase.get("peak_reserved_bytes")
         lines.append(
-            f"         {kind:<8} peak allocated {format_bytes(peak) if peak is not None else 'n/a'}, "
+            f"         {kind:<8} peak allocated {format_bytes(peak) if peak is not None else MISSING}, "
             f"peak reserved {format_bytes(reserved) if reserved is not None else 'none'}"
         )
     for device in memory.get("devices") or []:
         peak = device.get("peak_allocated_bytes")
-        shown = format_bytes(peak) if peak is not None else "n/a"
+        shown = format_bytes(peak) if peak is not None else MISSING
         lines.append(f"         also {device['device']}: peak allocated {shown}")
     lines.append(f"         {memory.get('basis', '')}")
     lines += [f"note     {n}" for n in memory.get("notes") or []]
     return lines
-
-
-def _num(value: float, unit: str) -> str:
-    if math.isnan(value):
-        return "n/a"
-    if unit == "B":
-        return format_bytes(value)
-    if not unit:
-        return f"{value:,.3f}".rstrip("0").rstrip(".")  # counts print as counts, medians with their decimals
-    return f"{value:,.3f} {unit}"
 
 
 def render_ranks_text(report: dict) -> str:
@@ -185,7 +196,7 @@ def render_ranks_text(report: dict) -> str:
         f"p90 {_opt(skew.get('p90'), 'us')}",
         f"{'communication':<26}{_opt(run.get('comm_pct'), '%')}",
         f"{'exposed communication':<26}{_opt(run.get('exposed_comm_pct'), '%')}",
-        f"{'slowest rank':<26}{'n/a' if run.get('slowest_rank') is None else run['slowest_rank']}",
+        f"{'slowest rank':<26}{MISSING if run.get('slowest_rank') is None else run['slowest_rank']}",
     ]
     lines += [f"warning  {w}" for w in run.get("warnings", [])]
     if run.get("findings"):
@@ -195,7 +206,7 @@ def render_ranks_text(report: dict) -> str:
 
 
 def _opt(value: float | None, unit: str) -> str:
-    return "n/a" if value is None else _num(float(value), unit)
+    return format_value(value, unit)
 
 
 def _cost(finding: dict) -> str:
@@ -203,5 +214,5 @@ def _cost(finding: dict) -> str:
     cost, pct = finding.get("cost_us"), finding.get("cost_pct")
     if not cost:
         return ""
-    share = f", {pct:.0f}% of the steps' time" if pct is not None else ""
+    share = f", {format_value(pct, '%')} of the steps' time" if pct is not None else ""
     return f" (costs {format_value(cost, 'us')}{share})"

@@ -75,15 +75,15 @@ def test_sentence_names_cuda_graphs_and_what_moved():
     sentence = compare(EAGER, GRAPH, "tiny eager", "tiny cuda-graph").sentence
     # the idle time's fall (3.7 ms) is the whole ITL change (3.7 ms): it is named as the cause (2026-12-01)
     assert sentence == (
-        "CUDA graphs cut ITL p50 from 9.8 ms to 6.1 ms (1.6x faster), mostly GPU idle per decode step from 3.9 ms "
-        "to 200.0 us; launches per decode step from 352 to 1."
+        "CUDA graphs cut ITL p50 from 9.80 ms to 6.10 ms (1.61x faster), mostly GPU idle per decode step from 3.90 ms "
+        "to 200 us; launches per decode step from 352 to 1."
     )
 
 
 def test_sentence_for_compile_and_for_a_slowdown():
     assert compare(EAGER, GRAPH, "eager", "compile").sentence.startswith("torch.compile cut ITL p50")
     backwards = compare(GRAPH, EAGER, "run 2", "run 1").sentence
-    assert backwards.startswith("run 1 (vs run 2) raised ITL p50 from 6.1 ms to 9.8 ms (1.6x slower)")
+    assert backwards.startswith("run 1 (vs run 2) raised ITL p50 from 6.10 ms to 9.80 ms (1.61x slower)")
 
 
 def test_missing_figures_are_nan_and_the_sentence_falls_back():
@@ -92,7 +92,7 @@ def test_missing_figures_are_nan_and_the_sentence_falls_back():
     result = compare(prefill_only, other, "a", "b")
     row = result.metrics.set_index("metric").loc["itl_p50_ms"]
     assert math.isnan(row["a"]) and math.isnan(row["ratio"])
-    assert result.sentence.startswith("b (vs a) cut TTFT from 50.0 ms to 25.0 ms (2.0x faster)")
+    assert result.sentence.startswith("b (vs a) cut TTFT from 50.0 ms to 25.0 ms (2x faster)")
     empty = compare(_analysis(), _analysis(), "a", "b")
     assert empty.sentence.startswith("Neither trace has steps")
     assert result.warnings == empty.warnings == ()  # nothing differs that both sides show

@@ -59,7 +59,7 @@ def test_compare_page_warns_about_an_unlike_pair_and_shows_the_op_diff(samples, 
     assert not at.exception, [e.message for e in at.exception]
     banner = next(w.value for w in at.warning if "Not like for like" in w.value)
     assert "different engines" in banner and "SGLang" in banner and "vLLM" in banner
-    assert "cut step time from 473.8 ms to 19.1 ms" in at.success[0].value.replace("\\", "")
+    assert "cut step time from 474 ms to 19.1 ms" in at.success[0].value.replace("\\", "")
     assert "Op by op" in [h.value for h in at.subheader]
     ops = next(d.value for d in at.dataframe if "status" in d.value.columns)
     assert {"appeared", "disappeared"} <= set(ops["status"])

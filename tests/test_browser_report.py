@@ -91,6 +91,6 @@ def test_report_opens_offline_without_errors(browser, tmp_path, compare):
     assert seen["failed"] == []
     assert seen["errors"] == []
     assert seen["dialogs"] == [] and seen["pwned"] is None  # the hostile name stayed text
-    expected = 5 + (5 + 2 if compare else 0)
+    expected = 6 + (6 + 2 if compare else 0)  # each trace: overview, 3 per-step charts, categories, gaps
     assert seen["figures"] == expected and seen["drawn_svg"] == expected
     assert "</script>" in seen["title"]  # the title shows the hostile name as text

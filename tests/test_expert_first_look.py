@@ -164,8 +164,11 @@ def test_compare_of_an_unlike_pair_warns_and_its_sentence_agrees_with_its_table(
     # the sentence leads with the step time, the largest end-to-end change, in the table's own numbers
     lead = re.search(r"cut step time from ([\d.]+) ms to ([\d.]+) ms \(([\d.]+)x faster\)", sentence)
     assert lead, sentence
-    assert float(lead[1]) == pytest.approx(step["a"], abs=0.05) and float(lead[2]) == pytest.approx(step["b"], abs=0.05)
-    assert float(lead[3]) == pytest.approx(1 / step["ratio"], abs=0.05)
+    # shown to 3 significant digits (analysis.number_format)
+    assert float(lead[1]) == pytest.approx(step["a"], rel=0.005) and float(lead[2]) == pytest.approx(
+        step["b"], rel=0.005
+    )
+    assert float(lead[3]) == pytest.approx(1 / step["ratio"], rel=0.005)
     assert step["a"] > 400 and step["b"] < 25  # 474 ms -> 19 ms, as the traces' annotations span
     assert "No decode steps" not in sentence
     assert out["op_diff"]["rows"] and {"appeared", "disappeared"} <= {r["status"] for r in out["op_diff"]["rows"]}

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 
+from analysis.number_format import format_count
 from app import logdir
 from app.logdir import OutsideLogdirError, configured_logdir, list_folders, list_traces, resolve_within
 from app.logdir_panel import OPENED_KEY, open_trace, opened_sources
@@ -146,7 +147,7 @@ def test_analyze_page_opens_a_trace_from_the_logdir(tmp_path, monkeypatch):
     (trace_box,) = [s for s in at.selectbox if s.label == "Trace"]
     assert trace_box.value == "logdir:eager/trace.json.gz"
     events = len(load_trace(logs / "eager" / "trace.json.gz").events)
-    assert any(f"{events:,} events" in c.value for c in at.caption)  # the header of the opened trace
+    assert any(f"{format_count(events)} events" in c.value for c in at.caption)  # the header of the opened trace
     assert list((tmp_path / "cache" / "timelines").iterdir())  # read through the on-disk cache
 
 
@@ -193,7 +194,7 @@ def test_landing_page_shows_the_timeline_frame_until_a_trace_is_opened(tmp_path,
     assert frame["layout"]["title"]["text"].startswith(EMPTY_TITLE)
     (message,) = frame["data"]  # no data: one line of text saying what to do
     assert message["mode"] == "text" and "Open a trace" in message["text"][0]
-    assert any("open one from the log directory above" in info.value for info in at.info)
+    assert any("open one from the log directory in the sidebar" in info.value for info in at.info)
     at.button(key="logdir_open").click().run()
     assert not at.exception
     titles = [chart["layout"]["title"]["text"] for chart in charts(at)]

@@ -101,19 +101,19 @@ def test_cards_of_a_trace_without_decode_show_its_main_kind_not_n_a():
     )
     cards = {label: m.format(m.value(mixed)) for m, label in card_metrics(mixed)}
     assert cards["Mixed steps"] == "1" and cards["Kernels / mixed step"] == "413"
-    assert cards["Mixed tokens/s"] == "26,624 tok/s" and cards["Step time (mixed)"] == "308 ms"
-    assert cards["GPU idle / mixed step"] == "151.61 ms" and cards["Launches / mixed step"] == "87"
-    # what still says n/a has no figure under any kind: one step has no inter-token latency and no prefill
-    assert {label for label, text in cards.items() if text == "n/a"} == {"TTFT", "ITL p50", "ITL p90"}
+    assert cards["Mixed tokens/s"] == "26.6k tok/s" and cards["Step time (mixed)"] == "308 ms"  # issue 30: compact
+    assert cards["GPU idle / mixed step"] == "152 ms" and cards["Launches / mixed step"] == "87"
+    # what still says "—" has no figure under any kind: one step has no inter-token latency and no prefill
+    assert {label for label, text in cards.items() if text == "—"} == {"TTFT", "ITL p50", "ITL p90"}
     assert "roofline" not in contract_fields() and Summary().roofline is None
     assert {f.name for f in fields(RooflineSummary)} >= {"decode_roofline_pct", "prefill_bound"}
 
 
-def test_format_value():
-    assert format_value(None, "ms") == "n/a" and format_value(math.nan, "us") == "n/a"
-    assert format_value(0.25, "ms") == "250.0 us"
+def test_format_value():  # analysis.number_format since issue 30: 3 significant digits, "—" for missing
+    assert format_value(None, "ms") == "—" and format_value(math.nan, "us") == "—"
+    assert format_value(0.25, "ms") == "250 us"
     assert format_value(3900.0, "us") == "3.90 ms"
-    assert format_value(40.5, "%") == "40.50%"
+    assert format_value(40.5, "%") == "40.5%"
     assert format_value(352.0, "") == "352"
 
 
@@ -122,7 +122,7 @@ def test_memory_metrics_read_the_record_or_its_json_and_are_compared_not_carded(
     summary = Summary(memory=memory)
     as_json = {"memory": {"peak_allocated_bytes": 3 << 30, "peak_reserved_bytes": None}}
     m = metric("memory_peak_allocated_bytes")
-    assert m.value(summary) == m.value(as_json) == 3 << 30 and m.format(m.value(summary)) == "3.0 GiB"
+    assert m.value(summary) == m.value(as_json) == 3 << 30 and m.format(m.value(summary)) == "3.00 GiB"
     assert math.isnan(metric("memory_peak_reserved_bytes").value(summary))
     assert math.isnan(m.value(Summary()))  # no memory events: unknown, not zero
     memory_keys = {"memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "kv_growth_bytes_per_token"}
@@ -130,5 +130,5 @@ def test_memory_metrics_read_the_record_or_its_json_and_are_compared_not_carded(
 
 
 def test_format_bytes():
-    assert format_bytes(131072) == "128.0 KiB" and format_bytes(512) == "512 B"
-    assert format_bytes(-(3 << 20)) == "-3.0 MiB" and format_value(16 << 30, "B") == "16.0 GiB"
+    assert format_bytes(131072) == "128 KiB" and format_bytes(512) == "512 B"
+    assert format_bytes(-(3 << 20)) == "-3.00 MiB" and format_value(16 << 30, "B") == "16.0 GiB"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis import analyze
+from analysis.number_format import format_value
 from analysis.report import contract
 from exporters.report_html import MAX_REPORT_BYTES, ReportTooLargeError, ReportTrace, build_report, write_report
 from parsers import load_trace
@@ -56,15 +57,16 @@ def test_report_holds_cards_charts_gaps_and_findings(tmp_path):
     html = build_report(trace)
     assert html.startswith("<!DOCTYPE html>")
     cards = dict(re.findall(r'<div class="label">([^<]*)</div><div class="value">([^<]*)</div>', html))
-    assert cards["ITL p50"] == "100.0 us"  # every decode step starts STEP_US after the last
-    assert cards["kernels per decode step"] == "4"
-    assert cards["GPU idle per decode step"] == "60 us"  # STEP_US minus 4 kernels of KERNEL_US
-    assert cards["decode steps"] == "11"
+    assert cards["ITL p50"] == "100 us"  # every decode step starts STEP_US after the last
+    assert cards["Kernels / decode step"] == "4"
+    assert cards["GPU idle / decode step"] == "60.0 us"  # STEP_US minus 4 kernels of KERNEL_US
+    assert cards["Decode steps"] == "11"
     assert "Decode is host-bound" in html  # the analysis' finding, shown
     assert "Step overview" in html and "Per step" in html and "Idle gaps by cause" in html and "Findings" in html
-    # figures: overview, three per-step charts, gap histogram, each a Plotly div drawn by an inline script
-    assert len(re.findall(r'class="plotly-graph-div"', html)) == 5
-    assert html.count("Plotly.newPlot(") == 5
+    # figures: overview, three per-step charts, the per-step categories, gap histogram, each a Plotly div drawn by
+    # an inline script
+    assert len(re.findall(r'class="plotly-graph-div"', html)) == 6
+    assert html.count("Plotly.newPlot(") == 6
     # no external resource anywhere: no src/href to a URL, and a CSP that forbids fetching
     assert not re.search(r"""<(script|link|img|iframe)[^>]+(src|href)\s*=\s*["']?(https?:)?//""", html)
     assert "default-src 'none'" in html and "connect-src 'none'" in html
@@ -106,7 +108,7 @@ def test_comparison_report_has_the_table_and_sentence(tmp_path):
     b = _report_trace(tmp_path, "compile", synthetic_steps(10, kernels=2))
     html = build_report(a, b)
     assert "Stepscope comparison" in html and "torch.compile" in html  # the sentence names the switch
-    assert html.count("Plotly.newPlot(") == 2 + 2 * 5  # ITL and per-step overlays, then each trace's five
+    assert html.count("Plotly.newPlot(") == 2 + 2 * 6  # ITL and per-step overlays, then each trace's six
     kernels_row = re.search(
         r"<td>kernels per decode step</td><td class='num'>([^<]*)</td><td class='num'>([^<]*)"
         r"</td><td class='num'>([^<]*)</td>",
@@ -135,7 +137,8 @@ def test_sample_report_is_built_quickly():
     analysis = analyze(timeline)
     html = build_report(ReportTrace("eager", timeline, analysis, contract(timeline, analysis)))
     assert 4_500_000 < len(html.encode()) <= MAX_REPORT_BYTES  # plotly.js (~4.8 MB) plus the figures
-    assert "host ops per decode step" in html  # a CPU trace's cards say what stands in for kernels
+    assert "Host ops / decode step" in html and "Host busy" in html  # a CPU trace's cards: what stands in
+    assert "Launches / decode step" not in html  # a CPU trace launches nothing
 
 
 def test_report_has_the_memory_section_of_a_memory_capture(tmp_path):
@@ -146,6 +149,24 @@ def test_report_has_the_memory_section_of_a_memory_capture(tmp_path):
     analysis = analyze(timeline)
     html = build_report(ReportTrace("memory capture", timeline, analysis, contract(timeline, analysis)))
     assert "<h2>Memory (cpu)</h2>" in html and 'id="a_memory_lane"' in html and 'id="a_step_memory"' in html
-    assert 'KV growth per decode step</td><td class="num">1.0 KiB' in html
+    assert 'KV growth per decode step</td><td class="num">1.02 KiB' in html  # 1040 B, to 3 digits
     plain = _report_trace(tmp_path, "no memory", synthetic_steps(4))
     assert "<h2>Memory" not in build_report(plain)
+
+
+def test_report_has_the_apps_anatomy_roofline_and_batch_sections():
+    """The categories, layers, per-category roofline and batch composition the Analyze page shows, in its numbers
+    (the shared tables of exporters/anatomy_tables.py) and its template."""
+    from exporters.anatomy_tables import category_table
+
+    sample = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
+    timeline = load_trace(sample)
+    analysis = analyze(timeline)
+    html = build_report(ReportTrace("eager", timeline, analysis, contract(timeline, analysis)))
+    for title in ("Batch composition", "Inside a step: categories and layers", "Roofline per category"):
+        assert f"<h2>{title}" in html, title
+    assert "4 layers</b>" in html  # tiny-llama: 4 decoder layers
+    gemm = category_table(analysis).set_index("category").loc["gemm"]
+    assert f'<td class="num">{format_value(gemm["time_us"], "us")}</td>' in html
+    assert '"plot_bgcolor":"white"' in html and '"plot_bgcolor":"#E5ECF6"' not in html  # white, not Plotly's grey
+    assert "None" not in re.sub(r"<script.*?</script>", "", html, flags=re.S)

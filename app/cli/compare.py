@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .errors import UserError
 from .options import add_analysis_options, analysis_options, given_args
@@ -46,9 +47,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def open_for_command(path: str, args: argparse.Namespace):
     """One trace of compare, report or export through the front door, with the command's options; its notes go
     to stderr. Raises TraceError or ValueError."""
-    from ...analysis.front_door import open_trace, single_trace_of
+    from ...analysis.front_door import is_run_source, open_trace, single_trace_of
 
-    opened = open_trace(single_trace_of(path), analysis_options(args), **given_args(args))
+    chosen = single_trace_of(path)
+    name = None
+    if is_run_source(path):  # a run of several ranks, as `analyze DIR` reads it: its first rank stands for it
+        name = f"{Path(path).name or path} (rank file {Path(chosen).name})"
+        print(f"note: {path} holds a run of several traces; comparing {Path(chosen).name}", file=sys.stderr)
+    opened = open_trace(chosen, analysis_options(args), **given_args(args), name=name)
     for note in opened.notes:
         print(note, file=sys.stderr)
     return opened

@@ -5,50 +5,61 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis.event_window import table_page
+from ...analysis.number_format import convert, format_value, shared_unit
 from ...exporters.figures import step_charts, timeline
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
-from ...parsers.trace_processor import trace_processor_status
-from .. import components, logdir_panel, memory_panel, perfetto_panel, report_panel, roofline_panel, tables
+from .. import (
+    components,
+    findings_panel,
+    logdir_panel,
+    memory_panel,
+    perfetto_panel,
+    report_panel,
+    roofline_panel,
+    tables,
+)
 from ..analysis_settings import settings_expander
 from ..logdir import configured_logdir
 from ..navigation import ANALYZE_KEY
 from ..source_loading import load_source
 from ..stage_timing import mark, stage
 from ..trace_sources import TraceSource, all_sources, default_source
-from ..uploads import ACCEPTED_TYPES, register_upload, size_limit_text, upload_names
+from ..upload_box import upload_box
+from ..uploads import upload_names
 
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
 
+FIRST_STEP = (
+    "A shipped sample is open. Open your own trace in the sidebar (upload, or the log directory) or profile one on "
+    "Run; **Zoom** on a finding shows its evidence on the timeline."
+)
+
+
 def _pick_source() -> TraceSource | None:
-    logdir_panel.picker()  # only with --logdir: big local traces read from disk
-    with st.expander("Upload a trace", expanded=False):
-        st.caption(size_limit_text())
-        st.caption(for_markdown(trace_processor_status()))
-        uploaded = st.file_uploader(
-            "Drop a trace here (the format is read from the content)", type=ACCEPTED_TYPES, key="analyze_upload"
-        )
-        if uploaded is not None:
-            result = register_upload(st.session_state, uploaded.name, uploaded.getvalue())
-            if result.error:
-                st.error(f"Could not read the upload: {for_markdown(result.error)}")
-            elif st.session_state.get("analyze_last_upload") != result.key:
-                st.session_state["analyze_last_upload"] = result.key
-                st.session_state[ANALYZE_KEY] = result.key
+    """The trace to show, chosen in the sidebar: the trace list first, then the upload and the log directory."""
+    with st.sidebar:
+        choice = st.container()
+        new = upload_box(st.session_state, "analyze_upload")
+        if new is not None:
+            st.session_state[ANALYZE_KEY] = new
+        logdir_panel.picker()  # only with --logdir: big local traces read from disk
+        settings_expander()
     sources = all_sources(upload_names(st.session_state)) + logdir_panel.opened_sources(st.session_state)
     if not sources:
-        where = "upload one above"
+        where = "upload one in the sidebar"
         if configured_logdir() is not None:
-            where = "open one from the log directory above, upload one"
+            where = "open one from the log directory in the sidebar, upload one"
         st.info(f"No trace open yet: {where}, or make one on the Run page.")
         return None
     by_key = {s.key: s for s in sources}
+    default = default_source(sources).key
     chosen = st.session_state.get(ANALYZE_KEY)
     if chosen not in by_key:
-        chosen = default_source(sources).key
+        chosen = default
     keys = list(by_key)
-    picked = st.selectbox(
+    picked = choice.selectbox(
         "Trace",
         keys,
         index=keys.index(chosen),
@@ -56,6 +67,8 @@ def _pick_source() -> TraceSource | None:
         help="Samples ship with Stepscope; past runs come from the Run page; uploads last for this session.",
     )
     st.session_state[ANALYZE_KEY] = picked
+    if picked == default and by_key[picked].origin == "sample":
+        st.caption(FIRST_STEP)  # what to do first, while the page shows what it opened on
     return by_key[picked]
 
 
@@ -68,12 +81,13 @@ def _detail_window(loaded) -> tuple[int, int]:
         default = (0, min(last, 3))
         if anat is not None and anat.layers.layers and anat.median_step is not None:
             default = (anat.median_step, anat.median_step)  # open on the step drawn as layers
+        key = f"detail_steps_{loaded.answer_id}"
         first_row, last_row = st.slider(
             "Steps drawn at kernel level",
             0,
             last,
-            default,
-            key=f"detail_steps_{loaded.answer_id}",
+            None if key in st.session_state else default,  # a finding's Zoom may have set it
+            key=key,
             help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
             "The step the anatomy reads (the median decode step, else the median of the main kind) is also drawn "
             "as layers when it is in the range.",
@@ -85,12 +99,13 @@ def _detail_window(loaded) -> tuple[int, int]:
     origin = loaded.analysis.time_origin_ns
     span_ms = max(float((ts[-1] - origin) / 1e6), 0.001)
     default_end = float((ts[min(len(ts) - 1, timeline.DETAIL_EVENT_BUDGET)] - origin) / 1e6)
+    key = f"detail_ms_{loaded.answer_id}"
     lo_ms, hi_ms = st.slider(
         "Time window drawn at kernel level (ms)",
         0.0,
         span_ms,
-        (0.0, max(default_end, span_ms / 1000)),
-        key=f"detail_ms_{loaded.answer_id}",
+        None if key in st.session_state else (0.0, max(default_end, span_ms / 1000)),
+        key=key,
     )
     return origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6) + 1
 
@@ -112,11 +127,19 @@ def _empty_timeline() -> None:
     )
 
 
+def _zoomed(overview, loaded):
+    """The overview at the range a finding's Zoom asked for (app/findings_panel.py), else as drawn."""
+    zoom = findings_panel.zoomed_range_ms(st.session_state, loaded)
+    if zoom is not None:
+        overview.update_xaxes(range=list(zoom))
+        overview.update_layout(uirevision=f"zoom {zoom[0]:.6f} {zoom[1]:.6f}")  # a new zoom wins over the last drag
+    return overview
+
+
 def _timeline_section(loaded) -> None:
-    st.subheader("Timeline")
     with stage("figure"):  # built and serialised for the browser
         overview, note = timeline.overview_figure(loaded.analysis)
-        st.plotly_chart(overview, width="stretch", key="overview_timeline")
+        st.plotly_chart(_zoomed(overview, loaded), width="stretch", key="overview_timeline")
     if note:
         st.caption(note)
     if loaded.timeline.events.empty:
@@ -140,18 +163,19 @@ def _step_section(loaded) -> None:
         st.write("No steps found, so no per-step charts.")
         return
     left, middle, right = st.columns(3)
+    on_gpu = loaded.analysis.summary.on_gpu
     left.plotly_chart(step_charts.step_time_chart(steps), width="stretch")
-    middle.plotly_chart(step_charts.kernels_launches_chart(steps), width="stretch")
-    right.plotly_chart(step_charts.busy_idle_chart(steps), width="stretch")
+    middle.plotly_chart(step_charts.kernels_launches_chart(steps, on_gpu), width="stretch")
+    right.plotly_chart(step_charts.busy_idle_chart(steps, on_gpu), width="stretch")
     _batch_section(loaded)
     anat = loaded.analysis.anatomy
     if anat is not None and not anat.step_categories.empty:
         st.plotly_chart(
             step_charts.category_chart(anat.step_categories, anat.on_gpu), width="stretch", key="category_chart"
         )
-    with st.expander(f"Steps table ({len(steps)} rows; times in ms from trace start)"):
-        page = table_page(tables.steps_table(loaded.analysis))  # a bounded page: never millions of rows at once
-        st.dataframe(tables.shown_frame(page.rows), width="stretch", hide_index=True)
+    with st.expander(f"Steps table ({len(steps):,} rows; every time in ms)"):
+        page = table_page(tables.steps_display(loaded.analysis))  # a bounded page: never millions of rows at once
+        tables.show(page.rows)
         if not page.complete:
             st.caption(f"The first {len(page.rows):,} of {page.total:,} steps; download the CSV for all.")
 
@@ -166,7 +190,7 @@ def _batch_section(loaded) -> None:
     left.plotly_chart(step_charts.batch_chart(steps), width="stretch", key="batch_chart")
     with right:
         st.markdown("**Batch composition**")
-        st.dataframe(tables.composition_table(loaded.analysis), width="stretch", hide_index=True)
+        tables.show(tables.composition_table(loaded.analysis))
 
 
 def _inside_step_section(loaded) -> None:
@@ -178,12 +202,13 @@ def _inside_step_section(loaded) -> None:
     st.subheader(f"Inside a step: categories and layers ({anat.role or f'step {anat.median_step}'})")
     left, right = st.columns([3, 2])
     table = tables.category_table(loaded.analysis).rename(columns={"count": unit})
-    left.dataframe(
+    shown_unit = shared_unit(table["time_us"], "us")
+    table["time_us"] = table["time_us"].map(lambda v: convert(v, "us", shown_unit))
+    tables.show(
         table,
-        width="stretch",
-        hide_index=True,
+        left,
         column_config={
-            "time_us": st.column_config.NumberColumn("time (us)", format="%.1f"),
+            "time_us": st.column_config.NumberColumn(f"time ({shown_unit})", format="localized"),
             "share_pct": st.column_config.NumberColumn("share", format="%.1f%%"),
         },
     )
@@ -193,17 +218,24 @@ def _inside_step_section(loaded) -> None:
     with right:
         if layers.layers:
             lu = layers.layer_us or {}
+
+            def us(value) -> str:
+                return format_value(value or 0, "us")
+
             st.metric("Layers", f"{layers.layers}", help=f"{layers.kernels_per_layer} {unit} per layer")
             st.markdown(
-                f"Per layer **{lu.get('p50', 0):,.1f} us** median (min {lu.get('min', 0):,.1f}, "
-                f"max {lu.get('max', 0):,.1f}; first {lu.get('first', 0):,.1f}, last {lu.get('last', 0):,.1f}). "
-                f"Head {layers.head_us or 0:,.1f} us, tail {layers.tail_us or 0:,.1f} us."
+                f"Per layer **{us(lu.get('p50'))}** median (min {us(lu.get('min'))}, max {us(lu.get('max'))}; "
+                f"first {us(lu.get('first'))}, last {us(lu.get('last'))}). "
+                f"Head {us(layers.head_us)}, tail {us(layers.tail_us)}."
             )
         else:
             st.markdown("**Layers not counted**: the step's sequence does not repeat cleanly.")
         st.caption(for_markdown(layers.evidence))
     for note in anat.notes:
         st.caption(for_markdown(note))
+
+
+GAPS_SHOWN = 2000  # rows of the gaps table on the page (the CSV has all)
 
 
 def _gap_section(loaded) -> None:
@@ -214,44 +246,53 @@ def _gap_section(loaded) -> None:
         return
     left, right = st.columns([3, 2])
     table = tables.gaps_table(loaded.analysis)
-    shown = table.nlargest(2000, "length_us").sort_index() if len(table) > 2000 else table
-    left.dataframe(
+    shown = table.nlargest(GAPS_SHOWN, "length_us")  # the longest first, as the caption says
+    tables.show(
         shown,
-        width="stretch",
-        hide_index=True,
+        left,
         height=300,
         column_config={
-            "start_ms": st.column_config.NumberColumn("start (ms from trace start)", format="%.3f"),
-            "end_ms": st.column_config.NumberColumn("end (ms)", format="%.3f"),
-            "length_us": st.column_config.NumberColumn("length (us)", format="%.1f"),
+            "start_ms": st.column_config.NumberColumn("start (ms from trace start)", format="localized"),
+            "end_ms": st.column_config.NumberColumn("end (ms)", format="localized"),
+            "length_us": st.column_config.NumberColumn("length (us)", format="localized"),
+            "step_kind": st.column_config.TextColumn("step kind"),
         },
     )
-    if len(shown) < len(gaps):
-        left.caption(f"The longest {len(shown):,} gaps; download the CSV for all.")
+    left.caption(
+        f"The longest {len(shown):,} of {len(gaps):,} gaps, longest first; download the CSV for all."
+        if len(shown) < len(gaps)
+        else "Longest first; click a column's header to sort by it."
+    )
     right.plotly_chart(step_charts.gap_histogram(gaps), width="stretch")
 
 
 def _kernel_section(loaded) -> None:
-    st.subheader("Top kernels per phase" if loaded.analysis.summary.on_gpu else "Top host ops per phase")
+    on_gpu = loaded.analysis.summary.on_gpu
+    what = "kernel" if on_gpu else "host op"
+    st.subheader(f"Top {what}s per phase")
     top = loaded.analysis.top_kernels
     if top.empty:
-        st.write("No kernels in this trace.")
+        st.write(f"No {what}s in this trace.")
         return
-    phases = list(dict.fromkeys(top["phase"]))
-    for phase in phases:
+    by_short = st.toggle(
+        "Group by short name",
+        key=f"top_by_short_{loaded.answer_id[-10:]}",
+        help=f"Sum the {what}s that share a short name (a family: one GEMM library's tiles, one ATen op's dtypes) "
+        "among the heaviest listed.",
+    )
+    for phase in dict.fromkeys(top["phase"]):
         st.markdown(f"**{for_markdown(phase)}**")
-        st.dataframe(  # text shown as text; the full name is its own column (hover a cell to read it all)
-            tables.shown_frame(tables.top_kernels_table(top, phase)),
-            width="stretch",
-            hide_index=True,
-            column_config={
-                "kernel": st.column_config.TextColumn(
-                    "kernel" if loaded.analysis.summary.on_gpu else "host op", width="medium"
-                ),
-                "share_pct": st.column_config.NumberColumn("share", format="%.1f%%"),
-                "full name": st.column_config.TextColumn("full name", width="small"),
-            },
-        )
+        table = tables.top_kernels_display(top, phase, by_short)
+        config = {
+            "kernel": st.column_config.TextColumn(what, width="large"),
+            "total_ms": st.column_config.NumberColumn("total (ms)", format="localized"),
+            "share_pct": st.column_config.NumberColumn("share", format="%.1f%%"),
+        }
+        if "full name" in table and not (table["full name"] != "").any():
+            table = table.drop(columns="full name")  # every label is the name itself
+        elif "full name" in table:
+            config["full name"] = st.column_config.TextColumn("full name (hover to read all)", width="large")
+        tables.show(table, column_config=config, key=f"top_{phase}_{loaded.answer_id[-10:]}")
 
 
 def render() -> None:
@@ -261,7 +302,6 @@ def render() -> None:
     if source is None:
         _empty_timeline()
         return
-    settings_expander()
     try:
         loaded = load_source(source, st.session_state)
     except TraceError as exc:
@@ -269,9 +309,12 @@ def render() -> None:
         return
     components.header(loaded)
     components.summary_cards(loaded.analysis.summary)
+    findings_panel.top_findings(loaded)  # findings first, each with a button to its evidence on the timeline
+    _timeline_section(loaded)  # on the first screen at 1280x720: what else the page says comes after it
     roofline_line = st.container()  # filled once the roofline section below has its inputs
+    findings_panel.all_findings(loaded)
     components.segmentation_box(loaded)
-    _timeline_section(loaded)
+    components.cpu_note(loaded.analysis.summary)
     memory_panel.lane(loaded)  # the memory lane, under the timeline
     with stage("below the timeline"):
         _below_timeline(loaded, source, roofline_line)
@@ -287,8 +330,6 @@ def _below_timeline(loaded, source, roofline_line) -> None:
     roofline_panel.category_section(loaded, report)
     _gap_section(loaded)
     _kernel_section(loaded)
-    st.subheader("Findings")
-    components.findings_list(loaded)
     st.subheader("Downloads")
     components.downloads(loaded, "analyze")
     report_panel.report_download(loaded)

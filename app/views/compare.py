@@ -6,34 +6,57 @@ import pandas as pd
 import streamlit as st
 
 from ...analysis.compare import batches_differ, compare
-from ...exporters.compare_formats import op_diff_caption, op_diff_rows
+from ...analysis.number_format import format_value
+from ...exporters.compare_formats import metric_table_rows, op_diff_caption, op_diff_rows
 from ...exporters.figures import compare_charts
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
-from .. import components, report_panel
+from .. import components, logdir_panel, report_panel, tables
 from ..navigation import COMPARE_KEYS
 from ..source_loading import load_source
 from ..tables import shown_frame
 from ..trace_sources import TraceSource, all_sources, default_pair
+from ..upload_box import upload_box
 from ..uploads import upload_names
+
+ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
+
+
+def session_sources(state) -> list[TraceSource]:
+    """Every trace this session knows: the samples, past runs, uploads (from any page) and the log directory's
+    traces (those opened on Analyze first)."""
+    known = all_sources(upload_names(state))
+    return known + [s for s in logdir_panel.listed_sources(state) if s.key not in {k.key for k in known}]
 
 
 def _pick_pair() -> tuple[TraceSource, TraceSource] | None:
-    sources = all_sources(upload_names(st.session_state))
-    if len(sources) < 2:
-        st.info("Compare needs two traces: upload them on Analyze, or make a pair on the Run page.")
-        return None
+    """Both pickers over every trace the session knows, and an upload of its own (it becomes B)."""
+    state = st.session_state
+    with st.expander("Upload a trace to compare", expanded=False):
+        new = upload_box(state, "compare_upload", "Upload a trace (it becomes B)")
+    sources = session_sources(state)
     by_key = {s.key: s for s in sources}
+    if len(sources) < 2:
+        st.info(
+            "Compare needs two traces: upload one above (or on Analyze), open one from the log directory, or make "
+            "a pair on the Run page."
+        )
+        return None
     keys = list(by_key)
-    chosen = st.session_state.get(COMPARE_KEYS)
+    chosen = state.get(COMPARE_KEYS)
     if not chosen or chosen[0] not in by_key or chosen[1] not in by_key:
         pair = default_pair(sources)
         chosen = (pair[0].key, pair[1].key)
+    if new is not None and new in by_key:
+        chosen = (chosen[0] if chosen[0] != new else chosen[1], new)
     left, right = st.columns(2)
-    label = lambda k: f"{plain(by_key[k].label)}  ({by_key[k].origin})"  # noqa: E731
+
+    def label(k: str) -> str:
+        return f"{plain(by_key[k].label)}  ({ORIGIN_LABEL.get(by_key[k].origin, by_key[k].origin)})"
+
     a = left.selectbox("Baseline (A)", keys, index=keys.index(chosen[0]), format_func=label)
     b = right.selectbox("Changed (B)", keys, index=keys.index(chosen[1]), format_func=label)
-    st.session_state[COMPARE_KEYS] = (a, b)
+    state[COMPARE_KEYS] = (a, b)
     return by_key[a], by_key[b]
 
 
@@ -48,8 +71,9 @@ def _layers_text(layers: dict) -> str:
         return "layers not counted"
     lu = layers.get("layer_us") or {}
     return (
-        f"{layers['layers']} layers of {layers.get('kernels_per_layer')}, {lu.get('p50', 0):,.1f} us each "
-        f"(median); head {layers.get('head_us') or 0:,.1f} us, tail {layers.get('tail_us') or 0:,.1f} us"
+        f"{layers['layers']} layers of {layers.get('kernels_per_layer')} kernels, "
+        f"{format_value(lu.get('p50'), 'us')} each "
+        f"(median); head {format_value(layers.get('head_us'), 'us')}, tail {format_value(layers.get('tail_us'), 'us')}"
     )
 
 
@@ -70,15 +94,13 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
         }
     )
     left, right = st.columns([3, 2])
-    left.dataframe(
+    tables.show(
         table,
-        width="stretch",
-        hide_index=True,
+        left,
         column_config={
-            "B / A": st.column_config.NumberColumn(format="%.2fx"),
-            "A (us)": st.column_config.NumberColumn(format="%.1f", help=f"A: {name_a}"),
-            "B (us)": st.column_config.NumberColumn(format="%.1f", help=f"B: {name_b}"),
-            "B - A (us)": st.column_config.NumberColumn(format="%+.1f"),
+            "B / A": st.column_config.NumberColumn("B / A (x)", format="localized"),
+            "A (us)": st.column_config.NumberColumn(format="localized", help=f"A: {name_a}"),
+            "B (us)": st.column_config.NumberColumn(format="localized", help=f"B: {name_b}"),
         },
     )
     right.plotly_chart(
@@ -108,7 +130,7 @@ def _op_diff(result) -> None:
     st.subheader("Op by op")
     st.caption(for_markdown(op_diff_caption(result)))
     table = pd.DataFrame(rows, columns=["op", "category", "status", "count / step", "time / step", "B - A"])
-    st.dataframe(table, width="stretch", hide_index=True)
+    tables.show(table)
 
 
 def _composition_section(result, name_a: str, name_b: str) -> None:
@@ -117,11 +139,21 @@ def _composition_section(result, name_a: str, name_b: str) -> None:
     if rows.empty or not batches_differ(rows):
         return
     st.markdown("**Batches**")
-    st.dataframe(
-        rows.drop(columns="key").rename(columns={"a": f"A: {name_a}", "b": f"B: {name_b}", "delta": "B - A"}),
-        width="stretch",
-        hide_index=True,
-    )
+    tables.show(rows.drop(columns="key").rename(columns={"a": f"A: {name_a}", "b": f"B: {name_b}", "delta": "B - A"}))
+
+
+VERDICT_COLOR = {"better": "color: #2b8a3e; font-weight: 600", "worse": "color: #c92a2a; font-weight: 600"}
+
+
+def _metric_table(result, name_a: str, name_b: str, on_gpu: bool = True) -> None:
+    """The metrics side by side, each row in one unit; a change that is better green, worse red (the registry's
+    direction: exporters.compare_formats.metric_table_rows)."""
+    frame = pd.DataFrame(metric_table_rows(result, on_gpu))
+    verdicts = frame.pop("verdict")
+    frame = shown_frame(frame).rename(columns={"A": f"A: {plain(name_a)}", "B": f"B: {plain(name_b)}"})
+    styled = frame.style.apply(lambda col: [VERDICT_COLOR.get(v, "") for v in verdicts], subset=["B - A", "B / A"])
+    st.dataframe(styled, width="stretch", hide_index=True)
+    st.caption("Green: B is better on that metric; red: B is worse (lower or higher is better as the metric says).")
 
 
 def render() -> None:
@@ -139,22 +171,16 @@ def render() -> None:
     a, b = loaded
     result = compare(a.analysis, b.analysis, _short_label(pair[0]), _short_label(pair[1]))
     _pair_banner(result)
-    st.success(for_markdown(result.sentence))
+    # the banner above lists what makes the pair unlike: the sentence is shown without repeating it
+    unlike = f"Not like for like ({'; '.join(result.warnings)}). " if result.warnings else ""
+    st.success(for_markdown(result.sentence.removeprefix(unlike)))
 
     columns = st.columns(2)
     for column, item, tag in zip(columns, loaded, ("A", "B"), strict=True):
         with column:
             st.markdown(f"**{tag}: {for_markdown(item.name)}**")
             components.header(item)
-    metrics = result.metrics.drop(columns="metric").rename(
-        columns={"a": f"A: {a.name}", "b": f"B: {b.name}", "delta": "B - A", "ratio": "B / A"}
-    )
-    st.dataframe(
-        shown_frame(metrics),
-        width="stretch",
-        hide_index=True,
-        column_config={"B / A": st.column_config.NumberColumn(format="%.2fx")},
-    )
+    _metric_table(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)
 
     _composition_section(result, a.name, b.name)
     _inside_step(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)

@@ -7,16 +7,29 @@ Only folders under the fleet root (STEPSCOPE_FLEET_ROOT, else the runs folder) a
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
-from ...batch.fleet import FLEET_METRICS, GROUP_COLUMNS, batch_folders, load_fleet, openable_trace, slowest
+from ...analysis.metrics import metric
+from ...analysis.number_format import format_count, format_value
+from ...batch.fleet import (
+    FLEET_METRICS,
+    GROUP_COLUMNS,
+    batch_folders,
+    load_fleet,
+    openable_trace,
+    slowest,
+    trace_count,
+    worst_outlier,
+)
 from ...exporters.figures import fleet_charts
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers.limits import read_file_bytes
+from .. import tables
 from ..navigation import ANALYZE_KEY, go_to
-from ..tables import shown_frame
 from ..trace_sources import fleet_root, samples_dir
 from ..uploads import register_upload
 
@@ -94,25 +107,40 @@ def render() -> None:
         st.error(for_markdown(exc))
         return
     t = fleet.traces
-    ok = int((t["status"] == "ok").sum())
+    rows_ok = int((t["status"] == "ok").sum())
     left, middle, right = st.columns(3)
-    left.metric("Traces analysed", f"{ok:,}", border=True)
-    middle.metric("Error rows", f"{fleet.errors:,}", border=True)
-    right.metric("Outliers", f"{int(t['outlier'].sum()):,}", border=True)
+    left.metric(
+        "Traces analysed",
+        format_count(trace_count(fleet)),
+        border=True,
+        help=f"A run folder of several ranks counts once ({rows_ok:,} rows, one per rank), as the CLI counts.",
+    )
+    middle.metric("Error rows", format_count(fleet.errors), border=True)
+    right.metric("Outliers", format_count(int(t["outlier"].sum())), border=True)
+    base = _common_root(t["path"])
+    if base:
+        st.caption(for_markdown(f"Paths below are relative to {base}."))
     group_by = st.selectbox("Group by", list(GROUP_COLUMNS), key="fleet_group_by")
-    columns = st.columns(2)
-    for i, key in enumerate(FLEET_METRICS):
-        columns[i % 2].plotly_chart(fleet_charts.distribution(t, key, group_by), width="stretch", key=f"fleet_{key}")
+    _charts(t, group_by)
     st.subheader("Slowest traces and outliers")
     table = slowest(fleet)
-    shown = table[[c for c in TABLE_COLUMNS if c in table]]
-    st.dataframe(shown_frame(shown), width="stretch", hide_index=True)  # sortable by clicking a column header
+    shown = table[[c for c in TABLE_COLUMNS if c in table]].copy()
+    shown["path"] = shown["path"].astype(str).map(lambda p: _relative(p, base))
+    tables.show(shown)  # sortable by clicking a column header
     if len(table):
         labels = {
-            i: f"{plain(Path(str(row.path)).name)}  (ITL p50 {row.itl_p50_ms:.3f} ms)"
+            i: f"{plain(_relative(str(row.path), base))}  (ITL p50 {format_value(row.itl_p50_ms, 'ms')}"
+            + (", outlier)" if bool(getattr(row, "outlier", False)) else ")")
             for i, row in enumerate(table.itertuples())
         }
-        choice = st.selectbox("Trace", list(labels), format_func=labels.get, key="fleet_open_choice")
+        choice = st.selectbox(
+            "Trace",
+            list(labels),
+            index=worst_outlier(table),
+            format_func=labels.get,
+            key="fleet_open_choice",
+            help="The slowest outlier first.",
+        )
         if st.button("Open in Analyze", key="fleet_open"):
             row = table.iloc[choice]
             path = openable_trace(str(row["path"]), str(row["key"]), row.get("rank"))
@@ -123,7 +151,40 @@ def render() -> None:
     errors = t[t["status"] != "ok"]
     if len(errors):
         with st.expander(f"Error rows ({len(errors)})"):
-            st.dataframe(shown_frame(errors[["path", "error"]]), width="stretch", hide_index=True)
+            tables.show(
+                errors[["path", "error"]].assign(path=errors["path"].astype(str).map(lambda p: _relative(p, base)))
+            )
+
+
+def _charts(t, group_by: str) -> None:
+    """One distribution per fleet metric that some analysed trace has; a line for those none has."""
+    ok = t[t["status"] == "ok"]
+    present = [k for k in FLEET_METRICS if k in ok and ok[k].notna().any()]
+    columns = st.columns(2)
+    for i, key in enumerate(present):
+        columns[i % 2].plotly_chart(fleet_charts.distribution(t, key, group_by), width="stretch", key=f"fleet_{key}")
+    missing = [metric(k).label for k in FLEET_METRICS if k not in present]
+    if missing:
+        why = (
+            " (no trace in this batch has decode steps)" if not ok.get("decode_steps", pd.Series()).gt(0).any() else ""
+        )
+        st.caption(for_markdown(f"No trace in this batch has {', '.join(missing)}{why}: not charted."))
+
+
+def _common_root(paths) -> str:
+    """The folder every path lies under (shown once above the table), "" when they share none."""
+    texts = [str(p) for p in paths if isinstance(p, str) and p]
+    if not texts:
+        return ""
+    try:
+        root = os.path.commonpath(texts)
+    except ValueError:
+        return ""
+    return root if len(texts) > 1 or root != texts[0] else os.path.dirname(root)
+
+
+def _relative(path: str, base: str) -> str:
+    return os.path.relpath(path, base) if base and path.startswith(base) else path
 
 
 def _open_in_analyze(path: Path) -> None:

@@ -10,9 +10,10 @@ import streamlit as st
 
 from ...analysis.metrics import format_value
 from ...exporters.figures import rank_charts
+from ...exporters.figures import timeline as timeline_figures
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
-from .. import components
+from .. import components, tables
 from ..analysis_settings import settings_expander
 from ..rank_runs import (
     RANK_UPLOADS_KEY,
@@ -23,7 +24,6 @@ from ..rank_runs import (
     load_rank_source,
     rank_sources,
 )
-from ..tables import shown_frame
 from ..uploads import ACCEPTED_TYPES, size_limit_text
 
 
@@ -95,10 +95,12 @@ def _charts(loaded: LoadedRanks) -> None:
     rs = loaded.result.rank_steps
     if rs.empty:
         st.info(
-            "No steps were found on these ranks (a training job, or no forward passes): the communication "
-            "shares above are over each rank's whole trace."
+            "No steps align across these ranks (a training job, or no forward passes): the communication shares "
+            "above are over each rank's whole trace, and the window below shows one rank's time with its "
+            "collectives on a lane of their own."
         )
-        st.dataframe(loaded.result.totals, width="stretch", hide_index=True)
+        tables.show(_totals_display(loaded.result.totals))
+        _rank_window(loaded)
         return
     st.subheader("Rank x step")
     label = st.selectbox("Colour by", list(rank_charts.HEATMAP_COLUMNS), key="ranks_heatmap_metric")
@@ -124,7 +126,48 @@ def _charts(loaded: LoadedRanks) -> None:
     st.plotly_chart(fig, width="stretch", key="ranks_timeline")
     st.caption(for_markdown(note) + "Drag to zoom, double-click to reset; hover a segment for its name and length.")
     with st.expander(f"Per rank and step ({len(rs)} rows)"):
-        st.dataframe(shown_frame(rs), width="stretch", hide_index=True)
+        tables.show(rs)
+
+
+WINDOW_MS = 20.0  # the window a rank opens on: this long, from its first collective (else its first event)
+
+
+def _totals_display(totals):
+    """Each rank's totals in ms (the contract keeps ns), one unit for the table."""
+    out = totals.copy()
+    for column in [c for c in out.columns if c.endswith("_ns")]:
+        out[column.removesuffix("_ns") + " (ms)"] = out.pop(column) / 1e6
+    return out
+
+
+def _rank_window(loaded: LoadedRanks) -> None:
+    """One rank's time window at kernel level, its collectives highlighted (exporters/figures/timeline.py's
+    communication lane): where steps do not align, the place to look at communication."""
+    r = loaded.result
+    left, right = st.columns([1, 3])
+    rank = left.selectbox("Rank", list(r.ranks), key="ranks_window_rank")
+    i = list(r.ranks).index(rank)
+    timeline, analysis = loaded.ranked.timelines[i], r.analyses[i]
+    events = timeline.events
+    if events.empty:
+        st.write("This rank's trace holds no events.")
+        return
+    origin = int(analysis.time_origin_ns)
+    span_ms = max((int(events["ts"].max()) - origin) / 1e6, 1e-3)
+    start_ms = (timeline_figures.first_communication_ns(timeline, origin) - origin) / 1e6
+    width = min(WINDOW_MS, span_ms)
+    lo_ms, hi_ms = right.slider(
+        "Window (ms from the rank's start)",
+        0.0,
+        float(span_ms),
+        (float(max(min(start_ms, span_ms - width), 0.0)), float(min(start_ms + width, span_ms))),
+        key=f"ranks_window_{rank}",
+    )
+    fig, note = timeline_figures.detail_figure(timeline, analysis, origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6))
+    fig.update_layout(title={"text": f"Rank {rank}: kernel detail, collectives in red"})
+    st.plotly_chart(fig, width="stretch", key="ranks_window")
+    if note:
+        st.caption(for_markdown(note))
 
 
 def render() -> None:
@@ -143,5 +186,7 @@ def render() -> None:
     st.subheader("Findings")
     if loaded.result.findings:
         components.finding_alerts(loaded.result.findings)
+    elif loaded.result.rank_steps.empty:
+        st.write("No step aligns across the ranks, so stragglers and skew could not be judged.")
     else:
         st.write("No straggler, communication-bound steps or imbalance above the thresholds (over the aligned steps).")

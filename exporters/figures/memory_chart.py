@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from ...analysis.memory import device_series
 from ...analysis.model import Analysis
 from ...parsers.timeline import Timeline
-from . import palette
+from . import palette, step_charts
+from .hover import HOVERLABEL
 
 LANE_POINT_BUDGET = 2_500  # buckets per device and figure: about two per pixel column, as the overview
 LANE_HEIGHT = 280
@@ -143,12 +144,8 @@ def step_memory_chart(analysis: Analysis) -> go.Figure | None:
         ]
     )
     device = analysis.summary.memory.device if analysis.summary.memory else ""
-    fig.update_layout(
-        title={"text": f"Memory per step ({device}): allocated at its end and its peak", "font": {"size": 14}},
-        height=300,
-        margin={"l": 10, "r": 10, "t": 40, "b": 30},
-        legend={"orientation": "h", "y": -0.2},
-    )
-    fig.update_yaxes(title=unit, rangemode="tozero")
-    fig.update_xaxes(title="step")
+    fig.update_layout(height=300, hoverlabel=HOVERLABEL)
+    fig = step_charts.finish_layout(fig, f"Memory per step ({device}): allocated at its end and its peak", unit)
+    fig.update_layout(barmode="overlay")  # the peak markers sit on their step's bar
+    fig.update_yaxes(rangemode="tozero")
     return fig

@@ -7,23 +7,48 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from . import palette
+from .hover import HOVERLABEL
 
 CHART_HEIGHT = 300
 GAP_LENGTH_BINS_US = (0, 10, 100, 1_000, 10_000, 100_000, np.inf)
 GAP_LENGTH_LABELS = ("<10 us", "10-100 us", "0.1-1 ms", "1-10 ms", "10-100 ms", ">100 ms")
 
 
+LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0}
+
+
 def _layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
+    """Title, axes and a legend under the x axis' title (never over it); a run of few steps gets a tick per step
+    (a single step's axis is that step, not -0.5 to 0.5)."""
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
         height=CHART_HEIGHT,
-        margin={"l": 10, "r": 10, "t": 40, "b": 30},
-        legend={"orientation": "h", "y": -0.2},
+        margin={"l": 10, "r": 10, "t": 40, "b": 90},
+        legend=LEGEND_BELOW,
         barmode="group",
+        hoverlabel=HOVERLABEL,
     )
     fig.update_yaxes(title=y_title)
-    fig.update_xaxes(title="step")
+    fig.update_xaxes(title={"text": "step", "standoff": 6})
+    steps = sorted({int(v) for trace in fig.data for v in (trace.x if trace.x is not None else ()) if _is_int(v)})
+    if 0 < len(steps) <= 12:
+        fig.update_xaxes(tickmode="array", tickvals=steps, ticktext=[str(v) for v in steps])
+        if len(steps) <= 3:
+            fig.update_xaxes(range=[steps[0] - 1, steps[-1] + 1])
     return fig
+
+
+def finish_layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
+    """The per-step charts' layout for a figure drawn elsewhere (the memory per step): title, legend below, a tick
+    per step on a short run."""
+    return _layout(fig, title, y_title)
+
+
+def _is_int(value) -> bool:
+    try:
+        return float(value).is_integer()
+    except (TypeError, ValueError):
+        return False
 
 
 def _step_numbers(steps: pd.DataFrame) -> np.ndarray:
@@ -86,49 +111,58 @@ def _count(value: float) -> str:
 
 
 def step_time_chart(steps: pd.DataFrame) -> go.Figure:
-    """Each step's span in ms, coloured by kind; outliers (left out of ITL statistics) outlined."""
+    """Each step's span in ms, one bar trace per kind (so every colour is in the legend); outliers (left out of the
+    ITL statistics) outlined."""
     span_ms = (steps["end_ns"] - steps["start_ns"]) / 1e6
-    outline = np.where(steps["outlier"], 2.5, 0) if "outlier" in steps else 0
-    fig = go.Figure(
-        go.Bar(
-            x=_step_numbers(steps),
-            y=span_ms,
-            marker={"color": _kind_colors(steps), "line": {"width": outline, "color": "#c92a2a"}},
-            hovertext=steps["kind"],
-            name="step time",
+    outlier = steps["outlier"].astype(bool) if "outlier" in steps else pd.Series(False, index=steps.index)
+    fig = go.Figure()
+    for kind, part in steps.groupby(steps["kind"].astype(str), sort=False):
+        fig.add_bar(
+            x=_step_numbers(part),
+            y=span_ms[part.index],
+            name=kind,
+            marker={
+                "color": palette.STEP_KIND.get(kind, palette.OTHER_STEP),
+                "line": {"width": np.where(outlier[part.index], 2.5, 0), "color": "#c92a2a"},
+            },
+            hovertemplate=f"step %{{x}} · {kind}<br>%{{y:.3r}} ms<extra></extra>",
         )
-    )
-    return _layout(fig, "Step time (prefill purple, decode blue, mixed red, verify green; outliers outlined)", "ms")
+    if outlier.any():
+        fig.add_bar(x=[None], y=[None], name="outlier (outlined)", marker={"color": "#ffffff", "line": {"width": 2.5}})
+    fig.update_layout(barmode="overlay")
+    return _layout(fig, "Step time", "ms")
 
 
-def kernels_launches_chart(steps: pd.DataFrame) -> go.Figure:
+def kernels_launches_chart(steps: pd.DataFrame, on_gpu: bool = True) -> go.Figure:
+    """Kernels and launch calls per step; on a CPU-only trace host ops alone (it launches nothing)."""
     x = _step_numbers(steps)
-    fig = go.Figure(
-        [
-            go.Bar(x=x, y=steps["kernels"], name="kernels", marker_color=palette.KERNEL),
-            go.Bar(x=x, y=steps["launches"], name="launches", marker_color=palette.HOST),
-        ]
-    )
-    return _layout(fig, "Kernels and launches per step", "count")
+    traces = [go.Bar(x=x, y=steps["kernels"], name="kernels" if on_gpu else "host ops", marker_color=palette.KERNEL)]
+    if on_gpu:
+        traces.append(go.Bar(x=x, y=steps["launches"], name="launches", marker_color=palette.HOST))
+    title = "Kernels and launches per step" if on_gpu else "Host ops per step"
+    return _layout(go.Figure(traces), title, "count")
 
 
-def busy_idle_chart(steps: pd.DataFrame) -> go.Figure:
+def busy_idle_chart(steps: pd.DataFrame, on_gpu: bool = True) -> go.Figure:
     """Each step's span as busy + idle, the idle split into before its first device work (lead), between, and
-    after its last (tail): the bars add up to the step time (analysis.steps)."""
+    after its last (tail): the bars add up to the step time (analysis.steps). On a CPU-only trace: some op running
+    against none."""
     x = _step_numbers(steps)
-    lead = steps.get("gpu_lead_ns", 0)
-    tail = steps.get("gpu_tail_ns", 0)
+    zero = pd.Series(0, index=steps.index)
+    lead = steps.get("gpu_lead_ns", zero)
+    tail = steps.get("gpu_tail_ns", zero)
     between = steps["gpu_idle_ns"] - lead - tail
+    busy, idle = ("GPU busy", "GPU idle") if on_gpu else ("some op running", "no op running")
     fig = go.Figure(
         [
-            go.Bar(x=x, y=steps["gpu_busy_ns"] / 1e6, name="busy", marker_color=palette.BUSY),
-            go.Bar(x=x, y=lead / 1e6, name="idle before first work", marker_color=palette.IDLE_LEAD),
-            go.Bar(x=x, y=between / 1e6, name="idle between work", marker_color=palette.IDLE),
-            go.Bar(x=x, y=tail / 1e6, name="idle after last work", marker_color=palette.IDLE_TAIL),
+            go.Bar(x=x, y=steps["gpu_busy_ns"] / 1e6, name=busy, marker_color=palette.BUSY),
+            go.Bar(x=x, y=lead / 1e6, name=f"{idle}: before the first", marker_color=palette.IDLE_LEAD),
+            go.Bar(x=x, y=between / 1e6, name=f"{idle}: between", marker_color=palette.IDLE),
+            go.Bar(x=x, y=tail / 1e6, name=f"{idle}: after the last", marker_color=palette.IDLE_TAIL),
         ]
     )
     fig = _layout(fig, "Busy vs idle per step (adds up to the step time)", "ms")
-    fig.update_layout(barmode="stack")
+    fig.update_layout(barmode="stack", height=CHART_HEIGHT + 40, margin={"b": 130})  # its legend takes 2-3 rows
     return fig
 
 
@@ -144,7 +178,7 @@ def gap_histogram(gaps: pd.DataFrame) -> go.Figure:
     )
     fig = _layout(fig, "Idle gaps by length and likely cause", "gaps")
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(title="gap length")
+    fig.update_xaxes(title={"text": "gap length", "standoff": 6}, tickmode="auto")
     return fig
 
 
@@ -164,5 +198,5 @@ def category_chart(step_categories: pd.DataFrame, on_gpu: bool) -> go.Figure:
         )
     what = "kernel time" if on_gpu else "host op self time"
     _layout(fig, f"Per-step {what} by category", "ms")
-    fig.update_layout(barmode="stack", height=CHART_HEIGHT + 60, legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(barmode="stack", height=CHART_HEIGHT + 60)
     return fig

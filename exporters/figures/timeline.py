@@ -22,11 +22,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ...analysis.categories import categorize
 from ...analysis.event_window import events_in_range
 from ...analysis.model import Analysis
 from ...parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
-from ..safe_text import for_plotly
 from . import palette
+from .hover import HOVERLABEL, event_hover, gap_hover, step_hover
 
 DETAIL_EVENT_BUDGET = 20_000  # segments drawn in the detail view
 OVERVIEW_SEGMENT_BUDGET = 2_500  # per lane in the overview: ~2 per pixel column; more are not seen, only waited for
@@ -38,8 +39,10 @@ LAYER_LANE = "layers"
 LANE_WIDTH_PX = 16
 LANE_PX = 50  # about the height of one lane (lanes_figure: 170 + 46 px per lane): a bar's px -> lane units
 LABEL_PX_PER_CHAR = 7.5  # a lane name's width at the axis' 12 px font, rounded up
-HOVER_NAME_CHARS = 160  # templated kernel names run to kilobytes; the hover shows their start
 PHASE_LANE = "phase"
+STEP_HOVER_POINTS = 5  # a step answers hover at five places across it, so the mouse finds it anywhere on it
+GAP_STRIP_OFFSET = 0.34  # idle gaps: a strip under the phase lane's steps (lane units), not drawn over them
+GAP_STRIP_PX = 7
 
 
 @dataclass
@@ -56,13 +59,22 @@ class LaneSet:
     webgl: bool = True  # False: SVG rectangles (the overview; see the module's docstring)
 
     def add_segments(
-        self, starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, width: int = LANE_WIDTH_PX
+        self,
+        starts_ms,
+        ends_ms,
+        y: float,
+        hover: list[str],
+        color: str,
+        name: str,
+        width: int = LANE_WIDTH_PX,
+        hover_points: int = 1,
     ) -> None:
-        """Every [start, end] drawn on lane y, `width` px thick: WebGL lines, or SVG rectangles."""
+        """Every [start, end] drawn on lane y, `width` px thick: WebGL lines, or SVG rectangles (hoverable at
+        `hover_points` places across each, so a wide one answers wherever the mouse is)."""
         if self.webgl:
             self.traces.append(_segments(starts_ms, ends_ms, y, hover, color, name, width))
         else:
-            self.traces += _bars(starts_ms, ends_ms, y, hover, color, name, width)
+            self.traces += _bars(starts_ms, ends_ms, y, hover, color, name, width, hover_points)
 
     def lane(self, name: str) -> int:
         if name not in self.lanes:
@@ -99,9 +111,12 @@ def _segments(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: st
     )
 
 
-def _bars(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, width: int = LANE_WIDTH_PX) -> list:
+def _bars(
+    starts_ms, ends_ms, y: float, hover: list[str], color: str, name: str, width: int = LANE_WIDTH_PX, points: int = 1
+) -> list:
     """Every [start, end] as a rectangle `width` px tall on lane y, all in one filled SVG path (None between
-    rectangles), and a trace drawing nothing whose points, the rectangles' middles, carry the hover text."""
+    rectangles), and a trace drawing nothing whose points (`points` across each rectangle, its middle when 1) carry
+    the hover text."""
     starts = np.asarray(starts_ms, dtype=float)
     ends = np.asarray(ends_ms, dtype=float)
     n = len(starts)
@@ -112,6 +127,9 @@ def _bars(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, w
         x[corner::5] = xs
         yy[corner::5] = y + dy
     group = f"{name} {y}"  # the legend entry hides both traces
+    at = [(k + 0.5) / points for k in range(points)]
+    hover_x = np.concatenate([starts + (ends - starts) * f for f in at]) if n else starts
+    hover_text = list(hover) * points
     return [
         go.Scatter(
             x=x,
@@ -125,13 +143,12 @@ def _bars(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, w
             showlegend=True,
         ),
         go.Scatter(
-            x=(starts + ends) / 2,
-            y=np.full(n, float(y)),
+            x=hover_x,
+            y=np.full(len(hover_x), float(y)),
             mode="none",
-            hovertext=hover,
+            hovertext=hover_text,
             hoverinfo="text",
             hoveron="points",
-            hoverlabel={"bgcolor": color},
             name=name,
             legendgroup=group,
             showlegend=False,
@@ -139,8 +156,15 @@ def _bars(starts_ms, ends_ms, y: int, hover: list[str], color: str, name: str, w
     ]
 
 
-def _step_label(steps: pd.DataFrame) -> np.ndarray:
-    label = steps["kind"].astype(str) + " " + steps["request"].astype(str) + "." + steps["index"].astype(str)
+def _step_names(steps: pd.DataFrame) -> np.ndarray:
+    """ "step 5 · decode (request 0, token 5)": the step's number as the tables and charts use it, then its kind."""
+    number = pd.Series(steps.index, index=steps.index).astype(str)
+    if "first_step" in steps:  # blocks of consecutive steps (a very long run's overview)
+        number = steps["first_step"].astype(str) + "-" + steps["last_step"].astype(str)
+        return ("steps " + number + " · " + steps["kind"].astype(str)).to_numpy()
+    label = "step " + number + " · " + steps["kind"].astype(str)
+    if "request" in steps and "index" in steps:
+        label += " (request " + steps["request"].astype(str) + ", token " + steps["index"].astype(str) + ")"
     return label.to_numpy()
 
 
@@ -164,7 +188,6 @@ def _phase_traces(
 ) -> None:
     steps, gaps = analysis.steps, analysis.gaps
     on_gpu = analysis.summary.on_gpu
-    unit = "kernels" if on_gpu else "host ops"
     idle = "GPU idle" if on_gpu else "idle (no host op running)"
     span_ns = _span_ns(analysis, window)
     if window is not None:
@@ -179,13 +202,7 @@ def _phase_traces(
         steps, blocks = _step_blocks(steps, OVERVIEW_SEGMENT_BUDGET), len(steps)
         lanes.note += f"{blocks:,} steps drawn as {len(steps):,} blocks of consecutive steps. "
     if len(steps):
-        labels = _step_label(steps)
-        span_ms = (steps["end_ns"] - steps["start_ns"]).to_numpy() / 1e6
-        hover = [
-            f"{lab}<br>{d:.3f} ms<br>{k} {unit}, {n} launches"
-            for lab, d, k, n in zip(labels, span_ms, steps["kernels"], steps["launches"], strict=True)
-        ]
-        hover = np.asarray(hover, dtype=object)
+        hover = np.asarray(step_hover(steps, _step_names(steps), on_gpu), dtype=object)
         groups = _phase_groups(steps["kind"].to_numpy())
         for name, (mask, color) in groups.items():
             if mask.any():
@@ -198,24 +215,20 @@ def _phase_traces(
                     color,
                     name,
                     LANE_WIDTH_PX + 8,
+                    hover_points=STEP_HOVER_POINTS,
                 )
     if len(gaps):
         if len(gaps) > budget:
             gaps = gaps.nlargest(budget, "dur_ns").sort_values("start_ns")
             lanes.note += f"Longest {budget:,} of {len(analysis.gaps):,} gaps drawn. "
-        dur_us = gaps["dur_ns"].to_numpy() / 1e3
-        hover = [
-            f"{idle} {d:,.1f} us<br>{c}, {p}<br>step {s}"
-            for d, c, p, s in zip(dur_us, gaps["cause"], gaps["placement"], gaps["step"], strict=True)
-        ]
-        lanes.add_segments(
+        lanes.add_segments(  # a strip under the steps, so that a step stays hoverable wherever it idles
             _ms(gaps["start_ns"], origin),
             _ms(gaps["end_ns"], origin),
-            y,
-            hover,
+            y - GAP_STRIP_OFFSET,
+            gap_hover(gaps, idle),
             palette.GAP,
             f"{idle} gap",
-            LANE_WIDTH_PX - 6,
+            GAP_STRIP_PX,
         )
         longest = labelled_gaps(gaps, span_ns)
         mid = (_ms(longest["start_ns"], origin) + _ms(longest["end_ns"], origin)) / 2
@@ -244,7 +257,7 @@ def _phase_groups(kind: np.ndarray) -> dict[str, tuple[np.ndarray, str]]:
         "mixed (decode + prefill chunk)": (kind == "mixed", palette.MIXED),
         "verify (scores draft tokens)": (kind == "verify", palette.VERIFY),
         "draft model": (kind == "draft", palette.DRAFT),
-        "empty / other": (~np.isin(kind, named), palette.OTHER_STEP),
+        "empty / several kinds": (~np.isin(kind, named), palette.OTHER_STEP),
     }
 
 
@@ -252,11 +265,13 @@ def _step_blocks(steps: pd.DataFrame, budget: int) -> pd.DataFrame:
     """At most `budget` rows: each a run of consecutive steps, kind kept when the whole run shares it."""
     size = -(-len(steps) // budget)
     block = np.arange(len(steps)) // size
-    grouped = steps.assign(_block=block).groupby("_block", sort=True)
-    kinds = grouped["kind"].agg(lambda k: k.iloc[0] if (k == k.iloc[0]).all() else "mixed")
+    grouped = steps.assign(_block=block, _row=steps.index).groupby("_block", sort=True)
+    kinds = grouped["kind"].agg(lambda k: k.iloc[0] if (k == k.iloc[0]).all() else "several kinds")
     return pd.DataFrame(
         {
             "kind": kinds.to_numpy(),
+            "first_step": grouped["_row"].min().to_numpy(),
+            "last_step": grouped["_row"].max().to_numpy(),
             "request": grouped["request"].first().to_numpy(),
             "index": grouped["index"].first().to_numpy(),
             "start_ns": grouped["start_ns"].min().to_numpy(),
@@ -359,7 +374,7 @@ def detail_lanes(
         host = host.nlargest(int(len(host) * share), "dur").sort_values("ts")
         lanes.note += f"Longest {len(gpu) + len(host):,} of {total:,} events in this range drawn; narrow it for all. "
     steps = analysis.steps
-    step_labels = _step_label(steps) if len(steps) else np.array([], dtype=object)
+    step_labels = _step_names(steps) if len(steps) else np.array([], dtype=object)
     for (device, stream), part in gpu.groupby(["device", "stream"], sort=True):
         y = lanes.lane(f"GPU {device} stream {stream}")
         for label, color, mask in (
@@ -368,7 +383,8 @@ def detail_lanes(
         ):
             sub = part[mask]
             if len(sub):
-                lanes.traces.append(_event_trace(sub, steps, step_labels, origin, y, color, f"{label} s{stream}"))
+                trace = _event_trace(sub, steps, step_labels, origin, y, color, f"{label} s{stream}", window=ev)
+                lanes.traces.append(trace)
     if gpu.empty:
         for tid, part in host.groupby("tid", sort=True):
             lanes.traces.append(
@@ -388,7 +404,44 @@ def detail_lanes(
                 host, steps, step_labels, origin, lanes.lane("host launch calls"), palette.HOST, "host launch calls"
             )
         )
+    _communication_lane(lanes, gpu if len(gpu) else host, steps, step_labels, origin, ev)
     return lanes
+
+
+COMM_LANE = "communication (collectives)"
+
+
+def first_communication_ns(timeline: Timeline, default: int) -> int:
+    """Where the trace's first collective starts (ns), `default` when it has none: where a window onto a rank
+    whose steps align with no other rank opens."""
+    events = timeline.events
+    if events.empty:
+        return default
+    _, category = categorize(events["name"].astype(str))
+    ts = events["ts"].to_numpy()[np.asarray(category, dtype=object) == "communication"]
+    return int(ts.min()) if len(ts) else default
+
+
+def _communication_lane(lanes: LaneSet, drawn: pd.DataFrame, steps, step_labels, origin: int, window) -> None:
+    """The collectives among the drawn events again on a lane of their own, in the communication colour, so that
+    they stand out on a run whose ranks share no aligned step (the categories: one look per distinct name)."""
+    if drawn.empty:
+        return
+    _, category = categorize(drawn["name"].astype(str))
+    comm = drawn[np.asarray(category, dtype=object) == "communication"]
+    if len(comm):
+        lanes.traces.append(
+            _event_trace(
+                comm,
+                steps,
+                step_labels,
+                origin,
+                lanes.lane(COMM_LANE),
+                palette.CATEGORY["communication"],
+                "collectives",
+                window=window,
+            )
+        )
 
 
 def _layer_traces(lanes: LaneSet, analysis: Analysis, origin: int, lo: int, hi: int) -> None:
@@ -422,14 +475,21 @@ def _layer_traces(lanes: LaneSet, analysis: Analysis, origin: int, lo: int, hi: 
 
 
 def _event_trace(
-    events: pd.DataFrame, steps: pd.DataFrame, step_labels: np.ndarray, origin: int, y: int, color: str, name: str
+    events: pd.DataFrame,
+    steps: pd.DataFrame,
+    step_labels: np.ndarray,
+    origin: int,
+    y: int,
+    color: str,
+    name: str,
+    window: pd.DataFrame | None = None,
 ):
+    """One lane's events; `window`: the range's events, where a GPU event's launching call is looked up."""
     ts = events["ts"].to_numpy()
     dur = events["dur"].to_numpy()
-    names = events["name"].astype(str).str.slice(0, HOVER_NAME_CHARS).map(for_plotly).to_numpy()
     row = _step_of(ts, steps)
     step_text = np.where(row >= 0, step_labels[np.clip(row, 0, None)] if len(step_labels) else "", "outside steps")
-    hover = [f"{n}<br>{d / 1e3:,.2f} us<br>{s}" for n, d, s in zip(names, dur, step_text, strict=True)]
+    hover = event_hover(events, step_text, origin, window)
     return _segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, color, name, LANE_WIDTH_PX - 4)
 
 
@@ -442,6 +502,7 @@ def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title:
         # room for the lane names up front: Plotly otherwise grows the margin after a first draw and draws again
         margin={"l": 16 + round(LABEL_PX_PER_CHAR * max(map(len, lanes.lanes), default=0)), "r": 10, "t": 40, "b": 70},
         hovermode="closest",
+        hoverlabel=HOVERLABEL,
         dragmode="zoom",
         legend={"orientation": "h", "yanchor": "top", "y": -0.08 - 0.3 / n, "xanchor": "left", "x": 0.0},
         uirevision=title,
