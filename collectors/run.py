@@ -32,6 +32,14 @@ STAGES = ("load model", "warm up", "profile", "export")
 DEFAULT_MAX_PROFILED_DECODE_STEPS = 256
 
 
+def stage_hint(mode: str, stage: str, done: int) -> str:
+    """What a long silent stage is doing: torch.compile compiles during the first warm-up generation, which takes
+    tens of seconds on a CPU with the bar standing still at 0."""
+    if mode == "compile" and stage == "warm up" and done == 0:
+        return " (torch.compile is compiling the model: the first warm-up takes longest)"
+    return ""
+
+
 @dataclass
 class RunSpec:
     """What to run. ``model`` (a local folder or a hub id) wins over ``preset`` when given."""

@@ -284,3 +284,13 @@ def test_hf_compiled_call_is_marked_from_outside():
     ]
     assert hasattr(model, "_compiled_call")  # the decodes really went through HF's compiled call
     assert len(tracker.token_times_ms[0]) == 4
+
+
+def test_the_compile_warm_up_says_it_is_compiling():
+    """The compile run's first warm-up stands at 0 for tens of seconds on a CPU: the bar says why; others do not."""
+    from collectors.run import stage_hint
+
+    assert "compil" in stage_hint("compile", "warm up", 0)
+    assert stage_hint("compile", "warm up", 1) == ""
+    assert stage_hint("eager", "warm up", 0) == ""
+    assert stage_hint("compile", "profile", 0) == ""

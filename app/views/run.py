@@ -82,14 +82,15 @@ def _spec_form():
 
 def _run(spec, status) -> Path:
     """One collectors run with its stages shown as a progress bar inside the status box."""
-    from ...collectors.run import STAGES, run_profiled_generation
+    from ...collectors.run import STAGES, run_profiled_generation, stage_hint
 
     bar = status.progress(0.0, text=f"{spec.mode}: starting")
 
     def progress(stage: str, done: int, total: int) -> None:
         index = STAGES.index(stage) if stage in STAGES else 0
         fraction = (index + (done / total if total else 0)) / len(STAGES)
-        bar.progress(min(max(fraction, 0.0), 1.0), text=f"{spec.mode}: {stage} {done}/{total}")
+        text = f"{spec.mode}: {stage} {done}/{total}{stage_hint(spec.mode, stage, done)}"
+        bar.progress(min(max(fraction, 0.0), 1.0), text=text)
 
     folder = run_profiled_generation(spec, runs_dir(), progress)
     bar.progress(1.0, text=f"{spec.mode}: done, {folder.name}")
