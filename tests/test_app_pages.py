@@ -162,12 +162,14 @@ def test_compare_shows_per_category_deltas_and_layers(samples):
     at = _page("compare.py").run()
     assert not at.exception
     assert "inside the median decode step" in at.success[0].value.replace("\\", "")
-    table = next(d.value for d in at.dataframe if "B - A (us)" in d.value.columns)
-    a_col = next(c for c in table.columns if c.startswith("A (us)"))
-    b_col = next(c for c in table.columns if c.startswith("B (us)"))
+    table = next(d.value for d in at.dataframe if any(str(c).startswith("B - A (") for c in d.value.columns))
+    delta = next(c for c in table.columns if str(c).startswith("B - A ("))
+    unit = delta.removeprefix("B - A (").removesuffix(")")  # one time unit for the three columns
+    a_col, b_col = f"A ({unit})", f"B ({unit})"
+    assert unit in ("ns", "us", "ms", "s") and {a_col, b_col} <= set(table.columns)
     assert "gemm" in set(table["category"]) and (table[a_col] >= 0).all()
     scale = table[[a_col, b_col]].abs().max(axis=1)  # each shown to 3 significant digits
-    assert ((table["B - A (us)"] - (table[b_col] - table[a_col])).abs() <= 0.01 * scale + 1e-9).all()
+    assert ((table[delta] - (table[b_col] - table[a_col])).abs() <= 0.01 * scale + 1e-9).all()
     layers = next(m.value for m in at.markdown if m.value.startswith("**Layers.**"))
     assert layers.count("4 layers") == 2  # tiny-llama has 4 decoder layers (its preset config), eager and compiled
 

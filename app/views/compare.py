@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from ...analysis.compare import batches_differ, compare
-from ...analysis.number_format import format_value
+from ...analysis.number_format import format_value, shared_unit
 from ...exporters.compare_formats import metric_table_rows, op_diff_caption, op_diff_rows
 from ...exporters.figures import compare_charts
 from ...exporters.safe_text import for_markdown, plain
@@ -83,11 +83,15 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
         return
     st.subheader("Inside the median decode step")
     unit = "kernels" if on_gpu else "host ops"
-    table = result.categories.rename(
+    times = ["a_us", "b_us", "delta_us"]
+    shown = shared_unit(result.categories[times].to_numpy().ravel().tolist(), "us")  # one unit for the three
+    scale = {"us": 1.0, "ms": 1e-3, "s": 1e-6, "ns": 1e3}[shown]
+    table = result.categories.assign(**{c: result.categories[c] * scale for c in times})
+    table = table.rename(
         columns={
-            "a_us": "A (us)",
-            "b_us": "B (us)",
-            "delta_us": "B - A (us)",
+            "a_us": f"A ({shown})",
+            "b_us": f"B ({shown})",
+            "delta_us": f"B - A ({shown})",
             "ratio": "B / A",
             "a_kernels": f"A {unit}",
             "b_kernels": f"B {unit}",
@@ -99,8 +103,8 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
         left,
         column_config={
             "B / A": st.column_config.NumberColumn("B / A (x)", format="localized"),
-            "A (us)": st.column_config.NumberColumn(format="localized", help=f"A: {name_a}"),
-            "B (us)": st.column_config.NumberColumn(format="localized", help=f"B: {name_b}"),
+            f"A ({shown})": st.column_config.NumberColumn(format="localized", help=f"A: {name_a}"),
+            f"B ({shown})": st.column_config.NumberColumn(format="localized", help=f"B: {name_b}"),
         },
     )
     right.plotly_chart(
