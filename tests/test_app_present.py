@@ -266,3 +266,28 @@ def test_analyze_puts_findings_under_the_cards_and_zoom_moves_the_timeline(tmp_p
     )
     x0, x1 = overview["layout"]["xaxis"]["range"]
     assert x0 < x1  # the overview drawn at the finding's range
+
+
+def test_fleet_box_names_are_short_on_the_axis_and_whole_in_the_hover():
+    """Long group names overlapped on Fleet's axis: the tick is cut in the middle, the hover keeps it whole."""
+    import html
+
+    import pandas as pd
+
+    from exporters.figures.fleet_charts import TICK_CHARS, distribution
+
+    long_name = "NVIDIA H100 80GB HBM3 <b>with a very long name</b>"
+    traces = pd.DataFrame(
+        {
+            "status": ["ok"] * 5,
+            "itl_p50_ms": [1.0, 2.0, 3.0, 4.0, 5.0],
+            "device": [long_name, "a", "b", "c", "d"],
+            "path": ["run/<i>1</i>"] * 5,
+        }
+    )
+    fig = distribution(traces, "itl_p50_ms", "device")
+    names = [t.name for t in fig.data]
+    assert all(len(html.unescape(n)) <= TICK_CHARS for n in names) and "<b>" not in "".join(names)
+    whole = next(t for t in fig.data if t.name.startswith("NVIDIA"))
+    assert "with a very long name" in whole.hovertext[0] and "&lt;b&gt;" in whole.hovertext[0]
+    assert fig.layout.xaxis.tickangle == -30 and fig.layout.xaxis.automargin

@@ -9,6 +9,11 @@ from ...analysis.metrics import metric
 from ..safe_text import for_plotly
 
 HEIGHT = 320
+TICK_CHARS = 28  # a group's name on the axis; the whole name is in the hover
+
+
+def _tick(name: str) -> str:
+    return name if len(name) <= TICK_CHARS else name[: TICK_CHARS // 2 - 1] + "…" + name[-(TICK_CHARS // 2) :]
 
 
 def distribution(traces: pd.DataFrame, key: str, group_by: str) -> go.Figure:
@@ -16,15 +21,16 @@ def distribution(traces: pd.DataFrame, key: str, group_by: str) -> go.Figure:
     m = metric(key)
     ok = traces[(traces["status"] == "ok") & traces[key].notna()]
     fig = go.Figure()
-    for group, part in ok.groupby(ok[group_by].fillna("?").astype(str), sort=True):
+    groups = list(ok.groupby(ok[group_by].fillna("?").astype(str), sort=True))
+    for group, part in groups:
         fig.add_trace(
             go.Box(
                 y=part[key],
-                name=for_plotly(group)[:60],
+                name=for_plotly(_tick(group)),
                 boxpoints="all",
                 jitter=0.3,
                 pointpos=0,
-                hovertext=[for_plotly(p)[-120:] for p in part["path"].astype(str)],
+                hovertext=[f"{for_plotly(group[:200])}<br>{for_plotly(p[-120:])}" for p in part["path"].astype(str)],
                 hoverinfo="y+text",
             )
         )
@@ -35,4 +41,5 @@ def distribution(traces: pd.DataFrame, key: str, group_by: str) -> go.Figure:
         margin={"l": 10, "r": 10, "t": 40, "b": 30},
         showlegend=False,
     )
+    fig.update_xaxes(automargin=True, tickangle=-30 if len(groups) > 3 else 0)  # long names: slanted, never cut
     return fig
