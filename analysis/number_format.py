@@ -167,6 +167,10 @@ def round_sig(values, digits: int = DIGITS):
     finite = np.isfinite(x) & (x != 0)
     if finite.any():
         exponent = np.floor(np.log10(np.abs(x[finite])))
-        scale = 10.0 ** (digits - 1 - exponent)
-        out[finite] = np.round(x[finite] * scale) / scale
+        shift = digits - 1 - exponent
+        # Powers of ten are exact only as whole numbers: 1234.5 -> round(1234.5 / 10) * 10 = 1230.0, where
+        # multiplying by 0.1 would give 1230.0000000000002 (more digits than the table means to show).
+        up = 10.0 ** np.maximum(shift, 0)
+        down = 10.0 ** np.maximum(-shift, 0)
+        out[finite] = np.where(shift >= 0, np.round(x[finite] * up) / up, np.round(x[finite] / down) * down)
     return out

@@ -10,3 +10,23 @@ def page_test(page: str, timeout: float) -> AppTest:
     """`page`: "analyze", "compare", "ranks", "fleet" or "run" (a file name such as "analyze.py" also works)."""
     name = page.removesuffix(".py")
     return AppTest.from_string(f"from app.views.{name} import render\n\nrender()\n", default_timeout=timeout)
+
+
+def too_precise(at) -> list[tuple[str, float]]:
+    """Float cells of the page's tables with more than 4 significant digits (issue 30: the browser test reads the
+    page's text, and a table's cells are drawn on a canvas). Places on the clock (ms from the trace's start) keep
+    the microsecond on purpose; counts are integers."""
+    import numpy as np
+    import pandas as pd
+
+    from app.tables import POSITION_SUFFIXES
+
+    found = []
+    for frame in (d.value for d in at.dataframe):
+        for column in frame.columns:
+            values = frame[column]
+            if not pd.api.types.is_float_dtype(values.dtype) or str(column).endswith(POSITION_SUFFIXES):
+                continue
+            finite = values[np.isfinite(values.to_numpy(dtype=float))]
+            found += [(str(column), v) for v in finite.head(2000) if float(f"{v:.4g}") != v][:3]
+    return found

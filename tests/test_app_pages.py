@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from app.analysis_settings import DEVICE_KEY, MODEL_KEY
 from app.navigation import ANALYZE_KEY, COMPARE_KEYS
 from app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
-from tests.app_pages import page_test
+from tests.app_pages import page_test, too_precise
 from tests.app_samples import XSS_KERNEL, sample_folder, synthetic_trace, write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +56,7 @@ def test_analyze_opens_on_the_eager_sample(samples):
     at = _page("analyze.py").run()
     assert not at.exception
     assert at.session_state[ANALYZE_KEY] == "sample:cpu_tiny-llama_eager"
+    assert too_precise(at) == [], "table cells with more than 4 significant digits"
     metrics = _metrics(at)
     for label in (
         "TTFT",
@@ -146,6 +147,7 @@ def test_compare_defaults_to_eager_vs_compile(samples):
     at = _page("compare.py").run()
     assert not at.exception
     assert at.session_state[COMPARE_KEYS] == ("sample:cpu_tiny-llama_eager", "sample:cpu_tiny-llama_compile")
+    assert too_precise(at) == [], "table cells with more than 4 significant digits"
     sentence = at.success[0].value.replace("\\", "")
     assert sentence.startswith("torch.compile cut ITL p50 from")
     assert "x faster" in sentence

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.navigation import ANALYZE_KEY, COMPARE_KEYS
-from tests.app_pages import page_test
+from tests.app_pages import page_test, too_precise
 from tests.conftest import REAL_TRACES
 
 PAGE = Path(__file__).resolve().parents[1] / "app" / "views" / "analyze.py"
@@ -44,6 +44,7 @@ def test_analyze_page_renders_each_real_trace(samples, name, monkeypatch, tmp_pa
     labels = {m.label for m in at.metric}
     assert {"TTFT", "ITL p50", "GPU busy"} <= labels
     assert len(at.get("plotly_chart")) >= 2  # the overview and the detail timeline at least
+    assert too_precise(at) == [], "table cells with more than 4 significant digits"
 
 
 def test_compare_page_warns_about_an_unlike_pair_and_shows_the_op_diff(samples, monkeypatch, tmp_path):

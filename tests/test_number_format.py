@@ -69,3 +69,13 @@ def test_round_sig_keeps_tables_numeric():
     out = round_sig([463951.544, 7.6494, 0.0012345, math.nan, 0.0])
     assert out[0] == 464000 and out[1] == 7.65 and out[2] == 0.00123 and math.isnan(out[3]) and out[4] == 0
     assert out.dtype == np.float64
+
+
+def test_round_sig_gives_the_float_the_rounded_text_reads_as():
+    """1234.5 -> 1230.0 exactly, never 1230.0000000000002 (what multiplying by 0.1 gives): a table cell shows no
+    more digits than 3 significant ones, whatever its magnitude."""
+    rng = np.random.default_rng(0)
+    values = rng.lognormal(0, 8, 20_000) * rng.choice([-1, 1], 20_000)  # about 1e-14 .. 1e14, both signs
+    expected = np.array([float(f"{v:.3g}") for v in values])
+    assert (round_sig(values) == expected).all()
+    assert round_sig([1234.5])[0] == 1230.0
