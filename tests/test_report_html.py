@@ -170,3 +170,19 @@ def test_report_has_the_apps_anatomy_roofline_and_batch_sections():
     assert f'<td class="num">{format_value(gemm["time_us"], "us")}</td>' in html
     assert '"plot_bgcolor":"white"' in html and '"plot_bgcolor":"#E5ECF6"' not in html  # white, not Plotly's grey
     assert "None" not in re.sub(r"<script.*?</script>", "", html, flags=re.S)
+
+
+def test_the_report_paints_before_plotly_js_is_compiled(tmp_path):
+    """plotly.js (4.6 MB) sits after the last figure, not in the head: the page's text and tables paint at once
+    (before, a blank page for the ~1.8 s plotly.js took to compile on a slow machine); each figure's script only
+    queues its drawing until then, and the queue is drawn right after plotly.js."""
+    html = build_report(_report_trace(tmp_path, "synthetic run", synthetic_steps(12)))
+    head = html[: html.index("</head>")]
+    assert len(head) < 50_000 and "window.Plotly={newPlot:" in head  # the queue, not the library
+    from plotly.offline import get_plotlyjs
+
+    library = html.index(get_plotlyjs()[:300])
+    last_figure = html.rindex('class="plotly-graph-div"')
+    drain = html.index("stepscopePending||[]).forEach")
+    assert html.index("</head>") < last_figure < library < drain
+    assert html.index("Findings") < drain  # the findings' text comes before any heavy script
