@@ -113,6 +113,20 @@ def _silent(stage: str) -> None:
     """No progress wanted."""
 
 
+def _inputs(
+    options: AnalysisOptions | None, model: ModelShape | str | None, device: Hardware | str | None, limits
+) -> tuple[AnalysisOptions, Given, ReadLimits]:
+    """The options, the given model and device, and the read limits every door resolves the same way (the
+    defaults where None); raises ValueError for a model or device that cannot be resolved."""
+    from ..parsers.limits import ReadLimits
+
+    return (
+        options or AnalysisOptions(),
+        Given(resolve_model(model), resolve_device(device)),
+        limits or ReadLimits.from_env(),
+    )
+
+
 def open_trace(
     source: str | os.PathLike | TraceBytes,
     options: AnalysisOptions | None = None,
@@ -129,10 +143,8 @@ def open_trace(
     run.json path) and `device` (a GPU table row or a name it matches, "H100") are for traces whose run.json
     does not say them; a run.json that names the model wins. Raises TraceError (an unreadable trace) or ValueError
     (a bad option, model or device), each with a one-line reason."""
-    given = Given(resolve_model(model), resolve_device(device))
-    return _open_one(
-        source, options or AnalysisOptions(), given, cache, progress, limits, name, read_fraction=read_fraction
-    )
+    options, given, limits = _inputs(options, model, device, limits)
+    return _open_one(source, options, given, cache, progress, limits, name, read_fraction=read_fraction)
 
 
 def _open_one(
@@ -141,15 +153,12 @@ def _open_one(
     given: Given,
     cache: CachePolicy,
     progress: Progress | None,
-    limits: ReadLimits | None,
+    limits: ReadLimits,
     name: str | None = None,
     sidecar: Sidecar | None = None,
     read_fraction: ReadFraction | None = None,
 ) -> Opened:
     """open_trace's walk; `sidecar`: the run.json already read for this file (open_report reads it for the key)."""
-    from ..parsers.limits import ReadLimits
-
-    limits = limits or ReadLimits.from_env()
     notify = progress or _silent
     notify("read")
     digest, timeline, sidecar, path = _read(source, limits, cache, sidecar, read_fraction)
@@ -171,12 +180,9 @@ def open_report(
 ) -> ReportAnswer:
     """The analyze --json text of one trace file: from the result cache when every input is the same, else opened
     (open_trace) and stored. Raises like open_trace."""
-    from ..parsers.limits import ReadLimits
     from ..parsers.run_sidecar import read_sidecar
 
-    options = options or AnalysisOptions()
-    given = Given(resolve_model(model), resolve_device(device))
-    limits = limits or ReadLimits.from_env()
+    options, given, limits = _inputs(options, model, device, limits)
     sidecar = read_sidecar(path)
     key = answer_key_for(sidecar, options, given, limits) if cache.results else None
     if key is not None:
@@ -204,14 +210,11 @@ def open_run(
     """Read and analyse every rank of a run: a folder, a glob, or a list of files or uploads. Raises TraceError
     naming the file that could not be read."""
     from ..parsers.errors import TraceError
-    from ..parsers.limits import ReadLimits
     from ..parsers.ranks import find_trace_files, rank_timelines
     from .ranks import analyze_ranks
     from .ranks_report import multi_rank_contract
 
-    options = options or AnalysisOptions()
-    given = Given(resolve_model(model), resolve_device(device))
-    limits = limits or ReadLimits.from_env()
+    options, given, limits = _inputs(options, model, device, limits)
     notify = progress or _silent
     members = list(source) if isinstance(source, Sequence) and not isinstance(source, str) else None
     if members is None:
@@ -308,17 +311,15 @@ def source_name(source: str | os.PathLike | TraceBytes) -> str:
 
 def _read(
     source: str | os.PathLike | TraceBytes,
-    limits: ReadLimits | None,
+    limits: ReadLimits,
     cache: CachePolicy,
     sidecar: Sidecar | None = None,
     read_fraction: ReadFraction | None = None,
 ) -> tuple[str | None, Timeline, Sidecar, Path | None]:
     """(digest, Timeline with its run record, the sidecar, the file's path) of one file or upload; the run.json
     is read here unless the caller already read it."""
-    from ..parsers.limits import ReadLimits
     from ..parsers.run_sidecar import Sidecar, read_sidecar, with_sidecar
 
-    limits = limits or ReadLimits.from_env()
     if isinstance(source, TraceBytes):
         digest, timeline = _read_bytes(source.data, limits, cache)
         return digest, timeline, Sidecar(), None

@@ -41,3 +41,18 @@ def real_traces_dir() -> Path:
     if not REAL_TRACES.is_dir():
         missing(f"{REAL_TRACES} is not in this checkout")
     return REAL_TRACES
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium (tests/test_browser.py's arguments), one per test module; never a browser that
+    Playwright downloads."""
+    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, _require_browser
+
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()

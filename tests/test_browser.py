@@ -128,17 +128,6 @@ def _streamlit(env: dict, script_args: tuple[str, ...] = ()):
             server.kill()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    _require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
-
-
 def _open(browser, url: str):
     page = browser.new_page(viewport={"width": 1500, "height": 2200})
     dialogs: list[str] = []

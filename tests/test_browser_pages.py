@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.test_browser import CHROMIUM, PAGE_TIMEOUT_MS, REPO, _require_browser, _streamlit
+from tests.test_browser import PAGE_TIMEOUT_MS, REPO, _require_browser, _streamlit
 
 pytestmark = pytest.mark.browser
 
@@ -88,19 +88,6 @@ def app(tmp_path_factory):
     )
     with _streamlit(env, ("--logdir", str(logs))) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    _require_browser()
-    from playwright.sync_api import sync_playwright
-
-    from tests.test_browser import CHROMIUM_ARGS
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
 
 
 def _settled(page) -> None:

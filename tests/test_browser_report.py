@@ -8,7 +8,6 @@ error or page error, every Plotly figure drew, and the hostile name's script nev
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,29 +16,6 @@ from exporters.report_html import build_report, write_report
 from tests.test_report_html import HOSTILE, _report_trace, synthetic_steps
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but /usr/bin/chromium is missing: .ci/run must `apt-get install -y chromium`")
-        pytest.skip("/usr/bin/chromium is missing (apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
 
 
 def _open_offline(browser, path: Path) -> dict:

@@ -3,6 +3,17 @@
 from __future__ import annotations
 
 VOCAB = 512
+# What every tiny model here shares: GQA with 4 query and 2 KV heads, the tokenizer's vocabulary and special ids.
+_COMMON = {
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": VOCAB,
+    "max_position_embeddings": 256,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+    "tie_word_embeddings": False,
+}
 
 
 def llama(hidden: int = 64, layers: int = 2, seed: int = 0):
@@ -15,14 +26,7 @@ def llama(hidden: int = 64, layers: int = 2, seed: int = 0):
         hidden_size=hidden,
         intermediate_size=2 * hidden,
         num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=VOCAB,
-        max_position_embeddings=256,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-        tie_word_embeddings=False,
+        **_COMMON,
     )
     config._attn_implementation = "sdpa"
     return LlamaForCausalLM(config).eval()
@@ -42,15 +46,8 @@ def qwen2_moe(seed: int = 0):
         num_experts=4,
         num_experts_per_tok=2,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=VOCAB,
-        max_position_embeddings=256,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
         decoder_sparse_step=1,
-        tie_word_embeddings=False,
+        **_COMMON,
     )
     config._attn_implementation = "sdpa"
     return Qwen2MoeForCausalLM(config).eval()
