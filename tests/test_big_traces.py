@@ -255,3 +255,35 @@ def test_the_default_budget_stays_within_an_address_space_limit():
     from tests.bounded_cli import ADDRESS_SPACE_BYTES, in_child
 
     assert in_child(20, _memory_under_address_limit, ADDRESS_SPACE_BYTES) == ADDRESS_SPACE_BYTES  # ulimit -v 3000000
+
+
+def test_a_cold_open_in_pieces_hashes_the_file_once(tmp_path, in_pieces, monkeypatch):
+    """The answer's look-up hashes the file and records it in the stat index; the read in pieces that follows
+    takes that digest for the same file state instead of hashing the bytes again (0.5 s of a core at 1.3 GB),
+    and the entry it writes is the one a later open finds."""
+    import json
+    import os
+
+    from analysis import front_door
+    from trace_cache import keys, timelines
+
+    hashed = []
+    real = keys.hash_file_sampled
+
+    def counted(path):
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(keys, "hash_file_sampled", counted)
+    monkeypatch.setattr(timelines, "hash_file_sampled", counted)
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "tiled.json"
+    path.write_text(json.dumps(_tiled_generation(6)))
+    first = front_door.open_report(path)
+    assert len(hashed) == 1
+    assert json.loads(first.text)["summary"]["decode_steps"] == 54
+    hashed.clear()
+    os.utime(path, ns=(1, 1))  # a new stat, the same bytes: hashed again once, the answer found by content
+    again = front_door.open_report(path)
+    assert (again.cached, again.text) == (True, first.text)
+    assert len(hashed) == 1

@@ -186,6 +186,15 @@ def _same_stat(a: os.stat_result, b: os.stat_result) -> bool:
 def known_digest(store: CacheStore, path: str | os.PathLike, st: os.stat_result | None = None) -> str | None:
     """The content hash recorded for this exact file state (now, or as `st` saw it), or None; an entry whose
     sample disagrees with the file's bytes now is dropped, never served (see the module)."""
+    known = known_file_digest(store, path, st)
+    return None if known is None else known.digest
+
+
+def known_file_digest(
+    store: CacheStore, path: str | os.PathLike, st: os.stat_result | None = None
+) -> FileDigest | None:
+    """known_digest with its sample: what hash_file_sampled would give for this file state, without reading it
+    all again (the front door hashes a file to look for its answer before the read looks for its entry)."""
     named = _stat_name(path, st)
     if named is None:
         return None
@@ -195,7 +204,7 @@ def known_digest(store: CacheStore, path: str | os.PathLike, st: os.stat_result 
     if file_sample(os.path.realpath(path)) != entry.sample:
         store.discard("stat", named[0])
         return None
-    return entry.digest
+    return entry
 
 
 def _read_entry(raw: bytes | None) -> FileDigest | None:

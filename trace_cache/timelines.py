@@ -38,6 +38,7 @@ from .keys import (
     hash_bytes_sampled,
     hash_file_sampled,
     known_digest,
+    known_file_digest,
     limits_tag,
     remember_digest,
     timeline_entry_name,
@@ -399,7 +400,9 @@ class _EntryTarget:
 class _Opening:
     """One open of a file the cache does not answer at once: the file's stat before it is read, and the digest
     of its own bytes once taken (from the file while the child decodes, or from the bytes read whole). A digest
-    is only ever taken from this file's bytes: a stat index entry is never used for bytes in hand."""
+    is only ever taken from this file's bytes, or from the stat index for the file state `before` saw when the
+    read is of the file in pieces (checked unchanged after it): a stat index entry is never used for bytes in
+    hand."""
 
     def __init__(self, path: Path, limits: ReadLimits, store: CacheStore) -> None:
         self.path, self.limits, self.store = path, limits, store
@@ -468,7 +471,14 @@ class _Opening:
         return self._remember()
 
     def _hash_file(self) -> FileDigest | None:
+        """The file's digest: from the stat index when it holds this file as `before` saw it (recorded from its
+        bytes moments ago by the answer's look-up, and the read is checked against `before` afterwards), else
+        from its bytes. Hashing 1.3 GB a second time cost the reading process 0.5 s of its core."""
         try:
+            if self.before is not None:
+                known = known_file_digest(self.store, self.path, self.before)
+                if known is not None:
+                    return known
             return hash_file_sampled(self.path)
         except OSError:
             return None
