@@ -15,6 +15,10 @@ GAP_LENGTH_LABELS = ("<10 us", "10-100 us", "0.1-1 ms", "1-10 ms", "10-100 ms", 
 
 
 LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0}
+# Above this many steps a per-step chart draws each series as one step-shaped line (every step's value, exactly)
+# instead of a bar per step: bars are below a pixel wide there, and the browser draws each as its own SVG shape
+# (8,500 steps, 77k bars over the four charts: 45 s in headless Chromium before the rest of the page appeared).
+LINES_ABOVE_STEPS = 1000
 
 
 def _layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
@@ -35,6 +39,46 @@ def _layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
         fig.update_xaxes(tickmode="array", tickvals=steps, ticktext=[str(v) for v in steps])
         if len(steps) <= 3:
             fig.update_xaxes(range=[steps[0] - 1, steps[-1] + 1])
+    return fig
+
+
+def _bars_as_lines(fig: go.Figure, stacked: bool) -> go.Figure:
+    """A figure of per-step bars over more than LINES_ABOVE_STEPS steps, its bars redrawn as lines (see there):
+    a series over consecutive steps (or any stacked one, a missing step stacking 0) as one line stepped at each
+    step, a series over scattered steps (one kind's steps) or coloured per step as small markers; names, colours
+    and hover text kept."""
+    bars = [t for t in fig.data if t.type == "bar"]
+    if not bars or max(len(t.x) if t.x is not None else 0 for t in bars) <= LINES_ABOVE_STEPS:
+        return fig
+    every = np.unique(np.concatenate([np.asarray(t.x, dtype=float) for t in bars if t.x is not None]))
+    drawn = []
+    for trace in fig.data:
+        if trace.type != "bar":
+            drawn.append(trace)
+            continue
+        x = np.asarray(trace.x if trace.x is not None else (), dtype=float)
+        y = np.asarray(trace.y if trace.y is not None else (), dtype=float)
+        color = trace.marker.color
+        common = {"name": trace.name, "hovertemplate": trace.hovertemplate, "hovertext": trace.hovertext}
+        if stacked and len(x) and isinstance(color, str | type(None)):
+            where = np.searchsorted(every, x)
+            full = np.zeros(len(every))
+            full[where] = y
+            custom = None
+            if trace.customdata is not None:
+                custom = np.zeros(len(every))
+                custom[where] = np.asarray(trace.customdata, dtype=float)
+            line = {"shape": "hv", "width": 1, "color": color}
+            stack = {"stackgroup": "one", "customdata": custom}
+            drawn.append(go.Scatter(x=every, y=full, mode="lines", line=line, **stack, **common))
+        elif len(x) > 1 and bool((np.diff(x) == 1).all()) and isinstance(color, str | type(None)):
+            line = {"shape": "hv", "width": 1.5, "color": color}
+            drawn.append(go.Scatter(x=x, y=y, mode="lines", line=line, customdata=trace.customdata, **common))
+        else:
+            marker = {"color": color, "size": 4, "line": trace.marker.line.to_plotly_json()}
+            drawn.append(go.Scatter(x=x, y=y, mode="markers", marker=marker, customdata=trace.customdata, **common))
+    fig.data = ()
+    fig.add_traces(drawn)
     return fig
 
 
@@ -103,6 +147,7 @@ def batch_chart(steps: pd.DataFrame) -> go.Figure:
         ]
     )
     fig.update_layout(yaxis2={"title": "prefill tokens", "overlaying": "y", "side": "right", "rangemode": "tozero"})
+    fig = _bars_as_lines(fig, stacked=False)
     return _layout(fig, "Batch per step (bars: sequences, by kind; line: prefill tokens)", "sequences")
 
 
@@ -130,7 +175,7 @@ def step_time_chart(steps: pd.DataFrame) -> go.Figure:
     if outlier.any():
         fig.add_bar(x=[None], y=[None], name="outlier (outlined)", marker={"color": "#ffffff", "line": {"width": 2.5}})
     fig.update_layout(barmode="overlay")
-    return _layout(fig, "Step time", "ms")
+    return _layout(_bars_as_lines(fig, stacked=False), "Step time", "ms")
 
 
 def kernels_launches_chart(steps: pd.DataFrame, on_gpu: bool = True) -> go.Figure:
@@ -140,7 +185,7 @@ def kernels_launches_chart(steps: pd.DataFrame, on_gpu: bool = True) -> go.Figur
     if on_gpu:
         traces.append(go.Bar(x=x, y=steps["launches"], name="launches", marker_color=palette.HOST))
     title = "Kernels and launches per step" if on_gpu else "Host ops per step"
-    return _layout(go.Figure(traces), title, "count")
+    return _layout(_bars_as_lines(go.Figure(traces), stacked=False), title, "count")
 
 
 def busy_idle_chart(steps: pd.DataFrame, on_gpu: bool = True) -> go.Figure:
@@ -161,7 +206,7 @@ def busy_idle_chart(steps: pd.DataFrame, on_gpu: bool = True) -> go.Figure:
             go.Bar(x=x, y=tail / 1e6, name=f"{idle}: after the last", marker_color=palette.IDLE_TAIL),
         ]
     )
-    fig = _layout(fig, "Busy vs idle per step (adds up to the step time)", "ms")
+    fig = _layout(_bars_as_lines(fig, stacked=True), "Busy vs idle per step (adds up to the step time)", "ms")
     fig.update_layout(barmode="stack", height=CHART_HEIGHT + 40, margin={"b": 130})  # its legend takes 2-3 rows
     return fig
 
@@ -197,6 +242,7 @@ def category_chart(step_categories: pd.DataFrame, on_gpu: bool) -> go.Figure:
             + "<extra></extra>",
         )
     what = "kernel time" if on_gpu else "host op self time"
+    fig = _bars_as_lines(fig, stacked=True)
     _layout(fig, f"Per-step {what} by category", "ms")
     fig.update_layout(barmode="stack", height=CHART_HEIGHT + 60)
     return fig
