@@ -145,3 +145,24 @@ def test_the_cli_never_gives_the_first_answer_for_a_second_value_of_any_option(t
         again = _cli(["analyze", trace, "--json"] + ([] if values[0] is None else [option, values[0]]), cache)
         if option != "--gpu":
             assert again.stdout == outputs[0], option  # the first value's answer is still its own
+
+
+@pytest.mark.parametrize("timelines", [True, False], ids=["timeline-cache", "no-timeline-cache"])
+def test_a_copy_of_an_answered_trace_is_answered_from_the_cache_without_analysis(tmp_path, monkeypatch, timelines):
+    """The copy is not in the stat index: with the Timeline cache its hash is taken while it is read (and the read
+    stops at the cached entry), without it the file is hashed first; either way the answer comes from the cache."""
+    import analysis.front_door as front_door
+
+    trace = write(tmp_path / "trace.json", synthetic_generation(decode_steps=2))
+    copy = tmp_path / "copy" / "trace.json"
+    copy.parent.mkdir()
+    copy.write_bytes(trace.read_bytes())
+    policy = CachePolicy(store=CacheStore(tmp_path / "cache"), timelines=timelines)
+    first = open_report(trace, AnalysisOptions(), cache=policy)
+
+    def no_analysis(*args, **kwargs):
+        raise AssertionError("analysed again")
+
+    monkeypatch.setattr(front_door, "_analysed", no_analysis)
+    again = open_report(copy, AnalysisOptions(), cache=policy)
+    assert again.cached and again.text == first.text
