@@ -15,7 +15,10 @@ An upload is keyed by its bytes' hash.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
@@ -36,6 +39,7 @@ from ..parsers import TraceError
 from ..parsers.limits import ReadLimits
 from .stage_timing import StageTimer
 
+READ_BAR_SECONDS = 0.5  # between two moves of the read progress bar
 MAX_OPENED = 8  # answers kept per server (each holds a Timeline: a big trace is hundreds of MB of columns)
 
 LoadedTrace = Opened  # the name the pages use for what they show
@@ -80,18 +84,25 @@ def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cac
 
 
 class _ReadBar:
-    """How much of a big trace is read, as a progress bar (the front door's read_fraction), gone once read."""
+    """How much of a big trace is read, as a progress bar (the front door's read_fraction), gone once read.
 
-    def __init__(self) -> None:
-        self.slot, self.shown = None, -1
+    Moved at most every READ_BAR_SECONDS: each move is a message the browser draws, on the cores the decoding
+    processes use. A move per percent (a hundred while a 1.3 GB trace decodes) cost about half a second of its
+    read in the browser bench; two moves a second still show it going."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.slot, self.shown, self.clock, self.moved = None, -1, clock, -math.inf
 
     def __call__(self, fraction: float) -> None:
         percent = max(0, min(100, int(fraction * 100)))
         if percent == self.shown or percent >= 100:  # whole percents only; at 100 the analysis follows at once
             return
+        now = self.clock()
+        if now - self.moved < READ_BAR_SECONDS:
+            return
         if self.slot is None:
             self.slot = st.empty()
-        self.shown = percent
+        self.shown, self.moved = percent, now
         self.slot.progress(percent, text=f"Reading the trace: {percent}%")
 
     def done(self) -> None:
