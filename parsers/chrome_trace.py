@@ -375,9 +375,23 @@ class _ColumnBuilder:
         def arg(field: str, rows: list = evs) -> np.ndarray:
             return self._int64(rows, field)
 
-        ext = arg("args.external_id")
+        # Python spans (with_stack: most events of such a trace) link by their own Python ids, which are not read;
+        # Kineto gives them no correlation or External id, so theirs are not read either (-1): two passes fewer.
+        linked = np.flatnonzero(kind_codes != self.kinds["python"]) if "python" in self.kinds else None
+        every_row = linked is None or len(linked) == n
+        linked_rows = evs if every_row else list(map(evs.__getitem__, linked.tolist()))
+
+        def link_id(field: str) -> np.ndarray:
+            values = arg(field, linked_rows)
+            if every_row:
+                return values
+            column = np.full(n, -1, dtype=np.int64)
+            column[linked] = values
+            return column
+
+        ext = link_id("args.external_id")
         if not _LEGACY_CATEGORIES.isdisjoint(cat_labels):  # 2021 traces spell it "external id"
-            ext = np.where(ext >= 0, ext, arg("args.external_id_legacy"))
+            ext = np.where(ext >= 0, ext, link_id("args.external_id_legacy"))
         device = np.full(n, -1, dtype=np.int64)
         stream = np.full(n, -1, dtype=np.int64)
         gpu_idx = np.flatnonzero(gpu)
@@ -397,7 +411,7 @@ class _ColumnBuilder:
         parts["block"].append(block)
         parts["device"].append(device)
         parts["stream"].append(stream)
-        parts["correlation"].append(arg("args.correlation"))
+        parts["correlation"].append(link_id("args.correlation"))
         parts["external_id"].append(ext)
         self.duration_events += n
 
