@@ -44,9 +44,9 @@ def run_analyze(args: argparse.Namespace) -> int:
     trace = single_trace_of(args.trace)
     answer = open_report(trace, options, read_fraction=read_progress_for(os.path.basename(trace)), **given_args(args))
     _print_notes(answer.notes)
-    if answer.report is not None:  # made now: streamed, so a reader leaving early is seen while it is written
-        return _emit(answer.report, args.json, _render_text)
-    return emit_answer(answer.text, args.json)
+    if answer.report is not None and not args.json:  # made now: rendered from it, not parsed back from the text
+        return _emit(answer.report, False, _render_text)
+    return emit_answer(answer.text, args.json)  # the JSON text open_report made (and stored): written at once
 
 
 def emit_answer(text: str, as_json: bool) -> int:
