@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from ...analysis.compare import batches_differ, compare
-from ...analysis.number_format import format_value, shared_unit
+from ...analysis.number_format import convert, format_value, shared_unit
 from ...exporters.compare_formats import metric_table_rows, op_diff_caption, op_diff_rows
 from ...exporters.figures import compare_charts
 from ...exporters.safe_text import for_markdown, plain
@@ -85,7 +85,7 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
     unit = "kernels" if on_gpu else "host ops"
     times = ["a_us", "b_us", "delta_us"]
     shown = shared_unit(result.categories[times].to_numpy().ravel().tolist(), "us")  # one unit for the three
-    scale = {"us": 1.0, "ms": 1e-3, "s": 1e-6, "ns": 1e3}[shown]
+    scale = convert(1.0, "us", shown)
     table = result.categories.assign(**{c: result.categories[c] * scale for c in times})
     table = table.rename(
         columns={
@@ -108,7 +108,7 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
         },
     )
     right.plotly_chart(
-        compare_charts.category_bars(result.categories, f"A: {name_a}", f"B: {name_b}"),
+        compare_charts.category_bars(result.categories, f"A: {name_a}", f"B: {name_b}", shown),
         width="stretch",
         key="compare_categories",
     )

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ...analysis.number_format import convert
 from ..safe_text import for_plotly
 from . import palette
 from .timeline import detail_lanes
@@ -122,16 +123,18 @@ def one_step_each(a: LoadedTrace, b: LoadedTrace) -> go.Figure | None:
     return fig
 
 
-def category_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Figure:
-    """Time per category in the median decode step of A and of B, side by side (analysis.compare)."""
+def category_bars(categories: pd.DataFrame, label_a: str, label_b: str, unit: str = "us") -> go.Figure:
+    """Time per category in the median decode step of A and of B, side by side (analysis.compare), in `unit` (a
+    time unit: the one the table beside the chart is in)."""
     fig = go.Figure()
+    scale = convert(1.0, "us", unit)
     for col, label, color in (("a_us", label_a, palette.TRACE_A), ("b_us", label_b, palette.TRACE_B)):
         fig.add_bar(
             x=categories["category"],
-            y=categories[col],
+            y=categories[col] * scale,
             name=label,
             marker={"color": color},
-            hovertemplate="%{x}<br>%{y:,.1f} us<extra>" + label + "</extra>",
+            hovertemplate="%{x}<br>%{y:,.4~g} " + unit + "<extra>" + label + "</extra>",
         )
     fig.update_layout(
         title={"text": "Median decode step by category", "font": {"size": 14}},
@@ -140,5 +143,5 @@ def category_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Fi
         margin={"l": 10, "r": 10, "t": 40, "b": 30},
         legend={"orientation": "h", "y": -0.2},
     )
-    fig.update_yaxes(title="us")
+    fig.update_yaxes(title=unit)
     return fig
