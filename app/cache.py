@@ -86,9 +86,9 @@ def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cac
 class _ReadBar:
     """How much of a big trace is read, as a progress bar (the front door's read_fraction), gone once read.
 
-    Moved at most every READ_BAR_SECONDS: each move is a message the browser draws, on the cores the decoding
-    processes use. A move per percent (a hundred while a 1.3 GB trace decodes) cost about half a second of its
-    read in the browser bench; two moves a second still show it going."""
+    Moved at most every READ_BAR_SECONDS: each move is a message the server sends and the browser draws, on the
+    cores the decoding processes use; a move per percent was a hundred of them while a 1.3 GB trace decodes (what
+    they cost is inside this VM's run-to-run spread in the browser bench). Two moves a second still show it going."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.slot, self.shown, self.clock, self.moved = None, -1, clock, -math.inf
