@@ -25,9 +25,8 @@ from .errors import TraceError
 from .kineto_schema import (  # the JSON's shape, as msgspec decodes it
     _INSTANT_TYPES,
     _SKIPPED_TYPES,
-    CATEGORY_KINDS,
     MEMORY_EVENT,
-    EventListDecoder,
+    _AnyEvent,
     _Complete,
     _Instant,
     _MemoryArgs,
@@ -51,6 +50,32 @@ FAR_TIME = "ts or dur beyond 2^62 ns (would overflow 64-bit time)"
 _TIME_REASONS = ("missing or non-finite ts", "missing, negative or non-finite dur", FAR_TIME)
 MAX_NAME_CHARS = 16384
 
+# Kineto categories (current and 2021 names) -> Timeline kinds.
+CATEGORY_KINDS = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "gpu_user_annotation": "gpu_annotation",
+    "cuda_runtime": "runtime",
+    "Runtime": "runtime",
+    "cuda_driver": "driver",
+    "Driver": "driver",
+    "cpu_op": "cpu_op",
+    "Operator": "cpu_op",
+    "user_annotation": "annotation",
+    "User annotation": "annotation",
+    "python_function": "python",
+    "Python": "python",
+    "cuda_sync": "sync",
+    "overhead": "other",
+    "Trace": "other",
+    "cpu_instant_event": "other",
+    "Memory": "other",
+    "fwdbwd": "other",
+}
 _LEGACY_CATEGORIES = frozenset({"Operator", "Kernel", "Runtime", "Memcpy", "Memset"})
 # Ops whose input shapes analysis reads (token counts, vocabulary-sized outputs; and what a batch holds: the rows
 # sampled, the attention's query and key lengths, per-sequence causal mask blocks: step_finding.batch_contents).
@@ -79,6 +104,7 @@ SHAPE_OPS = frozenset(
 
 _ROOT_DECODER = msgspec.json.Decoder(_TraceDoc)
 _ARRAY_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_BATCH_DECODER = msgspec.json.Decoder(list[_AnyEvent])
 _PATH_INDEX = re.compile(r"\$(?:\.traceEvents)?\[(\d+)\]")
 
 
@@ -128,7 +154,6 @@ def read_chrome_trace(
     doc.traceEvents = None
     event_count = len(evs)
     builder = _ColumnBuilder()
-    decoder = EventListDecoder()
     # The event list was only split into raw slices; each batch is decoded into structs, turned
     # into columns and freed before the next, so at most one batch of structs is ever alive.
     # Batches are taken from the end (no list shifting); frame() puts them back in file order.
@@ -136,7 +161,7 @@ def read_chrome_trace(
         start = (len(evs) - 1) // BATCH_EVENTS * BATCH_EVENTS
         batch = evs[start:]
         del evs[start:]
-        builder.add_batch(_decode_batch(batch, start, decoder, builder), start)
+        builder.add_batch(_decode_batch(batch, start, builder), start)
         del batch
     if builder.duration_events == 0:
         if event_count == 0:
@@ -221,18 +246,16 @@ def _with_frame(builder: _ColumnBuilder, meta: TraceMeta, memory, sink: FrameSin
     return Timeline(events=builder.frame(), meta=meta, memory=memory)
 
 
-def _decode_batch(
-    raws: list[msgspec.Raw], offset: int, decoder: EventListDecoder, builder: _ColumnBuilder | None = None
-) -> list:
+def _decode_batch(raws: list[msgspec.Raw], offset: int, builder: _ColumnBuilder | None = None) -> list:
     batch = b"[" + b",".join(raws) + b"]"
     try:
         try:
-            return decoder.decode(batch)
+            return _BATCH_DECODER.decode(batch)
         except UnicodeDecodeError:  # invalid UTF-8 in a name: replaced with U+FFFD and counted, not fatal
             batch, replaced = _repair_utf8(batch)
             if builder is not None:
                 builder.invalid_utf8 += replaced
-            return decoder.decode(batch)
+            return _BATCH_DECODER.decode(batch)
     except msgspec.ValidationError as exc:
         raise TraceError(_locate(exc, offset)) from None
     except (msgspec.DecodeError, RecursionError) as exc:  # nesting too deep for the decoder, say

@@ -45,7 +45,7 @@ from ..contracts import settings
 from ..contracts.safe_read import open_regular
 from .errors import TraceError
 from .file_pieces import FileChangedError, FileSource
-from .kineto_schema import EventListDecoder, _AnyEvent, _TraceDoc
+from .kineto_schema import _AnyEvent, _TraceDoc
 from .piece_channel import PieceChannel
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ _Tail = msgspec.defstruct(
 
 
 _HEAD_DECODER = msgspec.json.Decoder(_TraceDoc)
+_PIECE_DECODER = msgspec.json.Decoder(list[_AnyEvent])
 _TAIL_DECODER = msgspec.json.Decoder(_Tail)
 
 
@@ -165,10 +166,10 @@ class _Piece:
         self.builder, self.count, self.tail = builder, count, tail
 
 
-def _decode(data, start: int, stop: int | None, decoder: EventListDecoder) -> _Piece | None:
+def _decode(data, start: int, stop: int | None) -> _Piece | None:
     """The events from `start` (just after '[' or a proven comma) to the comma `stop` (None: to the end of the
-    file), or None when that text does not parse as events; `decoder`: this process's. Raises
-    SplitNotPossibleError for what only the one-process reader handles (invalid UTF-8, values out of range)."""
+    file), or None when that text does not parse as events. Raises SplitNotPossibleError for what only the
+    one-process reader handles (invalid UTF-8, values out of range)."""
     from .chrome_trace import _ColumnBuilder  # numpy: after the fork, in each process
     from .piece_merge import narrow_run, sort_run
 
@@ -179,14 +180,14 @@ def _decode(data, start: int, stop: int | None, decoder: EventListDecoder) -> _P
                 tail = _TAIL_DECODER.decode(_single_event_list(data.framed(start, len(data), _PREFIX, b"")))
                 events, tail.traceEvents = tail.traceEvents or [], None
             else:
-                events = decoder.decode(data.framed(start, stop, b"[", b"]"))
+                events = _PIECE_DECODER.decode(data.framed(start, stop, b"[", b"]"))
         elif stop is None:
             tail = _TAIL_DECODER.decode(_single_event_list(b"".join((_PREFIX, memoryview(data)[start:]))))
             events, tail.traceEvents = tail.traceEvents or [], None
         elif isinstance(data, bytearray):
-            events = _decode_in_place(data, start, stop, decoder)
+            events = _decode_in_place(data, start, stop)
         else:
-            events = decoder.decode(b"".join((b"[", memoryview(data)[start:stop], b"]")))
+            events = _PIECE_DECODER.decode(b"".join((b"[", memoryview(data)[start:stop], b"]")))
     except UnicodeDecodeError:  # the one-process reader replaces invalid UTF-8 and counts it
         raise SplitNotPossibleError("invalid UTF-8 in the events") from None
     except (msgspec.DecodeError, RecursionError):  # ValidationError included
@@ -213,14 +214,14 @@ def _single_event_list(tail: bytes) -> bytes:
     return tail
 
 
-def _decode_in_place(data: bytearray, start: int, stop: int, decoder: EventListDecoder) -> list:
+def _decode_in_place(data: bytearray, start: int, stop: int) -> list:
     """Decode data[start:stop] as an array without copying it: the byte before it (the '[' or a comma) and the
     comma after it are turned into brackets for the decode and put back after, so the caller's bytes end as
     they were (a forked child writes only its own copy-on-write pages)."""
     before, after = data[start - 1], data[stop]
     data[start - 1], data[stop] = _OPEN_BRACKET, _CLOSE_BRACKET
     try:
-        return decoder.decode(memoryview(data)[start - 1 : stop + 1])  # Raw args may still point into it
+        return _PIECE_DECODER.decode(memoryview(data)[start - 1 : stop + 1])  # Raw args may still point into it
     finally:
         data[start - 1], data[stop] = before, after
 
@@ -232,9 +233,8 @@ def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None, pro
     of keeping it; `progress(count)`, when given, hears how many this process has decoded after each one."""
     done: dict[int, _Piece | None] = {}
     events = 0
-    decoder = EventListDecoder()
     for count, i in enumerate(numbers, 1):
-        piece = _decode(data, *pieces[i], decoder)
+        piece = _decode(data, *pieces[i])
         events += piece.count if piece is not None else 0
         if events > max_events:  # the one-process reader counts them and words the error
             raise OverEventLimitError(events)
@@ -482,14 +482,13 @@ def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:
 
     A piece that did not parse is decoded again joined to the next pieces, whose own results are dropped."""
     ordered: list[_Piece] = []
-    decoder = EventListDecoder()
     i = 0
     while i < len(pieces):
         start, _ = pieces[i]
         piece, last = done.get(i), i
         while piece is None and last < min(i + RETRIES, len(pieces) - 1):
             last += 1
-            piece = _decode(data, start, pieces[last][1], decoder)
+            piece = _decode(data, start, pieces[last][1])
         if piece is None:
             raise SplitNotPossibleError("a piece does not parse")
         ordered.append(piece)
