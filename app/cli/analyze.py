@@ -9,6 +9,7 @@ import os
 import sys
 
 from .options import add_analysis_options, analysis_options, given_args
+from .stdout import write_text
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -51,10 +52,7 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 def emit_answer(text: str, as_json: bool) -> int:
     """A stored answer's JSON text as one line, or its readable form."""
-    if as_json:
-        sys.stdout.write(text + "\n")
-        return 0
-    sys.stdout.write(_render_text(json.loads(text)))
+    write_text(text + "\n" if as_json else _render_text(json.loads(text)))
     return 0
 
 
@@ -70,9 +68,5 @@ def _print_notes(notes) -> None:
 
 
 def _emit(report: dict, as_json: bool, render) -> int:
-    if as_json:
-        json.dump(report, sys.stdout, separators=(",", ":"))
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render(report))
+    write_text(json.dumps(report, separators=(",", ":")) + "\n" if as_json else render(report))
     return 0

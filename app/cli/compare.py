@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .errors import UserError
 from .options import add_analysis_options, analysis_options, given_args
+from .stdout import write_text
 
 EXIT_GATE_FAILED = 1
 
@@ -74,11 +75,11 @@ def run_compare(args: argparse.Namespace) -> int:
     checked = evaluate_gates(gates, a.analysis.summary, b.analysis.summary)
     if fmt == "json":
         out = comparison_json(result, a.report["summary"], b.report["summary"], checked)
-        sys.stdout.write(json.dumps(out, separators=(",", ":"), allow_nan=False) + "\n")
+        write_text(json.dumps(out, separators=(",", ":"), allow_nan=False) + "\n")
     elif fmt == "markdown":
-        sys.stdout.write(comparison_markdown(result, checked))
+        write_text(comparison_markdown(result, checked))
     else:
-        sys.stdout.write(comparison_text(result, checked))
+        write_text(comparison_text(result, checked))
     failed = [r for r in checked if not r.ok]
     for r in failed:
         print(f"gate failed: {r.expr}: {r.detail}", file=sys.stderr)

@@ -37,7 +37,10 @@ class OneLineErrorParser(argparse.ArgumentParser):
 def main(argv: Sequence[str] | None = None) -> int:
     from ..cli_cached import serve_cached_analyze
 
-    served = serve_cached_analyze(sys.argv[1:] if argv is None else argv)  # a cached result: no heavy imports
+    try:
+        served = serve_cached_analyze(sys.argv[1:] if argv is None else argv)  # a cached result: no heavy imports
+    except BrokenPipeError:  # the reader of a cached answer left early, as below
+        return _reader_left()
     if served is not None:
         return served
     args = build_parser().parse_args(argv)
@@ -49,8 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `stepscope analyze T --json | head`: the reader left early; no traceback for that
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout again at exit
-        return EXIT_BROKEN_PIPE
+        return _reader_left()
     except MemoryError:
         print("error: out of memory while reading the trace", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -65,6 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, never expected: still one line (the fuzz test fails on this text)
         print(f"error: {INTERNAL_ERROR} ({_where(exc)}): {' '.join(str(exc).split())[:200]}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _reader_left() -> int:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout again at exit
+    return EXIT_BROKEN_PIPE
 
 
 INTERNAL_ERROR = "internal error, please report it"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from .errors import UserError
+from .stdout import write_text
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -70,11 +70,11 @@ def run_roofline(args: argparse.Namespace) -> int:
         "kv_bytes_per_token": int(kv_bytes_per_token(shape)),
         "crossover_prompt_tokens": crossover,
     }
-    if args.json:
-        json.dump(report, sys.stdout, separators=(",", ":"))
-        sys.stdout.write("\n")
-        return 0
-    sys.stdout.write(_text(args, shape, hardware, phases, last, report))
+    write_text(
+        json.dumps(report, separators=(",", ":")) + "\n"
+        if args.json
+        else _text(args, shape, hardware, phases, last, report)
+    )
     return 0
 
 
