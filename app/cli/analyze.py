@@ -46,7 +46,8 @@ def run_analyze(args: argparse.Namespace) -> int:
     answer = open_report(trace, options, read_fraction=read_progress_for(os.path.basename(trace)), **given_args(args))
     _print_notes(answer.notes)
     if answer.report is not None and not args.json:  # made now: rendered from it, not parsed back from the text
-        return _emit(answer.report, False, _render_text)
+        write_text(_render_text(answer.report))
+        return 0
     return emit_answer(answer.text, args.json)  # the JSON text open_report made (and stored): written at once
 
 
