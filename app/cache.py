@@ -65,6 +65,11 @@ def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cac
     """The front door, with progress shown and timed; a bad option is one line, like an unreadable trace."""
     timer = StageTimer({"read": "parse", "analyse": "analysis", "model": "model", "report": "report"})
     bar = _ReadBar()
+
+    def stage(name: str) -> None:
+        timer.stage(name)
+        bar.stage(name)
+
     try:
         with st.spinner("Reading and analysing the trace..."):
             return open_trace(
@@ -73,7 +78,7 @@ def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cac
                 model=given.model,
                 device=given.device,
                 cache=cache,
-                progress=timer.stage,
+                progress=stage,
                 read_fraction=bar,
             )
     except ValueError as exc:  # a bad regex, threshold or model
@@ -83,15 +88,28 @@ def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cac
         bar.done()
 
 
+# Shown with the read bar, and gone with it: the page holds still while a big trace is read. The spinner's turning
+# icon, the bar's width transition and the header's running figure (redrawn five times a second) each keep the
+# browser repainting; with software rendering (no GPU) that took a fifth of a core from the two decoding processes.
+# bench/browser_open_bench.py prints it (browser_cpu: the CPU of every Chromium process, click -> chart drawn).
+STILL_WHILE_READING = (
+    "<style>[data-testid='stSpinner'],[data-testid='stStatusWidgetRunningIcon']{display:none !important}"
+    "[data-testid='stProgress'],[data-testid='stProgress'] *{transition:none !important;animation:none !important}"
+    "</style>"
+)
+
+
 class _ReadBar:
     """How much of a big trace is read, as a progress bar (the front door's read_fraction), gone once read.
 
     Moved at most every READ_BAR_SECONDS: each move is a message the server sends and the browser draws, on the
     cores the decoding processes use; a move per percent was a hundred of them while a 1.3 GB trace decodes (what
-    they cost is inside this VM's run-to-run spread in the browser bench). Two moves a second still show it going."""
+    they cost is inside this VM's run-to-run spread in the browser bench). Two moves a second still show it going.
+    While it is shown it stands in for the spinner, which it hides with everything else that moves
+    (STILL_WHILE_READING); once read, it says the analysis runs."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.slot, self.shown, self.clock, self.moved = None, -1, clock, -math.inf
+        self.slot, self.line, self.shown, self.clock, self.moved = None, None, -1, clock, -math.inf
 
     def __call__(self, fraction: float) -> None:
         percent = max(0, min(100, int(fraction * 100)))
@@ -100,10 +118,21 @@ class _ReadBar:
         now = self.clock()
         if now - self.moved < READ_BAR_SECONDS:
             return
+        self.shown, self.moved = percent, now
+        self._show(percent, f"Reading the trace: {percent}%")
+
+    def stage(self, name: str) -> None:
+        """The front door's next stage: once the analysis starts, a bar that was shown says so."""
+        if name == "analyse" and self.line is not None:
+            self._show(100, "Analysing the trace...")
+
+    def _show(self, percent: int, text: str) -> None:
         if self.slot is None:
             self.slot = st.empty()
-        self.shown, self.moved = percent, now
-        self.slot.progress(percent, text=f"Reading the trace: {percent}%")
+            with self.slot.container():
+                st.markdown(STILL_WHILE_READING, unsafe_allow_html=True)  # a constant of ours: no trace text
+                self.line = st.empty()
+        self.line.progress(percent, text=text)
 
     def done(self) -> None:
         if self.slot is not None:

@@ -27,6 +27,8 @@ It prints, median over the rounds, click -> first timeline drawn, and its breakd
             installed before the page's scripts, which looks for the overview's title in large messages; it can come
             out a little below zero: the message may leave before the figure stage's end is logged);
   render    that message -> the chart drawn (Streamlit's React, Plotly; the overview is SVG, the kernel detail WebGL).
+browser_cpu is the CPU time every Chromium process on this machine used from the click to the chart drawn (from
+/proc: run no other browser meanwhile): while the trace is read, it is taken from the two decoding processes.
 page_done is when the page script ends (everything below the timeline, drawn after it). The overview figure's
 JSON size is printed too (it is bounded: exporters/figures/timeline.py budgets).
 
@@ -124,6 +126,24 @@ def _read(path: Path) -> str:
         return ""
 
 
+def _browser_cpu_s() -> float:
+    """User + system CPU seconds of every Chromium process now running (utime and stime of /proc/PID/stat)."""
+    ticks = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                if not comm.read().startswith(("chrom", "headless")):
+                    continue
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -209,8 +229,10 @@ def one_round(browser, trace: Path) -> dict:
             page.evaluate(_WATCH, f".st-key-{OVERVIEW_KEY} .js-plotly-plot")
             clicked_wall = time.time()
             clicked = page.evaluate("performance.now()")
+            browser_cpu = _browser_cpu_s()
             open_button.click()
             page.wait_for_function("window.__bench.drawn !== null", timeout=TIMEOUT_MS, polling=20)
+            browser_cpu = _browser_cpu_s() - browser_cpu
             marks = page.evaluate("window.__bench")
             arrived = page.evaluate("window.__benchMsg")
             plotly_code = page.evaluate(  # when Streamlit's Plotly chunk finished loading, ms from navigation
@@ -254,6 +276,7 @@ def one_round(browser, trace: Path) -> dict:
             "other_server_s": round(figure_done - rerun - measured, 3),  # page pieces, Streamlit's caches
             "transfer_s": round(to_message - figure_done, 3),  # figure queued -> its message in the page
             "render_s": round(total - to_message, 3),  # message -> drawn: React, Plotly, WebGL
+            "browser_cpu_s": round(browser_cpu, 3),  # click -> drawn, every Chromium process
             "page_done_s": round(since_click("below the timeline"), 3)
             if "below the timeline" in stages
             else None,  # the script's end: the rest of the page, after the click
@@ -313,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         "other_server_s",
         "transfer_s",
         "render_s",
+        "browser_cpu_s",
         "page_done_s",
     )
     median = {
@@ -333,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     notes = {
         "digest_s": "(stat index only; a new file's hash is taken inside parse, while its pieces decode)",
         "page_done_s": "(the page script's end: everything below the timeline)",
+        "browser_cpu_s": "(CPU of every Chromium process, click -> drawn: taken from the decoding meanwhile)",
     }
     for k in keys[1:]:
         if k in median:

@@ -106,7 +106,7 @@ class DecodeStoppedError(Exception):
 # Work for the calling process while the other one decodes (imports it needs next, hashing the file): it then costs
 # about half its time. Returning True stops the decoding (DecodeStoppedError). Run only when a second process decodes.
 Meanwhile = Callable[[], object]
-Progress = Callable[[float], None]  # the fraction of the pieces decoded so far, 0 to 1
+Progress = Callable[[float], None]  # the fraction of the pieces decoded so far: 0 once they are planned, then up to 1
 
 
 def split_workers() -> int:
@@ -323,6 +323,8 @@ def _decode_pieces(
         raise SplitNotPossibleError("not a JSON object")
     first, head = _array_start(head_bytes)
     pieces = _plan(data, first)
+    if progress is not None:  # the read in pieces has begun: the app's bar shows at once (and stills the page)
+        progress(0.0)
     with _COLLECTOR.paused():
         if split_workers() < 2 or not hasattr(os, "fork") or len(pieces) < 2:
             own = None if progress is None else (lambda count: progress(count / len(pieces)))
