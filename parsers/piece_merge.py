@@ -88,7 +88,16 @@ def _values(run: Run, name: str, dtype) -> np.ndarray:
 
 
 class Placement:
-    """Where each run's rows go in the joined frame: nowhere new when the runs follow each other in time."""
+    """Where each run's rows go in the joined frame: nowhere new where the runs follow each other in time.
+
+    The runs are cut into groups at every boundary where nothing before it is later than anything after it (the
+    largest ts so far <= the smallest ts from there on); only the runs of a group that holds more than one are
+    merged (a stable argsort of the group's ts, tens of thousands to a few million rows, instead of one over the
+    whole frame), and a run alone in its group is copied to its place as it is. The concatenation of the groups'
+    stable sorts is the stable sort of the whole: every row of a group sorts after every row of the groups
+    before it, and equal times keep file order. A trace cut into pieces whose times interleave only nearby (a
+    serving window written step after step; copies of a trace end to end) makes many small groups; one whose GPU
+    activity comes after all of its host events makes one group, the single sort of before."""
 
     def __init__(self, runs: list[Run]) -> None:
         self.runs = [r for r in runs if r.rows]
@@ -97,25 +106,36 @@ class Placement:
         ts = np.empty(self.rows, dtype=np.int64)
         for run, start in zip(self.runs, self.offsets, strict=False):
             ts[start : start + run.rows] = run.column("ts")
-        starts = self.offsets[1:-1]
-        in_order = not len(starts) or bool((ts[starts] >= ts[starts - 1]).all())  # each run is sorted already
-        self.order = None if in_order else np.argsort(ts, kind="stable")
-        self.ts = ts if self.order is None else ts[self.order]
-        self.positions = None
-        if self.order is not None:  # int32 where the rows allow: half the bytes written and read
-            index = np.int32 if self.rows < 1 << 31 else np.int64
-            self.positions = np.empty(self.rows, dtype=index)
-            self.positions[self.order] = np.arange(self.rows, dtype=index)
-            del self.order
+        self.ts = ts
+        self.positions = None  # where each row goes, when some group is merged; None: every row stays
+        self.in_place = [True] * len(self.runs)  # whether the run's rows stay where they are
+        if len(self.runs) < 2:
+            return
+        firsts, lasts = ts[self.offsets[:-1]], ts[self.offsets[1:] - 1]  # each run is sorted: its least and most
+        latest_before = np.maximum.accumulate(lasts)[:-1]  # boundary i (before run i+1): the latest ts before it
+        earliest_after = np.minimum.accumulate(firsts[::-1])[::-1][1:]  # the earliest ts from run i+1 on
+        cuts = np.flatnonzero(latest_before <= earliest_after) + 1
+        if len(cuts) == len(self.runs) - 1:  # each run starts no earlier than every run before it ends
+            return
+        index = np.int32 if self.rows < 1 << 31 else np.int64  # half the bytes written and read
+        self.positions = np.arange(self.rows, dtype=index)
+        for first, end in zip([0, *cuts.tolist()], [*cuts.tolist(), len(self.runs)], strict=True):
+            if end - first < 2:
+                continue
+            lo, hi = int(self.offsets[first]), int(self.offsets[end])
+            order = np.argsort(ts[lo:hi], kind="stable")
+            ts[lo:hi] = ts[lo:hi][order]
+            self.positions[lo + order] = np.arange(lo, hi, dtype=index)
+            self.in_place[first:end] = [False] * (end - first)
 
     def fill(self, name: str, out: np.ndarray) -> None:
         """Write the joined column into `out`: each run's values where its rows go."""
         if name == "ts":
             out[:] = self.ts
             return
-        for run, start in zip(self.runs, self.offsets, strict=False):
+        for run, start, in_place in zip(self.runs, self.offsets, self.in_place, strict=False):
             values = _values(run, name, out.dtype)
-            if self.positions is None:
+            if in_place:
                 out[start : start + run.rows] = values
             else:
                 out[self.positions[start : start + run.rows]] = values

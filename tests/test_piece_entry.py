@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parsers import split_decode
 from parsers.chrome_trace import read_chrome_trace
@@ -54,6 +56,62 @@ def test_joined_runs_are_the_stable_sort_of_the_pieces_in_file_order():
     order = np.argsort(np.concatenate(all_ts), kind="stable")
     assert ts_out.tolist() == np.concatenate(all_ts)[order].tolist()
     assert out.tolist() == np.concatenate(all_ids)[order].tolist()
+
+
+def _joined(runs_ts: list[np.ndarray]) -> tuple[Placement, list[int], list[int]]:
+    """The Placement of these runs' ts (each sorted, ids = row number in file order), its ts and ids columns."""
+    runs, start = [], 0
+    for ts in runs_ts:
+        ts = np.sort(np.asarray(ts, dtype=np.int64), kind="stable")
+        ids = np.arange(start, start + len(ts), dtype=np.int64)
+        start += len(ts)
+        runs.append(Run(len(ts), in_memory({"ts": ts, "correlation": ids})))
+    place = Placement(runs)
+    ts_out, ids_out = np.empty(place.rows, dtype=np.int64), np.empty(place.rows, dtype=np.int64)
+    place.fill("ts", ts_out)
+    place.fill("correlation", ids_out)
+    return place, ts_out.tolist(), ids_out.tolist()
+
+
+def _stable_sort(runs_ts: list) -> tuple[list[int], list[int]]:
+    ts = np.concatenate(
+        [np.sort(np.asarray(t, dtype=np.int64), kind="stable") for t in runs_ts] + [np.array([], np.int64)]
+    )
+    order = np.argsort(ts, kind="stable")
+    return ts[order].tolist(), order.tolist()
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        [[0, 1, 2], [3, 4], [5, 9]],  # one after another: nothing moves
+        [[0, 5], [5, 5, 6], [6, 7]],  # ties across each boundary stay in file order
+        [[0, 10], [20, 30], [1, 2]],  # a late run reaching back before every other: one group of three
+        [[0, 10], [2, 3], [11, 12], [12, 12], [11, 13]],  # two groups, the second with ties
+        [[5], [], [1], [], [9]],  # empty runs
+    ],
+)
+def test_runs_are_merged_only_where_their_times_interleave(layout):
+    place, ts, ids = _joined(layout)
+    assert (ts, ids) == _stable_sort(layout)
+    runs = [r for r in layout if r]
+    alone = [
+        max([max(x) for x in runs[:i]], default=-1) <= min(runs[i])
+        and max(runs[i]) <= min([min(x) for x in runs[i + 1 :]], default=1 << 60)
+        for i in range(len(runs))
+    ]
+    assert place.in_place == alone  # a run is copied as it is exactly when no other run's times cross its own
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20), st.integers(0, 12)), max_size=12))
+def test_grouped_placement_is_the_stable_sort_of_the_whole(shape):
+    """Any layout of sorted runs (each: a start, a width, a number of rows): the same rows in the same order as one
+    stable sort of the whole frame."""
+    rng = np.random.default_rng(len(shape))
+    layout = [rng.integers(base, base + width + 1, rows) for base, width, rows in shape]
+    _, ts, ids = _joined(layout)
+    assert (ts, ids) == _stable_sort(layout)
 
 
 def test_a_column_file_reads_back_as_the_values_written(tmp_path):
