@@ -143,6 +143,38 @@ def test_a_tiled_trace_read_in_pieces_into_the_cache_keeps_every_step(tmp_path, 
     pd.testing.assert_frame_equal(again.events, timeline.events)
 
 
+def test_a_real_serving_trace_without_annotations_tiled_keeps_one_step_per_copy(tmp_path, in_pieces):
+    """The judged shape of issue 27 (vLLM V1, piecewise graphs, with_stack, no annotations, tiled end to end): the
+    real gpt-oss trace with its one vLLM step annotation taken out, tiled 6 times by the bench's own tiler and read
+    in pieces. Its truth is that annotation (vLLM's `execute_context_..._generation_...`: one mixed step a copy);
+    without it the steps come from the trace's structure, vLLM's execute_model span, one per copy (the source
+    alone, one forward, cannot say which span repeats: it is taken as 25 graph-replay steps, flagged)."""
+    import gzip
+    import json
+
+    from analysis import analyze
+    from analysis.options import AnalysisOptions
+    from bench import make_big_serving_trace as tiler
+    from parsers import load_trace
+
+    source = tiler.load_source(tiler.SOURCE)
+    annotations = [e for e in source["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert [e["name"].startswith("execute_") and "_generation_" in e["name"] for e in annotations] == [True]
+    source["traceEvents"] = [e for e in source["traceEvents"] if e.get("cat") != "user_annotation"]
+    stripped = tmp_path / "no_annotations.json.gz"
+    with gzip.open(stripped, "wt") as fh:
+        json.dump(source, fh)
+    out = tmp_path / "tiled.json"
+    tiler.build(out, copies=6, source=stripped)
+    analysis = analyze(load_trace(out), AnalysisOptions())
+    steps = analysis.steps
+    assert len(steps) == 6 and analysis.segmentation.method == "host-forwards"
+    assert "execute_model" in " ".join(analysis.segmentation.evidence)
+    _, _, shift_ns, _ = tiler.plan(source)
+    first = int(steps["start_ns"].min())
+    assert sorted((steps["start_ns"] - first) // shift_ns) == list(range(6))  # one step in each copy
+
+
 def test_the_memory_budget_not_the_file_limit_bounds_a_read_in_pieces(tmp_path, in_pieces, monkeypatch):
     """A file over STEPSCOPE_MAX_FILE_MB still opens in pieces (its bytes are never held); the budget refuses it
     in one line once its events do not fit; a gzip of it, read whole, keeps the file limit."""
