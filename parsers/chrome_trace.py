@@ -44,6 +44,11 @@ if TYPE_CHECKING:
     from .split_decode import Meanwhile, Progress
 
 BATCH_EVENTS = 32_768
+# Duration events turned into columns at once: the dozen passes over a batch's structs (one per field) run over
+# this many while they are still in a core's cache. Measured on 12 real vLLM pieces of 35k events (with_stack,
+# mostly python spans), modes shuffled, 6-8 rounds each: a piece's whole read (decode, columns, sort, free) took
+# a median 918 ns an event in slices of 8,192 (925 for 4,096, 972 for 16,384) against 1,018 at once.
+SLICE_EVENTS = 8_192
 MAX_TIME_US = float(1 << 62) / 1000  # |ts| and dur beyond 2^62 ns (146 years): skipped, never wrapped
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 FAR_TIME = "ts or dur beyond 2^62 ns (would overflow 64-bit time)"
@@ -341,16 +346,22 @@ class _ColumnBuilder:
             if instants:
                 self.skipped["instant"] += instants  # not frame rows; the memory ones also go to the memory table
                 self._add_memory(list(filter(_Instant.__instancecheck__, others)))
-        evs = complete
-        if not evs:
+        if not complete:
             return
-        try:
-            self._add_durations(evs)
-        except (OverflowError, ValueError, TypeError) as exc:
-            raise TraceError(
-                f"one of events {offset}..{offset + len(evs) - 1} holds a value out of range for its field "
-                f"(ts, dur, pid, tid or an id in args): {_one_line(exc)}"
-            ) from None
+        before = {c: len(v) for c, v in self.parts.items()}
+        for start in range(0, len(complete), SLICE_EVENTS):  # in file order: names and ids are coded as first seen
+            evs = complete[start : start + SLICE_EVENTS]
+            try:
+                self._add_durations(evs)
+            except (OverflowError, ValueError, TypeError) as exc:
+                first = offset + start
+                raise TraceError(
+                    f"one of events {first}..{first + len(evs) - 1} holds a value out of range for its field "
+                    f"(ts, dur, pid, tid or an id in args): {_one_line(exc)}"
+                ) from None
+        if len(complete) > SLICE_EVENTS:  # the parts are kept last-first (see frame()): the slices' too
+            for column, parts in self.parts.items():
+                parts[before[column] :] = parts[before[column] :][::-1]
 
     def _add_durations(self, evs: list[_Complete]) -> None:
         n = len(evs)
