@@ -143,6 +143,38 @@ def test_a_tiled_trace_read_in_pieces_into_the_cache_keeps_every_step(tmp_path, 
     pd.testing.assert_frame_equal(again.events, timeline.events)
 
 
+@pytest.mark.parametrize("read", ["one process", "in pieces"])
+def test_columns_built_in_slices_are_the_columns_built_at_once(tmp_path, monkeypatch, read, request):
+    """SYNTHETIC: a batch's duration events are turned into columns SLICE_EVENTS at a time; with slices of 7 events
+    the Timeline is the one built at once: every column in file order, every code table (the categories) in the
+    same order, and a lane's label the first the file gives it."""
+    import json
+
+    from parsers import chrome_trace, load_trace
+
+    if read == "in pieces":
+        request.getfixturevalue("in_pieces")
+    doc = _tiled_generation(4)
+    pid = doc["traceEvents"][0]["pid"]
+    doc["traceEvents"][5:5] = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "first label"}}]
+    doc["traceEvents"].append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "later label"}})
+    ties = [
+        {"ph": "X", "cat": "cpu_op", "name": f"tie {i}", "pid": pid, "tid": 1, "ts": 5.0, "dur": 1.0} for i in range(30)
+    ]
+    doc["traceEvents"][40:40] = ties  # one ts across several slices: the stable sort keeps file order
+    path = tmp_path / "trace.json"
+    path.write_bytes(json.dumps(doc).encode())
+    monkeypatch.setattr(chrome_trace, "SLICE_EVENTS", 1 << 30)
+    whole = load_trace(path)
+    monkeypatch.setattr(chrome_trace, "SLICE_EVENTS", 7)
+    sliced = load_trace(path)
+    assert len(sliced.events) > 50 * 7  # many slices a batch (and a piece)
+    pd.testing.assert_frame_equal(sliced.events, whole.events)
+    assert sliced.meta == whole.meta and sliced.meta.process_names[pid] == "first label"
+    names = sliced.events["name"].astype(str)
+    assert names[names.str.startswith("tie ")].tolist() == [t["name"] for t in ties]
+
+
 def test_a_real_serving_trace_without_annotations_tiled_keeps_one_step_per_copy(tmp_path, in_pieces):
     """The judged shape of issue 27 (vLLM V1, piecewise graphs, with_stack, no annotations, tiled end to end): the
     real gpt-oss trace with its one vLLM step annotation taken out, tiled 6 times by the bench's own tiler and read
