@@ -348,7 +348,8 @@ class _ColumnBuilder:
                 self._add_memory(list(filter(_Instant.__instancecheck__, others)))
         if not complete:
             return
-        before = {c: len(v) for c, v in self.parts.items()}
+        sliced = len(complete) > SLICE_EVENTS
+        before = {c: len(v) for c, v in self.parts.items()} if sliced else {}
         for start in range(0, len(complete), SLICE_EVENTS):  # in file order: names and ids are coded as first seen
             evs = complete[start : start + SLICE_EVENTS]
             try:
@@ -359,7 +360,7 @@ class _ColumnBuilder:
                     f"one of events {first}..{first + len(evs) - 1} holds a value out of range for its field "
                     f"(ts, dur, pid, tid or an id in args): {_one_line(exc)}"
                 ) from None
-        if len(complete) > SLICE_EVENTS:  # the parts are kept last-first (see frame()): the slices' too
+        if sliced:  # the parts are kept last-first (see frame()): the slices' too
             for column, parts in self.parts.items():
                 parts[before[column] :] = parts[before[column] :][::-1]
 

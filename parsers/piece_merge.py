@@ -34,7 +34,11 @@ ID_COLUMNS = ("pid", "tid")  # ids that may stand for a string (a named lane), m
 
 
 def sort_run(parts: dict[str, list[np.ndarray]]) -> None:
-    """Put one piece's frame columns (one array each) in ts order, stably, in place."""
+    """Put one piece's frame columns in ts order, stably, in place, each as one array: a piece built in slices
+    (chrome_trace.SLICE_EVENTS) has several, kept last-first as the builder keeps its batches."""
+    for name in FRAME_COLUMNS:
+        if len(parts.get(name, ())) > 1:
+            parts[name] = [np.concatenate(parts[name][::-1])]
     ts = parts["ts"]
     if len(ts) != 1 or len(ts[0]) < 2 or bool((ts[0][1:] >= ts[0][:-1]).all()):
         return

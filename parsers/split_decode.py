@@ -170,8 +170,6 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
     """The events from `start` (just after '[' or a proven comma) to the comma `stop` (None: to the end of the
     file), or None when that text does not parse as events. Raises SplitNotPossibleError for what only the
     one-process reader handles (invalid UTF-8, values out of range)."""
-    import numpy as np
-
     from .chrome_trace import _ColumnBuilder  # numpy: after the fork, in each process
     from .piece_merge import narrow_run, sort_run
 
@@ -200,9 +198,6 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
             builder.add_batch(events)
         except TraceError:  # a value out of range: the one-process reader says which events, with file offsets
             raise SplitNotPossibleError("a value out of range") from None
-        for column, parts in builder.parts.items():  # one array a column, in file order (kept last-first)
-            if len(parts) > 1:
-                builder.parts[column] = [np.concatenate(parts[::-1])]
         sort_run(builder.parts)  # each process sorts its own pieces by time: the join is then one pass
         narrow_run(builder.parts)
     return _Piece(builder, len(events), tail)
