@@ -136,6 +136,36 @@ def _open(browser, url: str):
     return page, dialogs
 
 
+def _hover_overview(page, attempts: int = 6) -> tuple[str, list[str]]:
+    """The hover label the overview shows with the mouse on the middle of a lane's first rectangle (its hover
+    point, in page pixels from Plotly's axes), and the figure's own hover texts.
+
+    Plotly draws a label on a mouse move only. On a loaded machine the page can still move after the point is
+    measured (the rest of the page drawn below, a rerun), leaving the mouse still, off any point: so wait for the
+    script to finish, then measure and move again until the label shows, a bounded number of times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(attempts):
+        page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=PAGE_TIMEOUT_MS)
+        point = page.evaluate("""() => {
+            const gd = document.querySelector('.st-key-overview_timeline .js-plotly-plot');
+            const fl = gd._fullLayout, box = gd.getBoundingClientRect();
+            const hovers = gd._fullData.filter(d => d.hoverinfo === 'text' && d.mode === 'none');
+            const t = hovers[0];
+            return {x: box.left + fl._size.l + fl.xaxis.l2p(t.x[0]), y: box.top + fl._size.t + fl.yaxis.l2p(t.y[0]),
+                    texts: hovers.flatMap(d => Array.from(d.hovertext))};
+        }""")
+        page.mouse.move(0, 0)
+        page.mouse.move(point["x"] - 3, point["y"] - 3)
+        page.mouse.move(point["x"], point["y"], steps=3)
+        try:
+            label = page.wait_for_selector(".st-key-overview_timeline .hovertext", timeout=5_000)
+        except PlaywrightTimeout:
+            continue
+        return label.text_content().replace(" ", ""), point["texts"]
+    pytest.fail(f"no hover label on the overview after {attempts} tries with the mouse on a hover point")
+
+
 def _wait_for_analysis(page) -> None:
     page.wait_for_selector("[data-testid='stMetric']", timeout=PAGE_TIMEOUT_MS)
     page.wait_for_selector(".js-plotly-plot", timeout=PAGE_TIMEOUT_MS)
@@ -326,23 +356,11 @@ def test_landing_frame_loads_plotly_before_the_click_and_gives_way_to_the_trace(
         overview = page.locator(".st-key-overview_timeline")
         assert "Whole run: steps, idle gaps and busy time" in overview.inner_text()
         assert overview.locator("canvas").count() == 0  # the overview is SVG, drawn without WebGL
-        # hover: the middle of the first rectangle of a lane (its hover point), in page pixels from Plotly's axes
         overview.scroll_into_view_if_needed()
-        point = page.evaluate("""() => {
-            const gd = document.querySelector('.st-key-overview_timeline .js-plotly-plot');
-            const fl = gd._fullLayout, box = gd.getBoundingClientRect();
-            const hovers = gd._fullData.filter(d => d.hoverinfo === 'text' && d.mode === 'none');
-            const t = hovers[0];
-            return {x: box.left + fl._size.l + fl.xaxis.l2p(t.x[0]), y: box.top + fl._size.t + fl.yaxis.l2p(t.y[0]),
-                    texts: hovers.flatMap(d => Array.from(d.hovertext))};
-        }""")
-        page.mouse.move(point["x"] - 3, point["y"] - 3)
-        page.mouse.move(point["x"], point["y"], steps=3)
-        page.wait_for_selector(".st-key-overview_timeline .hovertext", timeout=PAGE_TIMEOUT_MS)
-        shown = page.locator(".st-key-overview_timeline .hovertext").first.text_content().replace(" ", "")
+        shown, texts = _hover_overview(page)
         # the label of a drawn rectangle (the one under the mouse, or a neighbour Plotly found closer when the
         # page moved a pixel between measuring and hovering): text from the figure's own hover points
-        assert shown in {re.sub(r"<[^>]+>", "", t).replace(" ", "") for t in point["texts"]}, shown  # no tags
+        assert shown in {re.sub(r"<[^>]+>", "", t).replace(" ", "") for t in texts}, shown  # no tags
         assert page.evaluate(plotly_code) == 1
         assert not dialogs
         page.close()
