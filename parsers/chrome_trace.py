@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from functools import partial
 from itertools import count, filterfalse, repeat
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 import msgspec
 import numpy as np
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .piece_merge import FrameSink
+    from .scanned_piece import ScannedPiece, ScannedRows
     from .split_decode import Meanwhile, Progress
 
 BATCH_EVENTS = 32_768
@@ -301,6 +302,44 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())[:300]
 
 
+class _StructRows:
+    """Duration events decoded by msgspec, asked for their fields a column at a time: what _add_durations reads.
+    scanned_piece.ScannedRows answers the same questions from the compiled scanner's arrays."""
+
+    def __init__(self, evs: list[_Complete], builder: _ColumnBuilder) -> None:
+        self.evs, self.builder = evs, builder
+
+    def __len__(self) -> int:
+        return len(self.evs)
+
+    def take(self, index: np.ndarray) -> _StructRows:
+        return _StructRows(list(map(self.evs.__getitem__, index.tolist())), self.builder)
+
+    def slice(self, start: int, stop: int) -> _StructRows:
+        return _StructRows(self.evs[start:stop], self.builder)
+
+    def floats(self, field: str) -> np.ndarray:
+        return np.fromiter(map(attrgetter(field), self.evs), dtype=np.float64, count=len(self.evs))
+
+    def codes(self, field: str) -> tuple[np.ndarray, list]:
+        return _codes(map(attrgetter(field), self.evs), len(self.evs))
+
+    def ints(self, field: str) -> np.ndarray:
+        return self.builder._int64(self.evs, field)
+
+    def ids(self, field: str, builder: _ColumnBuilder) -> np.ndarray:
+        return builder._id_column(self.evs, field)
+
+    def volumes(self, field: str) -> np.ndarray:
+        return _volumes(list(map(attrgetter(field), self.evs)))
+
+    def texts(self) -> list[bytes]:
+        return list(map(bytes, map(attrgetter("args.input_dims"), self.evs)))
+
+
+_Rows = Union[_StructRows, "ScannedRows"]
+
+
 class _ColumnBuilder:
     """Accumulates one batch of decoded events at a time into compact columns.
 
@@ -346,28 +385,38 @@ class _ColumnBuilder:
             if instants:
                 self.skipped["instant"] += instants  # not frame rows; the memory ones also go to the memory table
                 self._add_memory(list(filter(_Instant.__instancecheck__, others)))
-        if not complete:
-            return
-        sliced = len(complete) > SLICE_EVENTS
+        if complete:
+            self._add_rows(_StructRows(complete, self), offset)
+
+    def add_scanned(self, piece: ScannedPiece) -> None:
+        """A piece read by the compiled scanner (parsers.scanned_piece): its other events first, as add_batch takes a
+        batch's, then its duration rows, so that every table fills in the order add_batch would fill it."""
+        self.skipped.update(piece.skipped)
+        if piece.others:
+            self.add_batch(piece.others)
+        self._add_rows(piece.rows(), 0)
+
+    def _add_rows(self, rows: _Rows, offset: int) -> None:
+        sliced = len(rows) > SLICE_EVENTS
         before = {c: len(v) for c, v in self.parts.items()} if sliced else {}
-        for start in range(0, len(complete), SLICE_EVENTS):  # in file order: names and ids are coded as first seen
-            evs = complete[start : start + SLICE_EVENTS]
+        for start in range(0, len(rows), SLICE_EVENTS):  # in file order: names and ids are coded as first seen
+            part = rows.slice(start, start + SLICE_EVENTS)
             try:
-                self._add_durations(evs)
+                self._add_durations(part)
             except (OverflowError, ValueError, TypeError) as exc:
                 first = offset + start
                 raise TraceError(
-                    f"one of events {first}..{first + len(evs) - 1} holds a value out of range for its field "
+                    f"one of events {first}..{first + len(part) - 1} holds a value out of range for its field "
                     f"(ts, dur, pid, tid or an id in args): {_one_line(exc)}"
                 ) from None
         if sliced:  # the parts are kept last-first (see frame()): the slices' too
             for column, parts in self.parts.items():
                 parts[before[column] :] = parts[before[column] :][::-1]
 
-    def _add_durations(self, evs: list[_Complete]) -> None:
-        n = len(evs)
-        ts_us = np.fromiter(map(attrgetter("ts"), evs), dtype=np.float64, count=n)
-        dur_us = np.fromiter(map(attrgetter("dur"), evs), dtype=np.float64, count=n)
+    def _add_durations(self, rows: _Rows) -> None:
+        n = len(rows)
+        ts_us = rows.floats("ts")
+        dur_us = rows.floats("dur")
         bad_ts = ~np.isfinite(ts_us)
         bad_dur = ~np.isfinite(dur_us) | (dur_us < 0)
         # ts and dur each within 2^62 ns, so ts + dur never wraps around in int64
@@ -379,7 +428,7 @@ class _ColumnBuilder:
             self.skipped["missing, negative or non-finite dur"] += int((bad_dur & ~bad_ts).sum())
             self.skipped[FAR_TIME] += int(((far_ts | far_dur) & ~bad_ts & ~bad_dur).sum())
             idx = np.flatnonzero(keep)
-            evs = list(map(evs.__getitem__, idx.tolist()))
+            rows = rows.take(idx)
             ts_us, dur_us, n = ts_us[idx], dur_us[idx], len(idx)
             if n == 0:
                 return
@@ -388,36 +437,33 @@ class _ColumnBuilder:
         parts["ts"].append(whole.astype(np.int64) * 1000 + np.rint((ts_us - whole) * 1000).astype(np.int64))
         parts["dur"].append(np.rint(dur_us * 1000).astype(np.int64))
 
-        cat_codes, cat_labels = _codes(map(attrgetter("cat"), evs), n)
+        cat_codes, cat_labels = rows.codes("cat")
         kinds = np.array([self._kind_code(c, int(np.count_nonzero(cat_codes == i))) for i, c in enumerate(cat_labels)])
         kind_codes = kinds[cat_codes]
         parts["kind"].append(kind_codes)
         gpu_codes = [self.kinds[k] for k in GPU_KINDS if k in self.kinds]
         gpu = np.isin(kind_codes, gpu_codes)
 
-        name_codes, name_labels = _codes(map(attrgetter("name"), evs), n)
+        name_codes, name_labels = rows.codes("name")
         name_map = np.fromiter(
             (self.names.setdefault(_clip(s), len(self.names)) for s in name_labels), np.int64, len(name_labels)
         )
         parts["name"].append(name_map[name_codes])
-        parts["input_dims"].append(self._shape_codes(evs, name_labels, name_codes))
+        parts["input_dims"].append(self._shape_codes(rows, name_labels, name_codes))
 
-        pid = self._id_column(evs, "pid")
-        tid = self._id_column(evs, "tid")
+        pid = rows.ids("pid", self)
+        tid = rows.ids("tid", self)
         parts["pid"].append(pid)
         parts["tid"].append(tid)
-
-        def arg(field: str, rows: list = evs) -> np.ndarray:
-            return self._int64(rows, field)
 
         # Python spans (with_stack: most events of such a trace) link by their own Python ids, which are not read;
         # Kineto gives them no correlation or External id, so theirs are not read either (-1): two passes fewer.
         linked = np.flatnonzero(kind_codes != self.kinds["python"]) if "python" in self.kinds else None
         every_row = linked is None or len(linked) == n
-        linked_rows = evs if every_row else list(map(evs.__getitem__, linked.tolist()))
+        linked_rows = rows if every_row else rows.take(linked)
 
         def link_id(field: str) -> np.ndarray:
-            values = arg(field, linked_rows)
+            values = linked_rows.ints(field)
             if every_row:
                 return values
             column = np.full(n, -1, dtype=np.int64)
@@ -429,19 +475,18 @@ class _ColumnBuilder:
             ext = np.where(ext >= 0, ext, link_id("args.external_id_legacy"))
         device = np.full(n, -1, dtype=np.int64)
         stream = np.full(n, -1, dtype=np.int64)
+        grid = np.zeros(n, dtype=np.int64)
+        block = np.zeros(n, dtype=np.int64)
         gpu_idx = np.flatnonzero(gpu)
         if len(gpu_idx):
-            gpu_rows = list(map(evs.__getitem__, gpu_idx.tolist()))
-            dev, strm = arg("args.device", gpu_rows), arg("args.stream", gpu_rows)
+            gpu_rows = rows.take(gpu_idx)
+            dev, strm = gpu_rows.ints("args.device"), gpu_rows.ints("args.stream")
             # GPU rows without args fall back to Kineto's layout: pid = device, tid = stream.
             device[gpu_idx] = np.where(dev >= 0, dev, np.maximum(pid[gpu_idx], 0))
             stream[gpu_idx] = np.where(strm >= 0, strm, tid[gpu_idx])
-        grid = np.zeros(n, dtype=np.int64)
-        block = np.zeros(n, dtype=np.int64)
-        if len(gpu_idx):
             # total blocks and threads per block; 0 where the trace does not say
-            grid[gpu_idx] = _volumes(list(map(attrgetter("args.grid"), gpu_rows)))
-            block[gpu_idx] = _volumes(list(map(attrgetter("args.block"), gpu_rows)))
+            grid[gpu_idx] = gpu_rows.volumes("args.grid")
+            block[gpu_idx] = gpu_rows.volumes("args.block")
         parts["grid"].append(grid)
         parts["block"].append(block)
         parts["device"].append(device)
@@ -500,16 +545,16 @@ class _ColumnBuilder:
             kind = "other"
         return self.kinds.setdefault(kind, len(self.kinds))
 
-    def _shape_codes(self, evs: list[_Complete], labels: list[str], codes: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(evs), dtype=np.int64)
+    def _shape_codes(self, rows: _Rows, labels: list[str], codes: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(rows), dtype=np.int64)
         wanted = [i for i, s in enumerate(labels) if s in SHAPE_OPS]
         if not wanted:
             return out
-        rows = np.flatnonzero(np.isin(codes, wanted))
-        texts = list(map(bytes, map(attrgetter("args.input_dims"), map(evs.__getitem__, rows.tolist()))))
+        at = np.flatnonzero(np.isin(codes, wanted))
+        texts = rows.take(at).texts()
         text_codes, distinct = _codes(texts, len(texts))  # each distinct shape list decoded once
         ids = [self.dims.setdefault(t.decode(errors="replace")[:2000], len(self.dims)) if t else 0 for t in distinct]
-        out[rows] = np.asarray(ids, dtype=np.int64)[text_codes]
+        out[at] = np.asarray(ids, dtype=np.int64)[text_codes]
         return out
 
     def _id_column(self, evs: list[_Complete], field: str) -> np.ndarray:
@@ -529,9 +574,9 @@ class _ColumnBuilder:
             self.wide_ids += 1
             value = str(value)[:40]  # beyond 64 bits: a named lane like any other label
         text = value.strip()
-        if text.lstrip("-").isdigit() and len(text) < 19:
+        if _digits(text[1:] if text.startswith("-") else text) and len(text) < 19:
             return int(text)
-        if text.startswith("stream ") and text[7:].isdigit() and len(text) < 26:  # legacy GPU tid "stream 7"
+        if text.startswith("stream ") and _digits(text[7:]) and len(text) < 26:  # legacy GPU tid "stream 7"
             return int(text[7:])
         # Named lanes ("Traces", "Spans") get ids far below any real pid/tid.
         return self.string_ids.setdefault(value[:200], -(1 << 40) - len(self.string_ids))
@@ -692,6 +737,11 @@ def _volume(dims: tuple[int, ...] | int | float | str | None) -> int:
         return 0
     volume = math.prod(dims)
     return volume if volume < _MAX_VOLUME else 0
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: str.isdigit() is also true of "¹" and "²", which int() refuses."""
+    return text.isascii() and text.isdigit()
 
 
 def _clip(name: str) -> str:

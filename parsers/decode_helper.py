@@ -153,7 +153,11 @@ def serve(fd: int) -> None:
 
     import msgspec
 
-    from . import chrome_trace, split_decode  # noqa: F401 - imported once here, not in every child
+    from . import chrome_trace, scanner, split_decode  # noqa: F401 - imported once here, not in every child
+
+    scanner.build_later()  # the app starts the helper when it starts: the scanner's build, if it has none yet
+    if scanner.built():
+        scanner.load()  # loaded once here: every child has it
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
     sock = socket.socket(fileno=fd)

@@ -85,7 +85,7 @@ def _skipped_phase(phase: str) -> type:
 
 
 # Every phase of the Chrome trace format; an unknown phase means the file is not a trace.
-_OTHER_PHASES = "BECbnestfPONDRc()Vv"  # and the instants above
+COUNTED_PHASES = "BECbnestfPONDRc()Vv"  # and the instants above: only counted, never read
 _PHASE_LABELS = {
     "i": "instant",
     "I": "instant",
@@ -96,7 +96,8 @@ _PHASE_LABELS = {
     "E": "begin/end (not read)",
     "C": "counter (not read)",
 }
-_SKIPPED_TYPES = {_skipped_phase(p): _PHASE_LABELS.get(p, f"phase {p} (not read)") for p in _OTHER_PHASES}
+SKIPPED_LABELS = {p: _PHASE_LABELS.get(p, f"phase {p} (not read)") for p in COUNTED_PHASES}  # in meta.skipped
+_SKIPPED_TYPES = {_skipped_phase(p): SKIPPED_LABELS[p] for p in COUNTED_PHASES}
 _INSTANT_TYPES = (_Instant, _LegacyInstant)
 _AnyEvent = Union[(_Complete, _Metadata, *_INSTANT_TYPES, *_SKIPPED_TYPES)]
 

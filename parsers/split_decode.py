@@ -43,6 +43,7 @@ import msgspec.structs
 
 from ..contracts import settings
 from ..contracts.safe_read import open_regular
+from . import scanner
 from .errors import TraceError
 from .file_pieces import FileChangedError, FileSource
 from .kineto_schema import _AnyEvent, _TraceDoc
@@ -166,13 +167,18 @@ class _Piece:
         self.builder, self.count, self.tail = builder, count, tail
 
 
-def _decode(data, start: int, stop: int | None) -> _Piece | None:
+def _decode(data, start: int, stop: int | None, scan: bool = False) -> _Piece | None:
     """The events from `start` (just after '[' or a proven comma) to the comma `stop` (None: to the end of the
     file), or None when that text does not parse as events. Raises SplitNotPossibleError for what only the
-    one-process reader handles (invalid UTF-8, values out of range)."""
+    one-process reader handles (invalid UTF-8, values out of range). `scan`: the compiled scanner reads the piece
+    (parsers.scanner), unless it gives it up; msgspec reads the last one (the document's other keys follow it)."""
     from .chrome_trace import _ColumnBuilder  # numpy: after the fork, in each process
     from .piece_merge import narrow_run, sort_run
 
+    if scan and stop is not None:
+        scanned = _scanned(data, start, stop)
+        if scanned is not None:
+            return scanned
     tail = None
     try:
         if isinstance(data, FileSource):  # the piece read from the file, between the bytes it needs
@@ -203,6 +209,37 @@ def _decode(data, start: int, stop: int | None) -> _Piece | None:
     return _Piece(builder, len(events), tail)
 
 
+def _scanned(data, start: int, stop: int) -> _Piece | None:
+    """The events from `start` to the comma `stop`, read by the compiled scanner, or None when it gives the piece
+    up (msgspec then reads it, and words any error). Raises SplitNotPossibleError as _decode does."""
+    import numpy as np
+
+    from . import scanned_piece
+
+    compiled = scanner.load()
+    if compiled is None:
+        return None
+    from .chrome_trace import _ColumnBuilder
+    from .piece_merge import narrow_run, sort_run
+
+    if isinstance(data, FileSource):
+        view = data.framed(start, stop, b"", b"")
+        array, lo, hi = np.frombuffer(view, dtype=np.uint8), 0, len(view)
+    else:
+        array, lo, hi = np.frombuffer(data, dtype=np.uint8), start, stop
+    piece = scanned_piece.scan_piece(compiled, array, lo, hi)
+    if piece is None:
+        return None
+    builder = _ColumnBuilder()
+    try:
+        builder.add_scanned(piece)
+    except TraceError:  # a value out of range: the one-process reader says which events
+        raise SplitNotPossibleError("a value out of range") from None
+    sort_run(builder.parts)
+    narrow_run(builder.parts)
+    return _Piece(builder, piece.events)
+
+
 def _single_event_list(tail: bytes) -> bytes:
     """The last piece (the end of the event list and the document's last keys) when no second "traceEvents" key
     follows the list. A document with the key twice is read as json.load reads it, the last list winning, by
@@ -226,15 +263,18 @@ def _decode_in_place(data: bytearray, start: int, stop: int) -> list:
         data[start - 1], data[stop] = before, after
 
 
-def _take_pieces(data, pieces: list, numbers, max_events: int, publish=None, progress=None) -> dict[int, _Piece | None]:
-    """Decode the pieces whose numbers `numbers` yields (the shared queue, or all of them in one process).
+def _take_pieces(
+    data, pieces: list, numbers, max_events: int, publish=None, progress=None, scan: bool = False
+) -> dict[int, _Piece | None]:
+    """Decode the pieces whose numbers `numbers` yields (the shared queue, or all of them in one process); `scan`: as
+    _decode says.
 
     `publish(number, piece)`, when given (the other process), hands each piece on as soon as it is decoded instead
     of keeping it; `progress(count)`, when given, hears how many this process has decoded after each one."""
     done: dict[int, _Piece | None] = {}
     events = 0
     for count, i in enumerate(numbers, 1):
-        piece = _decode(data, *pieces[i])
+        piece = _decode(data, *pieces[i], scan=scan)
         events += piece.count if piece is not None else 0
         if events > max_events:  # the one-process reader counts them and words the error
             raise OverEventLimitError(events)
@@ -325,13 +365,17 @@ def _decode_pieces(
     pieces = _plan(data, first)
     if progress is not None:  # the read in pieces has begun: the app's bar shows at once (and stills the page)
         progress(0.0)
+    scan = scanner.usable()
     with _COLLECTOR.paused():
         if split_workers() < 2 or not hasattr(os, "fork") or len(pieces) < 2:
             own = None if progress is None else (lambda count: progress(count / len(pieces)))
-            done = _take_pieces(data, pieces, range(len(pieces)), max_events, progress=own)
+            done = _take_pieces(data, pieces, range(len(pieces)), max_events, progress=own, scan=scan)
         else:
-            done = _decode_with_child(data, pieces, max_events, meanwhile, progress)
-        return head, _prove(data, pieces, done)
+            done = _decode_with_child(data, pieces, max_events, meanwhile, progress, scan)
+        ordered = _prove(data, pieces, done, scan)
+    if not scan:
+        scanner.build_later()  # for the reads after this one
+    return head, ordered
 
 
 def _joined(head: _TraceDoc, ordered: list[_Piece], max_events: int) -> tuple[_TraceDoc, _ColumnBuilder, int]:
@@ -378,7 +422,7 @@ _COLLECTOR = _CollectorPause()
 
 
 def _decode_with_child(
-    data, pieces: list, max_events: int, meanwhile: Meanwhile | None, progress: Progress | None
+    data, pieces: list, max_events: int, meanwhile: Meanwhile | None, progress: Progress | None, scan: bool
 ) -> dict[int, _Piece | None]:
     """Both processes take pieces from the queue; the other's come back through a PieceChannel.
 
@@ -392,7 +436,7 @@ def _decode_with_child(
     try:
         # The other process does not stop at the limit: this one counts its own pieces as they come (and stops both
         # once they alone are over it), and the join counts them all, so the refusal is always this process's words.
-        pid = _start_second_process(data, pieces, 1 << 62, queue_read, channel)
+        pid = _start_second_process(data, pieces, 1 << 62, queue_read, channel, scan)
         channel.as_reader()
         if meanwhile is not None and meanwhile():
             raise DecodeStoppedError
@@ -402,7 +446,7 @@ def _decode_with_child(
         def own(count: int) -> None:  # this process's pieces and those the other has sent so far
             progress(min(1.0, (count + channel.sent_so_far()) / len(pieces)))
 
-        done = _take_pieces(data, pieces, _queue(queue_read), max_events, progress=own if progress else None)
+        done = _take_pieces(data, pieces, _queue(queue_read), max_events, progress=own if progress else None, scan=scan)
         if len(done) < len(pieces):  # the other process took some: wait for them
             done.update(_received(channel))
         if pid:
@@ -417,7 +461,9 @@ def _decode_with_child(
     return done
 
 
-def _start_second_process(data, pieces: list, max_events: int, queue_read: int, channel: PieceChannel) -> int:
+def _start_second_process(
+    data, pieces: list, max_events: int, queue_read: int, channel: PieceChannel, scan: bool
+) -> int:
     """The pid of a child forked here; 0 when the decode helper is asked to fork it (if there is no helper, no
     process takes pieces but this one, which then decodes them all)."""
     if threading.active_count() == 1:
@@ -426,7 +472,7 @@ def _start_second_process(data, pieces: list, max_events: int, queue_read: int, 
             code = 1
             try:
                 channel.as_writer()
-                _take_pieces(data, pieces, _queue(queue_read), max_events, publish=_sender(channel))
+                _take_pieces(data, pieces, _queue(queue_read), max_events, publish=_sender(channel), scan=scan)
                 channel.finish()
                 code = 0
             except BaseException:  # any failure: no finishing record, and the parent falls back
@@ -438,7 +484,7 @@ def _start_second_process(data, pieces: list, max_events: int, queue_read: int, 
 
     source, ours = decode_helper.trace_descriptor(data)
     try:
-        request = {"size": len(data), "pieces": pieces, "max_events": max_events}
+        request = {"size": len(data), "pieces": pieces, "max_events": max_events, "scan": scan}
         decode_helper.submit(request, [source, queue_read, *channel.child_fds()])
     finally:
         if ours:
@@ -454,7 +500,8 @@ def decode_for_parent(request: dict, fds: list[int]) -> None:
     pieces = [(start, stop) for start, stop in request["pieces"]]
     gc.disable()  # as in the parent: nothing decoded holds a cycle
     source = FileSource(source, request["size"])
-    _take_pieces(source, pieces, _queue(queue_read), request["max_events"], publish=_sender(channel))
+    scan = bool(request.get("scan"))
+    _take_pieces(source, pieces, _queue(queue_read), request["max_events"], publish=_sender(channel), scan=scan)
     channel.finish()
 
 
@@ -479,7 +526,7 @@ def _received(channel: PieceChannel) -> dict[int, _Piece | None]:
     return {i: _rebuilt(header, columns) if header["parsed"] else None for i, (header, columns) in received.items()}
 
 
-def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:
+def _prove(data, pieces: list, done: dict[int, _Piece | None], scan: bool) -> list[_Piece]:
     """The pieces in file order, each starting where the one before it was proven to end (see the module).
 
     A piece that did not parse is decoded again joined to the next pieces, whose own results are dropped."""
@@ -490,7 +537,7 @@ def _prove(data, pieces: list, done: dict[int, _Piece | None]) -> list[_Piece]:
         piece, last = done.get(i), i
         while piece is None and last < min(i + RETRIES, len(pieces) - 1):
             last += 1
-            piece = _decode(data, start, pieces[last][1])
+            piece = _decode(data, start, pieces[last][1], scan)
         if piece is None:
             raise SplitNotPossibleError("a piece does not parse")
         ordered.append(piece)

@@ -20,8 +20,10 @@ from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import annotation, cpu_op, kernel, launch
 
 
-@pytest.fixture(autouse=True)
-def _split_small_files(monkeypatch):
+@pytest.fixture(autouse=True, params=["wait", "off"], ids=["scanner", "msgspec"])
+def _split_small_files(request, monkeypatch):
+    """Every test twice: pieces read by the compiled scanner (parsers/event_scan.py), and by msgspec alone."""
+    monkeypatch.setenv("STEPSCOPE_JSON_SCANNER", request.param)
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 4096)  # many pieces per half
     monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")
