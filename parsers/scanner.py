@@ -42,6 +42,7 @@ SETTING = "STEPSCOPE_JSON_SCANNER"
 MODES = ("auto", "off", "wait")
 _SOURCES = [Path(__file__).resolve().with_name(name) for name in ("event_scan.py", "scan_layout.py")]
 _STALE_BUILD_S = 900.0  # a build lock this old belongs to a build that died
+_FORMAT = b"object+description/2"  # what a build writes: a new layout is a new key, never read as the old
 _C_TYPES = {"i": ctypes.c_int64, "b": ctypes.c_void_p, "p": ctypes.c_void_p, "f": ctypes.c_void_p}
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64, *(_C_TYPES[kind] for _, kind in ENTRY_ARGS))
 
@@ -61,7 +62,7 @@ def _key() -> str:
     its code does not change under it (the app does not reload its modules)."""
     import llvmlite.binding as llvm
 
-    parts = [path.read_bytes() for path in _SOURCES]
+    parts = [_FORMAT, *(path.read_bytes() for path in _SOURCES)]
     parts += [importlib.metadata.version(name).encode() for name in ("numba", "llvmlite")]
     parts += [sys.version.encode(), llvm.get_host_cpu_name().encode(), llvm.get_host_cpu_features().flatten().encode()]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:24]
@@ -156,6 +157,9 @@ def build() -> Path:
         "built": time.strftime("%Y-%m-%d %H:%M"),
     }
     _write_whole(description, json.dumps(about).encode())
+    if _load(code, description) is None:  # what is built must load here, or no read ever tries it
+        description.unlink()
+        raise RuntimeError("the built scanner does not load")
     return code
 
 
@@ -243,7 +247,11 @@ def load() -> Scanner | None:
         return None
     with _LOADED.lock:
         if key not in _LOADED.scanners:
-            _LOADED.scanners[key] = _load(*_files())
+            code, description = _files()
+            _LOADED.scanners[key] = loaded = _load(code, description)
+            if loaded is None:  # not what the build wrote (it checked its own): built again for the next reads
+                with contextlib.suppress(OSError):
+                    description.unlink()
         return _LOADED.scanners[key]
 
 

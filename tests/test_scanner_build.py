@@ -91,3 +91,18 @@ def test_the_background_build_frees_its_lock_and_writes_the_files(folder, monkey
     scanner.build_locked()
     assert not lock.exists()
     assert scanner.built()
+
+
+def test_a_build_that_does_not_load_is_built_again(folder, monkeypatch):
+    """Files that are not what the build wrote (here: a description without the code's hash) are never loaded: the
+    read goes on with msgspec and the next one finds no build, so the build runs again."""
+    monkeypatch.setenv("STEPSCOPE_JSON_SCANNER", "wait")
+    monkeypatch.setattr(scanner, "_LOADED", scanner._Loaded())  # this process has loaded nothing yet
+    assert scanner.usable()
+    monkeypatch.setattr(scanner, "_LOADED", scanner._Loaded())
+    _, description = scanner._files()
+    about = json.loads(description.read_text())
+    del about["sha256"]
+    description.write_text(json.dumps(about))
+    assert scanner.load() is None
+    assert not scanner.built()
