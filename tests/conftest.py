@@ -25,6 +25,15 @@ os.environ.setdefault("STEPSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="stepscope-
 os.environ.setdefault("STEPSCOPE_JSON_SCANNER", "wait")
 
 
+def pytest_sessionstart(session) -> None:
+    """Build the compiled scanner once, before any test runs (a fresh checkout has none): no test, and no command a
+    test runs under its own timeout, pays for the compile."""
+    from parsers import scanner
+
+    if scanner.mode() != "off":
+        scanner.usable()
+
+
 def missing(reason: str) -> None:
     """Skip locally; fail under CI, where nothing a test needs may be missing."""
     if os.environ.get("CI"):
