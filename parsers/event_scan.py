@@ -433,6 +433,18 @@ def _find(b, start, stop, slots, spans):
 
 
 @_compiled
+def _code_of(b, start, stop, slots, spans, count):
+    """(code, count) of the string b[start:stop] in a table of `count` distinct strings (see _find), added when new:
+    the caller made room for one more."""
+    code, k = _find(b, start, stop, slots, spans)
+    if code >= 0:
+        return code, count
+    spans[count, 0], spans[count, 1] = start, stop
+    slots[k] = count
+    return count, count + 1
+
+
+@_compiled
 def rehash(b, spans, count, slots):
     """Fill fresh `slots` (all -1, a power of two over twice `count`) with the strings spans[:count]."""
     for code in range(count):
@@ -515,6 +527,40 @@ def _volume_of(b, i, n):
 
 
 @_compiled
+def _member(b, i, n):
+    """A member's key at b[i] and its colon: (key start, key length, index of its value), or (-status, 0, 0). A key
+    spelled with escapes is TEXT: it may be one of the schema's keys."""
+    if i >= n or b[i] != 34:
+        return -SYNTAX, 0, 0
+    end, escaped = _string(b, i + 1, n)
+    if end < 0:
+        return end, 0, 0
+    if escaped:
+        return -TEXT, 0, 0
+    j = _ws(b, end + 1, n)
+    if j >= n or b[j] != 58:  # ':'
+        return -SYNTAX, 0, 0
+    j = _ws(b, j + 1, n)
+    if j >= n:
+        return -SYNTAX, 0, 0
+    return i + 1, end - i - 1, j
+
+
+@_compiled
+def _next_member(b, i, n):
+    """After a member's value at b[i]: (index of the next member, 1) past a comma, (index past the '}', 0) at the
+    object's end, or (-SYNTAX, 0)."""
+    i = _ws(b, i, n)
+    if i >= n:
+        return -SYNTAX, 0
+    if b[i] == 44:  # ','
+        return _ws(b, i + 1, n), 1
+    if b[i] == 125:  # '}'
+        return i + 1, 0
+    return -SYNTAX, 0
+
+
+@_compiled
 def scan_into(b, hi, state, ints, floats, name_slots, names, cat_slots, cats, others, inexact, counted):
     """Scan the events from b[state[POSITION]] to b[hi]: `event (',' event)*` with whitespace around, a piece of the
     event list between its '[' or a comma and the next comma or ']'. Returns OK, a given-up status (state[POSITION]
@@ -562,24 +608,9 @@ def scan_into(b, hi, state, ints, floats, name_slots, names, cat_slots, cats, ot
             status = PHASE
             break
         while True:  # the event's members
-            if i >= n or b[i] != 34:
-                status = SYNTAX
-                break
-            key_end, escaped = _string(b, i + 1, n)
-            if key_end < 0:
-                status = -key_end
-                break
-            if escaped:  # a key spelled with escapes may be one of the schema's
-                status = TEXT
-                break
-            key_start, key_length = i + 1, key_end - i - 1
-            i = _ws(b, key_end + 1, n)
-            if i >= n or b[i] != 58:  # ':'
-                status = SYNTAX
-                break
-            i = _ws(b, i + 1, n)
-            if i >= n:
-                status = SYNTAX
+            key_start, key_length, i = _member(b, i, n)
+            if key_start < 0:
+                status = -key_start
                 break
             c = b[i]
             number = c == 45 or 48 <= c <= 57
@@ -657,21 +688,9 @@ def scan_into(b, hi, state, ints, floats, name_slots, names, cat_slots, cats, ot
                         i += 1
                     else:
                         while True:  # the args' members
-                            if i >= n or b[i] != 34:
-                                i = -SYNTAX
-                                break
-                            key_end, escaped = _string(b, i + 1, n)
-                            if key_end < 0 or escaped:
-                                i = key_end if key_end < 0 else -TEXT
-                                break
-                            key_start, key_length = i + 1, key_end - i - 1
-                            i = _ws(b, key_end + 1, n)
-                            if i >= n or b[i] != 58:
-                                i = -SYNTAX
-                                break
-                            i = _ws(b, i + 1, n)
-                            if i >= n:
-                                i = -SYNTAX
+                            key_start, key_length, i = _member(b, i, n)
+                            if key_start < 0:
+                                i = key_start
                                 break
                             c = b[i]
                             arg = 0
@@ -721,17 +740,8 @@ def scan_into(b, hi, state, ints, floats, name_slots, names, cat_slots, cats, ot
                                 i = _skip_value(b, i, n, 2)
                             if i < 0:
                                 break
-                            i = _ws(b, i, n)
-                            if i >= n:
-                                i = -SYNTAX
-                                break
-                            if b[i] == 44:
-                                i = _ws(b, i + 1, n)
-                            elif b[i] == 125:
-                                i += 1
-                                break
-                            else:
-                                i = -SYNTAX
+                            i, more = _next_member(b, i, n)
+                            if i < 0 or not more:
                                 break
             else:
                 i = _skip_value(b, i, n, 1)
@@ -742,17 +752,11 @@ def scan_into(b, hi, state, ints, floats, name_slots, names, cat_slots, cats, ot
                 status = DUPLICATE
                 break
             seen |= bit
-            i = _ws(b, i, n)
-            if i >= n:
-                status = SYNTAX
+            i, more = _next_member(b, i, n)
+            if i < 0:
+                status = -i
                 break
-            if b[i] == 44:
-                i = _ws(b, i + 1, n)
-            elif b[i] == 125:
-                i += 1
-                break
-            else:
-                status = SYNTAX
+            if not more:
                 break
         if status != OK:
             break
@@ -760,20 +764,8 @@ def scan_into(b, hi, state, ints, floats, name_slots, names, cat_slots, cats, ot
             if problem != OK:
                 status = problem
                 break
-            code, k = _find(b, name_start, name_stop, name_slots, names)
-            if code < 0:
-                code = n_names
-                names[code, 0], names[code, 1] = name_start, name_stop
-                name_slots[k] = code
-                n_names += 1
-            ints[NAME, rows] = code
-            code, k = _find(b, cat_start, cat_stop, cat_slots, cats)
-            if code < 0:
-                code = n_cats
-                cats[code, 0], cats[code, 1] = cat_start, cat_stop
-                cat_slots[k] = code
-                n_cats += 1
-            ints[CAT, rows] = code
+            ints[NAME, rows], n_names = _code_of(b, name_start, name_stop, name_slots, names, n_names)
+            ints[CAT, rows], n_cats = _code_of(b, cat_start, cat_stop, cat_slots, cats, n_cats)
             ints[PID, rows] = pid
             ints[TID, rows] = tid
             ints[CORRELATION, rows] = correlation
