@@ -327,8 +327,8 @@ class _StructRows:
     def ints(self, field: str) -> np.ndarray:
         return self.builder._int64(self.evs, field)
 
-    def ids(self, field: str, builder: _ColumnBuilder) -> np.ndarray:
-        return builder._id_column(self.evs, field)
+    def ids(self, field: str) -> np.ndarray:
+        return self.builder._id_column(self.evs, field)
 
     def volumes(self, field: str) -> np.ndarray:
         return _volumes(list(map(attrgetter(field), self.evs)))
@@ -451,8 +451,8 @@ class _ColumnBuilder:
         parts["name"].append(name_map[name_codes])
         parts["input_dims"].append(self._shape_codes(rows, name_labels, name_codes))
 
-        pid = rows.ids("pid", self)
-        tid = rows.ids("tid", self)
+        pid = rows.ids("pid")
+        tid = rows.ids("tid")
         parts["pid"].append(pid)
         parts["tid"].append(tid)
 

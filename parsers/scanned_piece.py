@@ -153,6 +153,8 @@ def _labels(data: np.ndarray, spans: np.ndarray) -> list[str]:
 def scan_piece(scanner: Scanner, data: np.ndarray, lo: int, hi: int) -> ScannedPiece | None:
     """The events of data[lo:hi] (a contiguous uint8 array), or None when the scanner gives the piece up or what it
     leaves to Python does not decode: the caller then reads the piece with msgspec, which words any error."""
+    if data.dtype != np.uint8 or not data.flags.c_contiguous or not 0 <= lo <= hi <= len(data):
+        raise ValueError("the scanner reads a contiguous uint8 array, within it")  # it checks no bounds of its own
     found = _Buffers(hi - lo)
     found.state[scan.POSITION] = lo
     while True:
@@ -212,9 +214,8 @@ class ScannedRows:
     def ints(self, field: str) -> np.ndarray:
         return self.piece.ints[_FIELD_ROWS[field], self.at]
 
-    def ids(self, field: str, builder) -> np.ndarray:
-        """The scanner reads integer ids only (a piece with a named lane is decoded by msgspec)."""
-        del builder
+    def ids(self, field: str) -> np.ndarray:
+        """pid or tid: the scanner reads integer ids only (a piece with a named lane is msgspec's)."""
         return self.ints(field)
 
     def volumes(self, field: str) -> np.ndarray:
