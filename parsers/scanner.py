@@ -52,7 +52,8 @@ def mode() -> str:
     return value if value in MODES else "auto"
 
 
-def _installed() -> bool:
+def installed() -> bool:
+    """Whether Numba and llvmlite, which build and load the scanner, are here."""
     return importlib.util.find_spec("numba") is not None and importlib.util.find_spec("llvmlite") is not None
 
 
@@ -93,7 +94,7 @@ def _failed() -> Path:
 def built() -> bool:
     """Whether a build of this source has finished here."""
     try:
-        return _installed() and _files()[1].is_file()
+        return installed() and _files()[1].is_file()
     except (OSError, ImportError):
         return False
 
@@ -101,7 +102,7 @@ def built() -> bool:
 def usable() -> bool:
     """Whether a read may use the scanner now: built already, or built here first (mode `wait`)."""
     chosen = mode()
-    if chosen == "off" or not _installed():
+    if chosen == "off" or not installed():
         return False
     if not built():
         if chosen == "auto" or _failed().exists():
@@ -118,7 +119,7 @@ def build_later() -> None:
     """After a read that could not use the scanner: start its build in the background (mode `auto`, Numba
     installed, not built), for the reads after it. Started after the read, not during it: the compile would take a
     core from the decoding."""
-    if mode() == "auto" and _installed() and not built() and not _failed().exists():
+    if mode() == "auto" and installed() and not built() and not _failed().exists():
         start_build()
 
 

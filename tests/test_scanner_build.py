@@ -106,3 +106,18 @@ def test_a_build_that_does_not_load_is_built_again(folder, monkeypatch):
     description.write_text(json.dumps(about))
     assert scanner.load() is None
     assert not scanner.built()
+
+
+def test_the_scanner_command_builds_it_and_says_so(folder, capsys, monkeypatch):
+    from app.cli.main import main
+
+    monkeypatch.setattr(scanner, "_LOADED", scanner._Loaded())
+    assert main(["scanner"]) == 0
+    assert "built the compiled scanner in" in capsys.readouterr().out
+    assert main(["scanner"]) == 0
+    assert "is built" in capsys.readouterr().out
+    monkeypatch.setattr(scanner, "installed", lambda: False)
+    monkeypatch.setattr(scanner, "built", lambda: False)
+    assert main(["scanner"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1 and "numba" in error
