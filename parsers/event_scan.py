@@ -2,8 +2,9 @@
 
 Why: decoding with msgspec makes a struct (and an args struct, floats and strings) per event, and the columns are
 then pulled out of those objects one attribute pass at a time; together about 1 us an event on this project's VM,
-most of a big trace's load. This scanner walks the JSON bytes once (Numba: compiled once, cached on disk) and
-writes each duration event's fields into arrays, its name and category as codes into tables of distinct strings.
+most of a big trace's load. This scanner (Numba source, built into machine code once: parsers/scanner.py) walks
+the JSON bytes once and writes each duration event's fields into arrays, its name and category as codes into
+tables of distinct strings.
 
 It is exact or it gives the piece up. It reads only what it fully understands: a strict JSON grammar (RFC 8259:
 no trailing commas, no control characters in strings, valid escapes and UTF-8, numbers as JSON spells them),
