@@ -438,7 +438,10 @@ def with_model(timeline: Timeline, analysis: Analysis, sidecar: Sidecar, given: 
 
         return with_memory_model(analysis, timeline, shape_from_run_record(record), record), notes
     if model is None:
-        return analysis, notes
+        from .model_proposal import proposal_note
+
+        note = proposal_note(analysis.model_proposal)
+        return analysis, notes + ([note] if note else [])
     analysis = with_memory_model(analysis, timeline, model, sidecar.record)
     hardware = given.device or trace_hardware(timeline, analysis)
     if hardware is None:

@@ -11,6 +11,7 @@ from .summary import Summary
 
 if TYPE_CHECKING:  # analysis.anatomy and analysis.roofline import this module
     from .anatomy import Anatomy
+    from .model_proposal import ModelProposal
     from .roofline.compare import RooflineReport
 
 STEP_COLUMNS = (
@@ -88,3 +89,4 @@ class Analysis:
     anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)
     facts: TraceFacts = field(default_factory=TraceFacts)  # device and engine (analysis.trace_facts)
     roofline: RooflineReport | None = None  # expected vs measured per phase, when a model and device are known
+    model_proposal: ModelProposal | None = None  # the model shape the trace shows (a guess: no figure reads it)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from .host_work import host_work
 from .kernel_names import short_names
 from .memory import with_memory
 from .model import Analysis
+from .model_proposal import propose_model
 from .options import AnalysisOptions
 from .sanity import check_analysis
 from .step_finding import find_steps
@@ -80,6 +82,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
 
         host_ops = host.result() if host is not None else None
         result = with_anatomy(timeline, result, rules=options.category_rules, activity=act, host=host_ops)
+        result = replace(result, model_proposal=propose_model(timeline, result))  # reads the anatomy's layers
     result = with_memory(timeline, result)  # per-step memory and summary.memory, when the trace has memory events
     return check_analysis(result)
 

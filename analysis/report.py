@@ -27,6 +27,7 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
             step["categories"] = categories
         summary["anatomy"] = _clean(anat.summary())
     _add_memory(steps, summary, analysis)
+    summary["model_proposal"] = _clean(analysis.model_proposal)  # null: the trace shows no repeating layer
     summary["gaps"] = gaps_summary(analysis.gaps)
     return {
         **_on_gpu(analysis),

@@ -67,22 +67,34 @@ def config_upload(state: MutableMapping) -> None:
     _use(state, "config", {"config": config, "dtype": dtype, "name": name[:80]})
 
 
-def form(state: MutableMapping) -> None:
-    """The few numbers of a model; the MLP width from the (active) parameter count when it is not given."""
+FORM_DEFAULTS = {"name": "my-model", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 0}
+FORM_DEFAULTS |= {"vocab": 128256, "experts": 0, "experts_per_token": 0, "active": 8.0, "intermediate": 0}
+
+
+def form(state: MutableMapping, prefill: dict | None = None) -> None:
+    """The few numbers of a model; the MLP width from the (active) parameter count when it is not given. `prefill`:
+    values to start from (a proposal read from the trace), its fields keyed apart so that a new one shows."""
+    v = FORM_DEFAULTS | (prefill or {})
+    tag = "_" + "_".join(str(v[k]) for k in sorted(prefill)) if prefill else ""
     with st.form("model_form"):
-        name = st.text_input("Name", value="my-model", key="mf_name")
+        name = st.text_input("Name", value=str(v["name"]), key=f"mf_name{tag}")
         a, b, c = st.columns(3)
-        layers = a.number_input("Layers", 1, 1024, 32, key="mf_layers")
-        hidden = b.number_input("Hidden", 1, 65536, 4096, key="mf_hidden")
-        heads = c.number_input("Heads", 1, 1024, 32, key="mf_heads")
-        kv_heads = a.number_input("KV heads", 1, 1024, 8, key="mf_kv")
-        head_dim = b.number_input("Head dim (0: hidden / heads)", 0, 4096, 0, key="mf_head_dim")
-        vocab = c.number_input("Vocabulary", 1, 10_000_000, 128256, key="mf_vocab")
-        experts = a.number_input("Experts (0: dense)", 0, 4096, 0, key="mf_experts")
-        per_token = b.number_input("Experts per token", 0, 4096, 0, key="mf_per_token")
-        active = c.number_input("Active parameters (billions)", 0.0, 10_000.0, 8.0, step=0.1, key="mf_active")
-        intermediate = a.number_input("MLP width (0: from the parameters)", 0, 1_000_000, 0, key="mf_width")
-        dtype = b.selectbox("Dtype", DTYPES, key="mf_dtype")
+        layers = a.number_input("Layers", 1, 1024, int(v["layers"]), key=f"mf_layers{tag}")
+        hidden = b.number_input("Hidden", 1, 65536, int(v["hidden"]), key=f"mf_hidden{tag}")
+        heads = c.number_input("Heads", 1, 1024, int(v["heads"]), key=f"mf_heads{tag}")
+        kv_heads = a.number_input("KV heads", 1, 1024, int(v["kv_heads"]), key=f"mf_kv{tag}")
+        head_dim = b.number_input("Head dim (0: hidden / heads)", 0, 4096, int(v["head_dim"]), key=f"mf_head_dim{tag}")
+        vocab = c.number_input("Vocabulary", 1, 10_000_000, int(v["vocab"]), key=f"mf_vocab{tag}")
+        experts = a.number_input("Experts (0: dense)", 0, 4096, int(v["experts"]), key=f"mf_experts{tag}")
+        per_token = b.number_input("Experts per token", 0, 4096, int(v["experts_per_token"]), key=f"mf_per_token{tag}")
+        active = c.number_input(
+            "Active parameters (billions)", 0.0, 10_000.0, float(v["active"]), step=0.1, key=f"mf_active{tag}"
+        )
+        intermediate = a.number_input(
+            "MLP width (0: from the parameters)", 0, 1_000_000, int(v["intermediate"]), key=f"mf_width{tag}"
+        )
+        dtypes = list(DTYPES)
+        dtype = b.selectbox("Dtype", dtypes, index=dtypes.index(v.get("dtype", DTYPES[0])), key=f"mf_dtype{tag}")
         submitted = st.form_submit_button("Use this model")
     if not submitted:
         return
@@ -103,15 +115,21 @@ def form(state: MutableMapping) -> None:
     _use(state, "form", data)
 
 
-def custom_model_inputs(state: MutableMapping) -> None:
-    """The expander with both ways in; open while a custom model is the choice."""
+def custom_model_inputs(state: MutableMapping, prefill: dict | None = None) -> None:
+    """The expander with both ways in; open while a custom model is the choice, or when `prefill` (a proposal read
+    from the trace) names no preset."""
     chosen = state.get(MODEL_KEY) or (None, None)
     custom = chosen[0] in ("config", "form")
-    with st.expander("Your own model: a config.json, or a few numbers", expanded=custom):
+    title = (
+        "Correct the proposal: a few numbers, or a config.json"
+        if prefill
+        else "Your own model: a config.json, or a few numbers"
+    )
+    with st.expander(title, expanded=custom or bool(prefill and prefill.get("name") == "proposed")):
         if custom:
             st.caption(f"In use: {for_markdown(describe(chosen))}. Pick a preset above to use it instead.")
         left, right = st.columns([2, 3])
         with left:
             config_upload(state)
         with right:
-            form(state)
+            form(state, prefill)

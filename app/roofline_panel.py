@@ -34,7 +34,7 @@ from ..analysis.roofline.model_source import preset_names
 from ..collectors.presets import DEFAULT_PRESET, PRESETS
 from ..contracts.run_record import RunRecord
 from ..exporters.safe_text import for_markdown
-from . import components, model_picker, tables
+from . import components, model_picker, proposal_panel, tables
 from .analysis_settings import CUSTOM_KINDS, DEVICE_KEY, MODEL_KEY, set_device, set_model
 from .cache import LoadedTrace
 from .trace_sources import TraceSource
@@ -95,7 +95,7 @@ def _set_fractions(memory: float, flops: float) -> None:
     st.session_state[FLOPS_FRACTION_KEY] = flops
 
 
-def _model_picker(loaded: LoadedTrace, default_device: str) -> None:
+def _model_picker(loaded: LoadedTrace, default_device: str, prefill: dict | None = None) -> None:
     """For a trace without run.json: the model it ran, kept in the session's analysis settings, so the answer
     itself (findings, downloads, every page) is read against it."""
     chosen = st.session_state.get(MODEL_KEY) or (None, None)
@@ -119,7 +119,7 @@ def _model_picker(loaded: LoadedTrace, default_device: str) -> None:
         if wanted != tuple(chosen):
             set_model(st.session_state, *wanted)
             st.rerun()
-    model_picker.custom_model_inputs(st.session_state)
+    model_picker.custom_model_inputs(st.session_state, prefill)
     if default_device != NO_DEVICE and not st.session_state.get(DEVICE_KEY):
         return  # the trace names its device
     devices = [NO_DEVICE, *GPUS]
@@ -252,14 +252,16 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
             f"{for_markdown(record.dtype)}, prompt {for_markdown(record.prompt_len)} tokens)."
         )
     else:
-        _model_picker(loaded, default_device)
+        proposal_panel.section(loaded)  # what the trace shows of its model, until one is picked
+        _model_picker(loaded, default_device, proposal_panel.form_prefill(loaded))
     for note in loaded.notes:
         st.caption(for_markdown(note.removeprefix("note: ")))
     report = loaded.analysis.roofline
     if report is not None:
         _phase_table(report, "")
     elif record is None and loaded.model is None:
-        st.info("No run.json beside this trace: pick the model it ran (a preset's shapes) to see the roofline.")
+        if loaded.analysis.model_proposal is None:
+            st.info("No run.json beside this trace: pick the model it ran (a preset's shapes) to see the roofline.")
         return None
     else:
         st.info("The trace's device is not in the GPU table: pick the device it ran on above.")
@@ -302,8 +304,10 @@ def _phase_table(report: RooflineReport, label: str) -> None:
         st.caption(for_markdown(note))
 
 
-def summary_line(report: RooflineReport | None) -> None:
-    """ "Decode at X% of roofline" beside the summary cards."""
+def summary_line(report: RooflineReport | None, loaded: LoadedTrace | None = None) -> None:
+    """ "Decode at X% of roofline" beside the summary cards; without a model, the one the trace shows, proposed."""
+    if report is None and loaded is not None:
+        proposal_panel.headline(loaded)
     if report is None or report.phases.empty:
         return
     parts = []
@@ -326,6 +330,13 @@ def category_section(loaded: LoadedTrace, report: RooflineReport | None) -> None
         return
     st.subheader(f"Roofline per category ({anat.role or 'the median decode step'})")
     if report is None and (anat.roofline or {}).get("status") != "ok":
+        proposal = proposal_panel.proposal_of(loaded)
+        if proposal is not None and proposal.candidates:
+            st.info(
+                f"The per-category roofline needs the model: accept the proposed {proposal.preset or 'preset'} (or "
+                "correct it) under Expected vs measured."
+            )
+            return
         st.info(
             "The per-category roofline needs a model and a device: pick the model under Expected vs measured "
             "(a run.json beside the trace gives it)."

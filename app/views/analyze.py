@@ -326,7 +326,7 @@ def _below_timeline(loaded, source, roofline_line) -> None:
     _inside_step_section(loaded)
     report = roofline_panel.section(loaded, source)
     with roofline_line:
-        roofline_panel.summary_line(report)
+        roofline_panel.summary_line(report, loaded)
     roofline_panel.category_section(loaded, report)
     _gap_section(loaded)
     _kernel_section(loaded)
