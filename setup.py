@@ -24,5 +24,8 @@ setup(
         "stepscope.sample_traces": "sample_traces",
         **{f"stepscope.{name}": name for name in present},
     },
-    package_data={"stepscope.sample_traces": ["README.md", "*/trace.json.gz", "*/run.json"]},
+    package_data={
+        "stepscope.sample_traces": ["README.md", "*/trace.json.gz", "*/run.json"],
+        "stepscope.exporters": ["vendor/*"],  # plotly.js's basic bundle for the HTML report (exporters/plotly_bundle)
+    },
 )

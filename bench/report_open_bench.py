@@ -7,7 +7,7 @@ default), then opens FILE in headless Chromium (/usr/bin/chromium, --no-sandbox 
 each in a fresh page, and prints the medians of:
 
 - first paint: the browser's first-contentful-paint (when the page's text and cards are on screen);
-- load: the page's load event (every inline script has run, plotly.js included);
+- load: the page's load event (every inline script has run; plotly.js, packed, is unpacked after it);
 - figures drawn: every `.plotly-graph-div` holds its drawn `.main-svg`.
 
 The figures depend on the machine's load: it is printed, as the other benches do.

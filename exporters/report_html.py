@@ -1,44 +1,43 @@
 """One self-contained HTML report of a trace (and optionally its comparison with another) to share with anyone.
 
-plotly.js is inlined (plotly's offline bundle), so the file opens offline and makes no network request: a
-Content-Security-Policy in the file forbids any fetch, so a stray one would fail loudly rather than leak.
-Every string that came from a trace is HTML-escaped here (tables, headings) or in Plotly text (figures).
+It reads like the app's Analyze page: the verdict first (the summary cards and the findings, on the first screen),
+the timeline, then the rest (exporters/report_sections.py). plotly.js is inside the file, packed
+(exporters/plotly_bundle.py: plotly's basic bundle, gzipped), so the file opens offline and makes no network
+request: a Content-Security-Policy in the file forbids any fetch, so a stray one would fail loudly rather than leak.
+Every string that came from a trace is HTML-escaped (tables, headings) or Plotly text (figures).
 
-The file stays under MAX_REPORT_BYTES whatever the trace: figures are the step-level overview (never every
-kernel), per-step charts draw at most a budget of steps, tables a budget of rows; when a report is still too
-big, the budgets shrink and the report says what it left out. Lives in app/ because it composes the app's
-Plotly figures (exporters/ must not import app/).
+Its size grows with what it shows, not with the trace: figures are the step-level overview (never every kernel),
+per-step charts draw at most a budget of steps, tables a budget of rows; a single trace's report stays under
+MAX_REPORT_BYTES (1.5 MB): when it would not, the budgets shrink and the report says what it left out.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
-import pandas as pd
+import plotly.graph_objects as go
 import plotly.io as pio
-import plotly.offline
 
-from ..analysis import number_format
 from ..analysis.compare import Comparison, batches_differ
-from ..analysis.gap_table import gaps_by_cause
-from ..analysis.metrics import card_metrics
 from ..analysis.model import Analysis
 from ..parsers.timeline import Timeline
-from .anatomy_tables import category_roofline_table, category_table, composition_table
+from . import report_sections as sections
 from .compare_formats import format_delta, format_ratio, format_value, op_diff_caption, op_diff_rows
-from .figures import compare_charts, memory_chart, step_charts, timeline
-from .safe_text import BIDI_CONTROLS, for_html
+from .figures import compare_charts
+from .plotly_bundle import BASIC_TRACE_TYPES, bundle_scripts, types_comment
+from .report_sections import Column, esc, short
+from .safe_text import BIDI_CONTROLS
 
-MAX_REPORT_BYTES = 8_000_000
-NAME_CHARS = 160  # kernel names run to kilobytes; tables show their start
-# (overview segments per lane, steps per chart, table rows, decode steps in comparison overlays), tried in order
-# (a screen shows ~2,000 segments per lane; ~1 MB each at 3,000): a usual report is ~6 MB, plotly.js 4.8 of it
-BUDGETS = ((3_000, 2_000, 200, 2_000), (1_000, 800, 60, 800), (300, 200, 20, 200), (100, 60, 10, 60))
+MAX_REPORT_BYTES = 1_500_000  # one trace's report (issue 45: plotly.js packed is 0.53 MB of it)
+MAX_COMPARISON_BYTES = 3_000_000  # a comparison holds two traces' sections and its own figures
+# (overview segments per lane, steps per chart, table rows, decode steps in comparison overlays), tried in order:
+# a 1,200 px plot shows about one segment per pixel, and a lane of 1,000 segments writes ~0.2 MB of figure JSON
+BUDGETS = ((1_000, 800, 60, 800), (400, 300, 30, 300), (150, 120, 15, 120), (60, 60, 10, 60))
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 APP_TEMPLATE = "plotly_white"  # as the app draws them (Streamlit's theme is white-based), not Plotly's grey default
 APP_FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "color": "#31333f"}
@@ -56,8 +55,10 @@ h1{font-size:1.5rem;margin-bottom:4px} h2{font-size:1.2rem;margin-top:28px;borde
 .card .label{color:#6c757d;font-size:.8rem} .card .value{font-size:1.3rem;font-weight:600}
 table{border-collapse:collapse;font-size:.85rem;margin:8px 0} th,td{border:1px solid #dee2e6;padding:3px 8px}
 td.num{text-align:right;font-variant-numeric:tabular-nums} th{background:#f1f3f5}
-.finding{border-left:4px solid #339af0;padding:4px 12px;margin:8px 0;background:#f8f9fa}
-.finding.warn{border-color:#f59f00} .finding.critical{border-color:#e03131}
+.finding{border-left:4px solid #339af0;padding:3px 10px;margin:4px 0;background:#f8f9fa}
+.finding.warn{border-color:#f59f00} .finding.critical{border-color:#e03131} .finding summary{cursor:pointer}
+.finding p{margin:4px 0 2px} .sev{font-size:.75rem;text-transform:uppercase;color:#495057} .cost{color:#6c757d}
+.more>summary{cursor:pointer;color:#1c7ed6;margin:4px 0} .proposal{background:#fff9db;padding:6px 12px}
 .pairwarn{background:#fff4e6;border-left:4px solid #f59f00;padding:6px 12px}
 .note{color:#6c757d;font-size:.85rem} .sentence{font-size:1.05rem;background:#ebfbee;padding:8px 12px}
 .trunc{word-break:break-all}
@@ -83,201 +84,41 @@ class ReportTooLargeError(ValueError):
     """Even the smallest budgets gave a file over the limit (should not happen; a clear error if it does)."""
 
 
-def esc(text: object) -> str:
-    """HTML-escaped, with bidirectional controls and undecodable bytes written as escapes (safe_text.for_html)."""
-    return for_html(text)
-
-
-def _short(text: object, chars: int = NAME_CHARS) -> str:
-    text = str(text)
-    return text if len(text) <= chars else text[: chars - 1] + "…"
+@lru_cache(maxsize=1)
+def _template() -> go.layout.Template:
+    """The app's template with the defaults of the trace types the report draws only: plotly_white's defaults for
+    every type are 10 kB per figure (and would name types plotly_bundle then thinks are drawn)."""
+    white = pio.templates[APP_TEMPLATE]
+    return go.layout.Template(layout=white.layout, data={t: white.data[t] for t in BASIC_TRACE_TYPES})
 
 
 def _figure_html(fig, div_id: str) -> str:
-    """A figure as a div and its Plotly.newPlot script (plotly escapes '<' in the JSON: no </script> breakout)."""
-    fig.update_layout(template=APP_TEMPLATE, font=APP_FONT)
-    return pio.to_html(
+    """A figure as a div and its Plotly.newPlot script (plotly escapes '<' in the JSON: no </script> breakout),
+    after a comment naming its trace types (plotly_bundle picks the bundle by them)."""
+    fig.update_layout(template=_template(), font=APP_FONT)
+    html = pio.to_html(
         fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG, div_id=div_id, default_width="100%"
     )
-
-
-def _table(frame: pd.DataFrame, numeric: Iterable[str] = (), formats: dict | None = None) -> str:
-    formats = formats or {}
-    numeric = set(numeric)
-    head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
-    rows = []
-    for record in frame.itertuples(index=False):
-        cells = []
-        for column, value in zip(frame.columns, record, strict=True):
-            text = formats[column](value) if column in formats else value
-            css = ' class="num"' if column in numeric else ' class="trunc"'
-            cells.append(f"<td{css}>{esc(_short(text))}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _num(unit: str = ""):
-    """A table cell as every page shows it (analysis.number_format: 3 significant digits, "—" for missing)."""
-    return lambda v: number_format.format_value(v, unit) if isinstance(v, int | float) or v is None else v
-
-
-def _cards(summary) -> str:
-    """The app's summary cards (the registry's headline metrics), as HTML."""
-    on_gpu = summary.on_gpu
-    cards = []
-    for m, label in card_metrics(summary):  # the app's labels: CPU wording, no launch card on a CPU trace
-        cards.append(
-            f'<div class="card"><div class="label">{esc(label)}</div>'
-            f'<div class="value">{esc(m.format(m.value(summary)))}</div></div>'
-        )
-    note = (
-        '<p class="note">CPU-only trace: host ops stand in for kernels; busy means some op runs, idle that none '
-        "does.</p>"
-        if not on_gpu
-        else ""
-    )
-    return f'<div class="cards">{"".join(cards)}</div>{note}'
-
-
-def _header(trace: ReportTrace, tag: str = "") -> str:
-    report = trace.report
-    seg = report["segmentation"]
-    warnings = "".join(f"<li>{esc(w)}</li>" for w in seg["warnings"])
-    return (
-        f"<h1>{esc(tag)}{esc(_short(trace.name))}</h1>"
-        f'<p class="meta">{esc(report["format"])} · device {esc(report["device"] or "unknown")} · '
-        f"{report['events']:,} events · {report['requests']} request(s) · {len(report['steps'])} step(s) found by "
-        f"{esc(seg['method'])} (confidence {seg['confidence']:.2f})</p>"
-        + (f"<ul class='note'>{warnings}</ul>" if warnings else "")
-    )
-
-
-def _thin_steps(steps: pd.DataFrame, budget: int) -> tuple[pd.DataFrame, str]:
-    if len(steps) <= budget:
-        return steps, ""
-    every = math.ceil(len(steps) / budget)
-    return steps.iloc[::every], f"Every {every}th of {len(steps):,} steps drawn (x is the step's number)."
+    return types_comment({str(t.type) for t in fig.data}) + html
 
 
 def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], prefix: str) -> list[str]:
+    """The app's order: cards, findings (the JSON's order), timeline, then the rest."""
     overview_budget, step_budget, row_budget, _ = budgets
     analysis = trace.analysis
-    parts = [_cards(analysis.summary)]
-    fig, note = timeline.overview_figure(analysis, overview_budget)
-    parts += [
-        "<h2>Step overview</h2>",
-        _figure_html(fig, f"{prefix}overview"),
-        f'<p class="note">{esc(note)}Drag to zoom, double-click to reset.</p>',
+    return [
+        sections.cards(analysis.summary),
+        *sections.findings(trace.report, row_budget),
+        *sections.overview(analysis, overview_budget, prefix, _figure_html),
+        *sections.how_steps_were_found(trace.report),
+        *sections.per_step(analysis, step_budget, prefix, _figure_html),
+        *sections.memory(analysis, trace.timeline, overview_budget, step_budget, prefix, _figure_html),
+        *sections.batches(analysis),
+        *sections.inside_a_step(analysis, prefix, _figure_html),
+        *sections.roofline(analysis, trace.report),
+        *sections.gaps(analysis, prefix, _figure_html),
+        *sections.top_kernels(analysis, row_budget),
     ]
-    parts += _memory_section(trace, overview_budget, step_budget, prefix)
-    parts.append("<h2>Per step</h2>")
-    if analysis.steps.empty:
-        parts.append("<p>No steps found, so no per-step charts.</p>")
-    else:
-        steps, note = _thin_steps(analysis.steps, step_budget)
-        on_gpu = analysis.summary.on_gpu
-        for name, fig in (
-            ("time", step_charts.step_time_chart(steps)),
-            ("counts", step_charts.kernels_launches_chart(steps, on_gpu)),
-            ("busy", step_charts.busy_idle_chart(steps, on_gpu)),
-        ):
-            parts.append(_figure_html(fig, f"{prefix}step_{name}"))
-        if step_charts.has_composition(steps):
-            parts.append(_figure_html(step_charts.batch_chart(steps), f"{prefix}step_batch"))
-        if note:
-            parts.append(f'<p class="note">{esc(note)}</p>')
-    parts += _batch_section(analysis)
-    parts += _anatomy_sections(analysis, prefix)
-    gaps = analysis.gaps
-    parts.append(f"<h2>Idle gaps by cause ({len(gaps):,} gaps)</h2>")
-    if gaps.empty:
-        parts.append("<p>No idle gaps above the threshold.</p>")
-    else:
-        parts.append(
-            _table(
-                gaps_by_cause(gaps),
-                ("gaps", "total_ms", "longest_us", "share_pct"),
-                {"total_ms": _num("ms"), "longest_us": _num("us"), "share_pct": _num("%")},
-            )
-        )
-        parts.append(_figure_html(step_charts.gap_histogram(gaps), f"{prefix}gap_hist"))
-    parts.append("<h2>Findings</h2>")
-    if not analysis.findings:
-        parts.append("<p>No findings for this trace.</p>")
-    for finding in analysis.findings[:row_budget]:
-        severity = finding.severity if finding.severity in ("info", "warn", "critical") else "info"
-        parts.append(
-            f'<div class="finding {severity}"><b>[{esc(severity)}] {esc(finding.title)}</b>'
-            f"<br>{esc(finding.detail)}</div>"
-        )
-    if len(analysis.findings) > row_budget:
-        parts.append(f'<p class="note">{row_budget} of {len(analysis.findings)} findings shown.</p>')
-    top = analysis.top_kernels
-    if not top.empty:
-        parts.append("<h2>Top kernels per phase</h2>")
-        top = top.groupby("phase", sort=False).head(max(row_budget // 10, 3))
-        top = top.assign(total_ms=top["total_ns"] / 1e6)[["phase", "name", "count", "total_ms", "share_pct"]]
-        parts.append(_table(top, ("count", "total_ms", "share_pct"), {"total_ms": _num("ms"), "share_pct": _num("%")}))
-    return parts
-
-
-def _batch_section(analysis: Analysis) -> list[str]:
-    """What the run's batches held: the app's Batch composition table (exporters.anatomy_tables)."""
-    if analysis.steps.empty:
-        return []
-    return ["<h2>Batch composition</h2>", _table(composition_table(analysis))]
-
-
-def _anatomy_sections(analysis: Analysis, prefix: str) -> list[str]:
-    """Inside a step (categories, layers) and the roofline per category, as the app's Analyze page has them."""
-    anat = analysis.anatomy
-    if anat is None or anat.median_step is None:
-        return []
-    on_gpu = anat.on_gpu
-    unit = "kernels" if on_gpu else "host ops"
-    role = anat.role or f"step {anat.median_step}"
-    table = category_table(analysis).rename(columns={"count": unit, "time_us": "time", "share_pct": "share"})
-    parts = [
-        f"<h2>Inside a step: categories and layers ({esc(role)})</h2>",
-        _table(table, (unit, "time", "share"), {"time": _num("us"), "share": _num("%")}),
-    ]
-    if not anat.step_categories.empty:
-        parts.append(_figure_html(step_charts.category_chart(anat.step_categories, on_gpu), f"{prefix}categories"))
-    layers = anat.layers
-    if layers is not None and layers.layers:
-        lu = layers.layer_us or {}
-        us = _num("us")
-        parts.append(
-            f"<p><b>{layers.layers} layers</b> of {layers.kernels_per_layer} {unit}: {esc(us(lu.get('p50')))} each "
-            f"(median; min {esc(us(lu.get('min')))}, max {esc(us(lu.get('max')))}); head {esc(us(layers.head_us))}, "
-            f"tail {esc(us(layers.tail_us))}.</p>"
-        )
-    else:
-        parts.append("<p>Layers not counted: the step's sequence does not repeat cleanly.</p>")
-    roofline = anat.roofline or {}
-    parts.append("<h2>Roofline per category</h2>")
-    if roofline.get("status") != "ok":
-        parts.append(
-            f"<p>No per-category roofline: {esc(roofline.get('status', 'it needs a model and a device'))}.</p>"
-        )
-        return parts
-    parts.append(
-        f'<p class="note">{esc(roofline["model"])} on {esc(roofline["hardware"])} at '
-        f"{esc(number_format.format_value(roofline['memory_gb_s'], 'GB/s'))}; context "
-        f"{esc(number_format.compact(roofline['context']))} tokens, batch {esc(roofline['batch'])}.</p>"
-    )
-    roof = category_roofline_table(roofline).rename(
-        columns={
-            "time_us": "measured",
-            "bytes_MB": "bytes (MB)",
-            "floor_us": "floor",
-            "achieved_GB_s": "achieved",
-            "pct_of_roofline": "of roofline",
-        }
-    )
-    units = {"measured": "us", "bytes (MB)": "", "floor": "us", "achieved": "GB/s", "of roofline": "%"}
-    parts.append(_table(roof, list(units), {c: _num(u) for c, u in units.items()}))
-    return parts
 
 
 def _pair_banner(comparison: Comparison) -> list[str]:
@@ -294,44 +135,11 @@ def _op_diff_table(comparison: Comparison) -> list[str]:
     if not rows:
         return []
     head = "".join(f"<th>{h}</th>" for h in ("op", "category", "status", "count / step", "time / step", "B − A"))
-    body = "".join("<tr>" + "".join(f"<td>{esc(_short(c))}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{esc(short(c))}</td>" for c in row) + "</tr>" for row in rows)
     return [
         f"<h3>{esc(op_diff_caption(comparison))}</h3>",
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
     ]
-
-
-def _memory_section(trace: ReportTrace, lane_budget: int, step_budget: int, prefix: str) -> list[str]:
-    """The memory lane, the model device's memory figures and the per-step memory chart (none without memory)."""
-    memory = trace.analysis.summary.memory
-    if memory is None:
-        return []
-    lane = memory_chart.memory_lane_figure(trace.timeline, trace.analysis, lane_budget)
-    parts = [f"<h2>Memory ({esc(memory.device)})</h2>"]
-    if lane is not None:
-        parts.append(_figure_html(lane, f"{prefix}memory_lane"))
-    rows = [
-        ("peak allocated", memory.peak_allocated_bytes),
-        ("peak reserved", memory.peak_reserved_bytes),
-        ("KV growth per decode step", memory.kv_growth_bytes_per_token),
-        ("expected KV per decode step (model)", memory.expected_kv_bytes_per_token),
-        ("expected weights (model)", memory.expected_weights_bytes),
-        ("device memory", memory.device_memory_bytes),
-    ]
-    figures = pd.DataFrame(
-        {
-            "figure": [label for label, _ in rows] + ["KV tokens that fit (per sequence)"],
-            "value": [format_value(v, "B") for _, v in rows] + [format_value(memory.kv_tokens_capacity, "")],
-        }
-    )
-    parts.append(_table(figures, ("value",)))
-    steps, _ = _thin_steps(trace.analysis.steps, step_budget)
-    chart = memory_chart.step_memory_chart(replace(trace.analysis, steps=steps))
-    if chart is not None:
-        parts.append(_figure_html(chart, f"{prefix}step_memory"))
-    notes = [f"KV growth: {memory.basis}.", *memory.notes]
-    parts.append(f'<p class="note">{"<br>".join(esc(n) for n in notes)}</p>')
-    return parts
 
 
 def _comparison_sections(
@@ -346,7 +154,7 @@ def _comparison_sections(
     )
     parts = [
         "<h2>Comparison</h2>",
-        f"<p>A (baseline): <b>{esc(_short(comparison.label_a))}</b> · B: <b>{esc(_short(comparison.label_b))}</b></p>",
+        f"<p>A (baseline): <b>{esc(short(comparison.label_a))}</b> · B: <b>{esc(short(comparison.label_b))}</b></p>",
         *_pair_banner(comparison),
         f'<p class="sentence">{esc(comparison.sentence)}</p>',
         "<table><thead><tr><th>metric</th><th>A</th><th>B</th><th>B − A</th><th>B / A</th></tr></thead>"
@@ -362,7 +170,7 @@ def _comparison_sections(
         )
     else:
         # Plotly renders a little HTML in legends and titles: the charts escape the names (safe_text.for_plotly)
-        a_fig, b_fig = (replace(t, name=_short(t.name, 60)) for t in (a, b))
+        a_fig, b_fig = (replace(t, name=short(t.name, 60)) for t in (a, b))
         parts.append(_figure_html(compare_charts.itl_overlay(a_fig, b_fig), "cmp_itl"))
         parts.append(_figure_html(compare_charts.per_step_overlay(a_fig, b_fig), "cmp_steps"))
     return parts
@@ -373,13 +181,13 @@ def _composition_rows(comparison: Comparison) -> list[str]:
     rows = comparison.composition
     if rows.empty or not batches_differ(rows):
         return []
-    table = rows.drop(columns="key").rename(columns={"label": "batches", "a": "A", "b": "B", "delta": "B − A"})
-    return ["<h3>Batches</h3>", _table(table, ("A", "B", "B − A"), {c: _num() for c in ("A", "B", "B − A")})]
+    columns = [Column("label", "Batches"), Column("a", "A", ""), Column("b", "B", ""), Column("delta", "B − A", "")]
+    return ["<h3>Batches</h3>", sections.table(rows, columns)]
 
 
-# The figures' scripts run where they stand, before plotly.js (4.6 MB, ~1.5 s to compile on a slow machine) has
-# loaded at the end of the page: until then Plotly.newPlot only queues its arguments, so the page's text and tables
-# paint at once and the figures follow, instead of a blank page until plotly.js is compiled.
+# The figures' scripts run where they stand, before plotly.js (unpacked and compiled at the end of the page, after
+# the load event) is there: until then Plotly.newPlot only queues its arguments, so the page's text and tables paint
+# at once and the figures follow, instead of a blank page until plotly.js is compiled.
 _PLOTLY_QUEUE = (
     "window.Plotly={newPlot:function(){(window.stepscopePending=window.stepscopePending||[]).push(arguments)}};"
 )
@@ -392,7 +200,7 @@ def _document(title: str, body: Sequence[str]) -> str:
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{esc(_short(title, 120))}</title><style>{CSS}</style>"
+        f"<title>{esc(short(title, 120))}</title><style>{CSS}</style>"
         f"<script type='text/javascript'>{_PLOTLY_QUEUE}</script></head><body>"
         + "\n".join(body)
         + '\n<p class="note">Made by Stepscope. Self-contained: opens offline, loads nothing from the network.</p>'
@@ -402,12 +210,8 @@ def _document(title: str, body: Sequence[str]) -> str:
 
 
 def _with_plotly(document: str) -> str:
-    """The document with plotly.js and the queued figures' drawing at its end (see _PLOTLY_QUEUE)."""
-    scripts = (
-        f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script>"
-        f"<script type='text/javascript'>{_PLOTLY_DRAIN}</script>"
-    )
-    return document.replace(PLOTLY_MARK, scripts, 1)
+    """The document with plotly.js (packed) and the queued figures' drawing at its end (see _PLOTLY_QUEUE)."""
+    return document.replace(PLOTLY_MARK, bundle_scripts(document, _PLOTLY_DRAIN), 1)
 
 
 def without_raw_bidi(document: str) -> str:
@@ -427,26 +231,29 @@ def build_report(
     trace: ReportTrace,
     other: ReportTrace | None = None,
     comparison: Comparison | None = None,
-    max_bytes: int = MAX_REPORT_BYTES,
+    max_bytes: int | None = None,
 ) -> str:
-    """The report as one HTML string, at most max_bytes of UTF-8. `other`: B of a comparison (trace is A)."""
+    """The report as one HTML string, at most max_bytes of UTF-8 (MAX_REPORT_BYTES for one trace,
+    MAX_COMPARISON_BYTES for a comparison). `other`: B of a comparison (trace is A)."""
+    if max_bytes is None:
+        max_bytes = MAX_REPORT_BYTES if other is None else MAX_COMPARISON_BYTES
     if other is not None and comparison is None:
         from ..analysis.compare import compare
 
         comparison = compare(trace.analysis, other.analysis, trace.name, other.name)
     for budgets in BUDGETS:
         if other is None:
-            body = [_header(trace), *_trace_sections(trace, budgets, "a_")]
+            body = [sections.header(trace.name, trace.report), *_trace_sections(trace, budgets, "a_")]
             title = f"Stepscope: {trace.name}"
         else:
             body = ["<h1>Stepscope comparison</h1>", *_comparison_sections(trace, other, comparison, budgets)]
-            body += [_header(trace, "A: "), *_trace_sections(trace, budgets, "a_")]
-            body += [_header(other, "B: "), *_trace_sections(other, budgets, "b_")]
+            body += [sections.header(trace.name, trace.report, "A: "), *_trace_sections(trace, budgets, "a_")]
+            body += [sections.header(other.name, other.report, "B: "), *_trace_sections(other, budgets, "b_")]
             title = f"Stepscope: {trace.name} vs {other.name}"
         document = _with_plotly(without_raw_bidi(_document(title, body)))
         if len(document.encode()) <= max_bytes:
             return document
-    raise ReportTooLargeError(f"the report would be over {max_bytes / 1e6:.0f} MB even with the smallest figures")
+    raise ReportTooLargeError(f"the report would be over {max_bytes / 1e6:.3g} MB even with the smallest figures")
 
 
 def write_report(html_text: str, out_path: str | os.PathLike) -> int:

@@ -70,3 +70,41 @@ def test_report_opens_offline_without_errors(browser, tmp_path, compare):
     expected = 6 + (6 + 2 if compare else 0)  # each trace: overview, 3 per-step charts, categories, gaps
     assert seen["figures"] == expected and seen["drawn_svg"] == expected
     assert "</script>" in seen["title"]  # the title shows the hostile name as text
+
+
+REAL = sorted(p.name for p in (Path(__file__).resolve().parent / "data" / "real").glob("*.json*"))
+FIRST_SCREEN = {"width": 1280, "height": 720}
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_trace_report_first_screen_holds_the_cards_and_the_findings(browser, tmp_path, name):
+    """Issue 45, on every real trace (tests/data/real, PROVENANCE.md): at 1280x720 the cards and every finding's
+    line are on the first screen, before the timeline; every figure draws from the packed plotly.js, offline."""
+    from tests.test_report_html import real_report
+
+    html, report = real_report(name)
+    path = tmp_path / "report.html"
+    write_report(html, path)
+    context = browser.new_context(offline=True, viewport=FIRST_SCREEN)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.goto(path.as_uri(), wait_until="load")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.plotly-graph-div')].every(d => d.querySelector('.main-svg'))",
+        timeout=60_000,
+    )
+    bottoms = page.evaluate(
+        "[...document.querySelectorAll('.card, body > .finding > summary, #findings + p')]"
+        ".map(e => e.getBoundingClientRect().bottom)"
+    )
+    timeline_top = page.evaluate(
+        "[...document.querySelectorAll('h2')].find(h => h.textContent === 'Timeline').getBoundingClientRect().top"
+    )
+    shown = page.locator("body > .finding > summary").count()
+    context.close()
+    assert errors == []
+    assert shown == min(len(report["findings"]), 6)
+    assert bottoms and max(bottoms) <= FIRST_SCREEN["height"], bottoms
+    assert timeline_top > max(bottoms)
