@@ -28,6 +28,7 @@ from . import Analysis, AnalysisOptions, analyze
 from .activity import busy_union, covered_time, derive_activity
 from .categories import categorize
 from .model import Finding
+from .rank_collectives import Collectives, match_collectives
 
 STRAGGLER_SHARE = 0.6  # slowest in at least this share of aligned steps
 STRAGGLER_MIN_EXCESS_PCT = 5.0  # and its non-waiting time exceeds the others' median by this much
@@ -70,10 +71,11 @@ class RankRun:
     alignment: str  # "request+index" | "position"
     same_clock: bool
     clock_note: str
+    collectives: Collectives | None = None  # each collective across the ranks, the clock check (rank_collectives)
 
 
 def collective_ops(timeline: Timeline) -> pd.DataFrame:
-    """The collectives of one rank (start_ns, end_ns, tid), outermost only, sorted by start.
+    """The collectives of one rank (start_ns, end_ns, lane, name), outermost only, sorted by start.
 
     On a trace with GPU work: collective kernels. On a CPU-only trace: collective host ops (cpu_op), keeping the
     outermost of nested ones (the caller's c10d:: op, which includes its wait, over gloo's inner work).
@@ -84,7 +86,12 @@ def collective_ops(timeline: Timeline) -> pd.DataFrame:
     comm = pool[communication_mask(pool["name"])]
     lane = comm["stream"] if on_gpu else comm["tid"]
     frame = pd.DataFrame(
-        {"start_ns": comm["ts"].to_numpy(), "end_ns": (comm["ts"] + comm["dur"]).to_numpy(), "lane": lane.to_numpy()}
+        {
+            "start_ns": comm["ts"].to_numpy(),
+            "end_ns": (comm["ts"] + comm["dur"]).to_numpy(),
+            "lane": lane.to_numpy(),
+            "name": comm["name"].astype(str).to_numpy(),  # its kind (analysis.rank_collectives)
+        }
     ).sort_values(["lane", "start_ns", "end_ns"], ascending=[True, True, False], kind="stable")
     prev_end = frame.groupby("lane", sort=False)["end_ns"].cummax().groupby(frame["lane"]).shift(1)
     outer = ~(prev_end >= frame["end_ns"]).to_numpy()
@@ -242,6 +249,7 @@ def analyze_ranks(
         alignment,
         run.same_clock,
         run.clock_note,
+        match_collectives(ranks, colls, run.same_clock),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..parsers.ranks import RankedRun
+from .rank_collectives import summary as collective_summary
 from .ranks import RankRun
 from .report import _clean, contract
 
@@ -50,6 +51,7 @@ def run_summary(result: RankRun) -> dict:
             "clock_note": result.clock_note,
             "skew_basis": "step ends" if result.same_clock else "step durations",
             "warnings": list(result.warnings),
+            "collectives": collective_summary(result.collectives) if result.collectives is not None else None,
             "findings": [
                 {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail, "cost_us": f.cost_us}
                 for f in result.findings

@@ -166,7 +166,12 @@ def test_a_rank_twice_is_read_with_a_warning(tmp_path, build):
     heat = rank_charts.rank_step_heatmap(run.rank_steps, "step time")
     assert len(heat.data[0].y) == 3
     rank_charts.rank_itl_lines(run.rank_steps)
-    rank_charts.rank_step_timeline(run.ranks, ranked.timelines, run.analyses, run.rank_steps, 1, ranked.same_clock)
+    from analysis.rank_collectives import iteration_windows
+
+    window = iteration_windows(run.rank_steps, run.collectives).iloc[1]
+    rank_charts.ranks_window(
+        run.ranks, ranked.timelines, run.analyses, (window["start_ns"], window["end_ns"]), {}, run.collectives.rows, "1"
+    )
 
 
 def test_distinct_ranks_keep_their_numbers_and_source(tmp_path):

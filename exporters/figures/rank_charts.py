@@ -1,4 +1,4 @@
-"""Figures of a multi-rank run: a rank x step heatmap, per-rank ITL lines, one step's timeline per rank.
+"""Figures of a multi-rank run: a rank x step heatmap, per-rank ITL lines, every rank stacked in one window.
 
 Everything drawn comes from analysis/ranks.py's RankRun (its rank_steps frame, each rank's Analysis and
 Timeline); these functions only choose marks and colours.
@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ...analysis.number_format import format_value
 from ...parsers.timeline import Timeline
+from . import palette
 from . import timeline as tl
 
 # heatmap choices: label -> column of RankRun.rank_steps (ns)
@@ -74,31 +76,25 @@ def rank_itl_lines(rank_steps: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def rank_step_timeline(
+def ranks_window(
     ranks: tuple[int, ...],
     timelines: tuple[Timeline, ...],
     analyses: tuple,
-    rank_steps: pd.DataFrame,
-    step: int,
-    same_clock: bool,
+    window: tuple[float, float],
+    offsets: dict[int, float],
+    waits: pd.DataFrame,
+    title: str,
 ) -> tuple[go.Figure, str]:
-    """One aligned step drawn at kernel (host-op) level, one lane group per rank (exporters/figures/timeline.py lanes).
-
-    On one clock every rank shares the time axis (ms from the earliest rank's step start), so skew shows as
-    shifted ends; across clocks each rank starts at its own step start.
-    """
-    rows = rank_steps[rank_steps["step"] == step].set_index("rank")
+    """Every rank stacked in one window at kernel (host-op) level (exporters/figures/timeline.py's lanes), each
+    rank's waits at collectives on a lane under its own. `window`: [lo, hi) ns on the first rank's clock; `offsets`:
+    each rank's clock minus the first's (analysis.rank_collectives), so the same moment lines up; `waits`: the
+    matched collectives' rows (rank, kind, arrival_ns, wait_ns, last)."""
+    lo, hi = int(window[0]), int(window[1])
     combined = tl.LaneSet([], [])
-    origin = int(rows["start_ns"].min()) if same_clock and len(rows) else None
     budget = max(tl.DETAIL_EVENT_BUDGET // max(len(ranks), 1), 500)
     for rank, timeline, analysis in zip(ranks, timelines, analyses, strict=False):
-        if rank not in rows.index:
-            continue
-        row = rows.loc[rank]
-        if isinstance(row, pd.DataFrame):  # a repeated rank (not one run): the first file's row
-            row = row.iloc[0]
-        lo, hi = int(row["start_ns"]), int(row["end_ns"])
-        lanes = tl.detail_lanes(timeline, analysis, lo, hi, origin=lo if origin is None else origin, budget=budget)
+        shift = int(offsets.get(rank, 0.0))
+        lanes = tl.detail_lanes(timeline, analysis, lo + shift, hi + shift, origin=lo + shift, budget=budget)
         offset = len(combined.lanes)
         combined.lanes += [f"rank {rank}: {name}" for name in lanes.lanes]
         for trace in lanes.traces:
@@ -106,7 +102,25 @@ def rank_step_timeline(
             trace.name = f"r{rank} {trace.name}"
             trace.legendgroup = f"rank {rank}"
         combined.traces += lanes.traces
+        _wait_lane(combined, rank, waits, lo, hi)
         if lanes.note:
             combined.note += f"rank {rank}: {lanes.note}"
-    x_title = "ms from the earliest rank's step start" if origin is not None else "ms from each rank's step start"
-    return tl.lanes_figure(combined, f"Step {step} on every rank", x_title=x_title), combined.note
+    return tl.lanes_figure(combined, title, x_title="ms from the window's start"), combined.note
+
+
+def _wait_lane(lanes: tl.LaneSet, rank: int, waits: pd.DataFrame, lo: int, hi: int) -> None:
+    """From the rank's arrival at each collective to the last rank's: the time it waited for a peer."""
+    if waits.empty:
+        return
+    mine = waits[(waits["rank"] == rank) & (waits["wait_ns"] > 0)]
+    mine = mine[(mine["arrival_ns"] < hi) & (mine["arrival_ns"] + mine["wait_ns"] > lo)]
+    if mine.empty:
+        return
+    start = (mine["arrival_ns"].to_numpy(float) - lo) / 1e6
+    end = start + mine["wait_ns"].to_numpy(float) / 1e6
+    hover = [
+        f"rank {rank} waits {format_value(w / 1e3, 'us')} at a {k} for the last rank"
+        for w, k in zip(mine["wait_ns"], mine["kind"], strict=True)
+    ]
+    name = f"rank {rank}: waiting at collectives"
+    lanes.add_segments(start, end, lanes.lane(name), hover, palette.GAP, name)
