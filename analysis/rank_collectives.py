@@ -315,7 +315,12 @@ def iteration_windows(rank_steps: pd.DataFrame, result: Collectives | None) -> p
     found = iterations(result) if result is not None else pd.DataFrame()
     if found.empty:
         return pd.DataFrame(columns=["start_ns", "end_ns", "label", "skew_ns"])
-    return found.assign(label=[f"collective {i} to {i + 1}" for i in range(len(found))])
+    margin = 0.02 * (found["end_ns"] - found["start_ns"])  # the first collective's start stays inside
+    return found.assign(
+        start_ns=found["start_ns"] - margin,
+        end_ns=found["end_ns"] + margin,
+        label=[f"collective {i} to {i + 1}" for i in range(len(found))],
+    )
 
 
 def collectives_in(result: Collectives, lo: float, hi: float) -> pd.DataFrame:

@@ -73,6 +73,8 @@ def app_url(tmp_path_factory):
         if folder.is_dir():
             shutil.copytree(folder, samples / folder.name)
     write_synthetic_trace(samples, "synthetic")
+    # a real multi-rank folder without steps (HTA, MIT: 2 of 128 ranks, NCCL send/recv), for the Ranks page
+    shutil.copytree(REPO / "tests" / "data" / "real" / "hta_sampled_2rank", samples / "hta_sampled_2rank")
     (samples / MEMORY_SAMPLE).mkdir()  # a real capture with profile_memory (tests/data/captures)
     shutil.copy(MEMORY_CAPTURE, samples / MEMORY_SAMPLE / "trace.json.gz")
     env = dict(os.environ, STEPSCOPE_SAMPLES_DIR=str(samples), STEPSCOPE_RUNS_DIR=str(samples / "runs"))
@@ -322,9 +324,40 @@ def test_ranks_page_shows_the_tp2_run(browser, app_url):
     assert "rank-0.trace.json.gz" in body and "rank-1.trace.json.gz" in body
     assert page.locator(".js-plotly-plot .heatmaplayer, .js-plotly-plot .hm").count() > 0
     assert "cpu_tiny-llama_tp2_eager" in page.locator("[data-testid='stSelectbox'] input").first.input_value()
+    _assert_ranks_stacked(page)
+    assert "Arrivals at collectives" in body and "n/a" not in body
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "ranks.png"), full_page=True)
     assert page.get_by_role("link", name="Fleet").count() == 1
+    assert not dialogs
+    page.close()
+
+
+def _assert_ranks_stacked(page) -> None:
+    """Issue 45: both ranks' lanes in one figure, and the window slider's two thumbs apart (one iteration)."""
+    ticks = page.evaluate(
+        "[...document.querySelectorAll('.js-plotly-plot')].map(p => [...p.querySelectorAll('.ytick text')]"
+        ".map(t => t.textContent))"
+    )
+    assert any(any(t.startswith("rank 0:") for t in f) and any(t.startswith("rank 1:") for t in f) for f in ticks)
+    thumbs = page.locator("[data-testid='stSlider'] [data-testid='stSliderThumbValue']")
+    xs = [thumbs.nth(k).bounding_box()["x"] for k in range(thumbs.count())]
+    assert len(xs) == 2 and abs(xs[1] - xs[0]) > 100, xs
+
+
+def test_ranks_page_stacks_the_hta_ranks_and_checks_the_clock(browser, app_url):
+    page, dialogs = _open(browser, f"{app_url}/ranks")
+    page.wait_for_selector("[data-testid='stMetric']", timeout=PAGE_TIMEOUT_MS)
+    page.locator("[data-testid='stSelectbox']").first.click()
+    page.get_by_role("option", name="hta_sampled_2rank (sample)").click()
+    page.wait_for_function("document.body.innerText.includes('sampled_rank-1.json.gz')", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1", timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_timeout(1500)
+    body = page.inner_text("body")
+    assert "Clock: checked: the ends of 5 collectives" in body and "n/a" not in body
+    _assert_ranks_stacked(page)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "ranks_hta.png"), full_page=True)
     assert not dialogs
     page.close()
 

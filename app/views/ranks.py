@@ -167,7 +167,7 @@ def _side_by_side(loaded: LoadedRanks) -> None:
     )
     st.plotly_chart(fig, width="stretch", key="ranks_window")
     st.caption(
-        for_markdown(note) + "Orange: a rank waiting at a collective for the last rank to arrive. Drag to zoom, "
+        for_markdown(note) + "Yellow: a rank waiting at a collective for the last rank to arrive. Drag to zoom, "
         "double-click to reset; hover a segment for its name and length."
     )
     if coll is not None:

@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 
 from ...analysis.number_format import format_value
 from ...parsers.timeline import Timeline
-from . import palette
 from . import timeline as tl
 
 # heatmap choices: label -> column of RankRun.rank_steps (ns)
@@ -25,6 +24,7 @@ HEATMAP_COLUMNS = {
 }
 RANK_COLORS = ("#1c7ed6", "#e8590c", "#2b8a3e", "#7b4fbf", "#c2255c", "#f59f00", "#0c8599", "#5c940d")
 HEIGHT = 320
+WAIT_COLOR = "#fab005"  # a rank waiting for a peer at a collective (idle gaps are palette.GAP's orange)
 
 
 def rank_step_heatmap(rank_steps: pd.DataFrame, label: str) -> go.Figure:
@@ -105,7 +105,9 @@ def ranks_window(
         _wait_lane(combined, rank, waits, lo, hi)
         if lanes.note:
             combined.note += f"rank {rank}: {lanes.note}"
-    return tl.lanes_figure(combined, title, x_title="ms from the window's start"), combined.note
+    fig = tl.lanes_figure(combined, title, x_title="ms from the window's start")
+    fig.update_xaxes(range=[0, (hi - lo) / 1e6])  # the window, not the steps that reach into it
+    return fig, combined.note
 
 
 def _wait_lane(lanes: tl.LaneSet, rank: int, waits: pd.DataFrame, lo: int, hi: int) -> None:
@@ -123,4 +125,4 @@ def _wait_lane(lanes: tl.LaneSet, rank: int, waits: pd.DataFrame, lo: int, hi: i
         for w, k in zip(mine["wait_ns"], mine["kind"], strict=True)
     ]
     name = f"rank {rank}: waiting at collectives"
-    lanes.add_segments(start, end, lanes.lane(name), hover, palette.GAP, name)
+    lanes.add_segments(start, end, lanes.lane(name), hover, WAIT_COLOR, name)
