@@ -29,6 +29,7 @@ from .model import Analysis
 from .number_format import compact, format_value
 from .shapes import clean_dims
 
+NOTE_PREFIX = "note: model proposed from the trace"  # the CLI's stderr line (a page shows the proposal itself)
 NOTE = "a guess from the trace: no figure uses it until it is accepted (the app's Use it, or --model NAME)"
 LM_HEAD_MIN = 16_000  # a linear this wide out of the hidden size is the vocabulary (lm_head), not an MLP
 VOCAB_PAD = 64  # vLLM pads each rank's vocabulary shard to a multiple of 64
@@ -353,7 +354,7 @@ def proposal_note(proposal: ModelProposal | None) -> str | None:
     if proposal is None:
         return None
     use = f" (--model {proposal.preset} reads the trace against it)" if proposal.preset else ""
-    line = f"note: model proposed from the trace, not used: {proposal.text}{use}"
+    line = f"{NOTE_PREFIX}, not used: {proposal.text}{use}"
     if proposal.weights_roofline:
         line += f"; {roofline_text(proposal.weights_roofline)}"
     return line

@@ -67,11 +67,10 @@ def _accept(proposal: ModelProposal) -> None:
     if not proposal.candidates:
         st.caption("No preset has this shape: correct or complete its numbers below, then Use this model.")
         return
-    left, right = st.columns([3, 1])
-    preset = proposal.preset or left.selectbox(
+    preset = proposal.preset or st.selectbox(
         "Presets that fit what the trace shows", list(proposal.candidates), key="proposal_candidate"
     )
     dtype = proposal.dtype if proposal.dtype in PICKER_DTYPES else "bfloat16"
-    if right.button(f"Use {preset}", key="proposal_use", type="primary", help="Read the trace against this model"):
+    if st.button(f"Use {preset}", key="proposal_use", type="primary", help="Read the trace against this model"):
         set_model(st.session_state, preset, dtype)
         st.rerun()

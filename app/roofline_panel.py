@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from ..analysis.model_proposal import NOTE_PREFIX
 from ..analysis.number_format import compact, format_value, sig
 from ..analysis.roofline import (
     GPUS,
@@ -255,7 +256,8 @@ def section(loaded: LoadedTrace, source: TraceSource) -> RooflineReport | None:
         proposal_panel.section(loaded)  # what the trace shows of its model, until one is picked
         _model_picker(loaded, default_device, proposal_panel.form_prefill(loaded))
     for note in loaded.notes:
-        st.caption(for_markdown(note.removeprefix("note: ")))
+        if not note.startswith(NOTE_PREFIX):  # the proposal itself is shown above
+            st.caption(for_markdown(note.removeprefix("note: ")))
     report = loaded.analysis.roofline
     if report is not None:
         _phase_table(report, "")

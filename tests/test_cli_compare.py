@@ -114,7 +114,7 @@ def test_report_command_writes_one_file(tmp_path):
     out = tmp_path / "report.html"
     result = run_cli("report", EAGER, "--vs", COMPILE, "-o", out)
     assert result.returncode == 0, result.stderr
-    assert out.stat().st_size <= 8_000_000 and f"wrote {out}" in result.stdout
+    assert out.stat().st_size <= 3_000_000 and f"wrote {out}" in result.stdout  # a comparison's bound
     html = out.read_text()
     assert "Stepscope comparison" in html and "cpu_tiny-llama_eager" in html
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]

@@ -243,3 +243,13 @@ def test_report_shows_the_model_proposed_from_the_trace_as_a_proposal():
     proposal = report["summary"]["model_proposal"]
     assert "Proposed model</b> (from the trace, not used in any figure)" in html
     assert esc_text(proposal["text"]) in html
+
+
+def test_the_vendored_basic_bundle_is_plotly_pys_version_and_others_get_the_full_one():
+    """exporters/vendor's plotly.js basic bundle must be the plotly.js plotly.py writes figures for (an upgrade of
+    plotly.py must bring its basic bundle); a figure of another trace type gets the full bundle, never a blank."""
+    from exporters.plotly_bundle import basic_usable, bundle_scripts, packed, types_comment
+
+    assert basic_usable()
+    assert packed(True) in bundle_scripts(types_comment({"scatter", "bar"}), "")
+    assert packed(False) in bundle_scripts(types_comment({"heatmap"}), "")
