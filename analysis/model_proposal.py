@@ -127,7 +127,9 @@ def _kernel_names(timeline: Timeline) -> pd.DataFrame:
     kernels = ev[ev["kind"] == "kernel"]
     if kernels.empty:
         return pd.DataFrame(columns=["name", "count", "category"])
-    counts = kernels["name"].astype(str).value_counts()
+    counts = kernels["name"].value_counts()  # a categorical's counts: one bincount, no string per event
+    counts = counts[counts > 0]
+    counts.index = counts.index.astype(str)
     _, category = categorize(pd.Series(counts.index, dtype="category"))
     return pd.DataFrame({"name": counts.index, "count": counts.to_numpy(), "category": np.asarray(category)})
 
@@ -176,11 +178,15 @@ def read_shapes(timeline: Timeline) -> SeenShapes:
     found = SeenShapes(Counter(), Counter(), Counter(), Counter())
     if "input_dims" not in ev:
         return found
-    dims = ev["input_dims"].astype(str)
-    shaped = dims != ""
+    dims = ev["input_dims"]
+    if isinstance(dims.dtype, pd.CategoricalDtype):  # the readers' form: the shaped rows from the codes
+        recorded = np.flatnonzero(np.asarray(dims.cat.categories, dtype=object) != "")
+        shaped = np.isin(dims.cat.codes.to_numpy(), recorded)
+    else:
+        shaped = (dims.astype(str) != "").to_numpy()
     if not shaped.any():
         return found
-    pairs = pd.DataFrame({"name": ev["name"][shaped].astype(str), "dims": dims[shaped]}).value_counts()
+    pairs = pd.DataFrame({"name": ev["name"][shaped].astype(str), "dims": dims[shaped].astype(str)}).value_counts()
     for (name, text), count in pairs.items():
         try:
             value = clean_dims(json.loads(text))

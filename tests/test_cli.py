@@ -46,6 +46,7 @@ SUMMARY_KEYS = {
     "gpu_idle_per_decode_step_us",
     "anatomy",
     "memory",
+    "model_proposal",  # added by issue 45 (2026-12-03)
     "mixed_steps",
     "verify_steps",
     "draft_steps",
