@@ -176,7 +176,7 @@ def render_ranks_text(report: dict) -> str:
     run = report["run"]
     lines = [
         f"run      {run['ranks']} rank(s), {run['aligned_steps']} aligned step(s) (by {run.get('alignment', '?')})",
-        f"clock    {run.get('clock_note', '')}",
+        *_collective_lines(run),
         "",
         f"{'rank':>4} {'file':<40} {'steps':>6} {'ITL p50 ms':>11} {'busy %':>8}",
     ]
@@ -203,6 +203,21 @@ def render_ranks_text(report: dict) -> str:
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}" for f in run["findings"]]
     return plain("\n".join(lines) + "\n")
+
+
+def _collective_lines(run: dict) -> list[str]:
+    """The clock (on one host: as the collectives' ends checked it) and, per collective kind, the arrival skew and
+    transfer (analysis/rank_collectives.py)."""
+    collectives = run.get("collectives") or {}
+    checked = collectives.get("clock_note") if run.get("same_clock") or collectives.get("clock_checked") else None
+    lines = [f"clock    {checked or run.get('clock_note', '')}"]
+    for k in collectives.get("by_kind", []):
+        skew, transfer = k["arrival_skew_us"], k["transfer_us"]
+        lines.append(
+            f"{k['kind']:<14}{k['count']:>6} matched: arrival skew p50 {_opt(skew['p50'], 'us')}, "
+            f"p90 {_opt(skew['p90'], 'us')}; transfer p50 {_opt(transfer['p50'], 'us')}"
+        )
+    return lines
 
 
 def _opt(value: float | None, unit: str) -> str:

@@ -136,3 +136,29 @@ def test_ranks_page_on_the_hta_pair_checks_the_clock_and_opens_between_collectiv
     assert {m.label: m.value for m in at.metric}["Slowest rank"] == "—"
     table = next(d.value for d in at.dataframe if "last to arrive" in d.value.columns and "kind" in d.value.columns)
     assert set(table["kind"]) == {"send/recv"}
+
+
+def test_cli_text_says_the_clock_check_not_the_hosts_claim(tmp_path):
+    from exporters.text_report import render_ranks_text
+
+    report = open_run(real_trace("hta_sampled_2rank"), cache=NO_CACHE).report
+    text = render_ranks_text(report)
+    assert "clock    checked: the ends of 5 collectives" in text and "send/recv" in text
+    assert "one host, one clock" not in text
+
+
+def test_synthetic_ranks_on_two_hosts_get_their_clock_offset_and_the_late_rank(tmp_path):
+    """SYNTHETIC (tests/test_ranks.py's builder): rank 1 on another host with its clock 5 s ahead; rank 2 starts
+    each step's work last (its OFFSET), so it arrives last at every all-reduce."""
+    from analysis.ranks import analyze_ranks
+    from analysis.ranks_report import run_summary
+    from tests.test_ranks import load_ranks as load
+    from tests.test_ranks import write_run
+
+    ranked = load(write_run(tmp_path / "run", host=("a", "b", "a"), clock_shift_us=(0.0, 5e6, 0.0)))
+    assert not ranked.same_clock
+    c = run_summary(analyze_ranks(ranked))["collectives"]
+    assert c["clock_checked"] and c["clock_offset_us"]["1"] == pytest.approx(5e6)
+    assert "rank 1 by 5.00 s" in c["clock_note"]
+    by_rank = {r["rank"]: r for r in c["by_rank"]}
+    assert by_rank[2]["last_arrivals"] == c["matched"] and by_rank[2]["wait_us"] == 0

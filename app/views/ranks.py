@@ -93,8 +93,9 @@ def _header(loaded: LoadedRanks) -> None:
 
 def _clock(run: dict) -> str:
     """Whether the ranks' clocks agree, as the collectives' ends checked it (or why it could not be)."""
-    checked = (run.get("collectives") or {}).get("clock_note")
-    if not run.get("same_clock"):
+    collectives = run.get("collectives") or {}
+    checked = collectives.get("clock_note")
+    if not run.get("same_clock") and not collectives.get("clock_checked"):
         return f"Clock: {run.get('clock_note', '')}."
     return (
         f"Clock: {checked}." if checked else "Clock: one host and overlapping times, one clock assumed (not checked)."
