@@ -81,6 +81,7 @@ def propose_model(timeline: Timeline, analysis: Analysis) -> ModelProposal | Non
     vocab = _vocab(seen, hidden, tp or 1, evidence)
     heads, kv_heads, head_dim = _heads(seen, tp or 1, evidence)
     figures = {"layers": layers, "hidden": hidden, "vocab": vocab, "moe": moe, "heads": heads, "head_dim": head_dim}
+    figures["ranks"] = tp or 1
     candidates = fitting_presets(figures)
     preset = candidates[0] if len(candidates) == 1 else None
     proposal = ModelProposal(
@@ -290,7 +291,7 @@ def _checks(shape, figures: dict) -> list[bool]:
     if figures.get("hidden"):
         out.append(shape.hidden == figures["hidden"])
     if figures.get("vocab"):
-        out.append(abs(shape.vocab - figures["vocab"]) <= VOCAB_PAD * 8)
+        out.append(abs(shape.vocab - figures["vocab"]) <= VOCAB_PAD * figures.get("ranks", 1))  # shards' padding
     if figures.get("heads"):
         out.append(shape.heads == figures["heads"])
     if figures.get("head_dim"):
