@@ -35,8 +35,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "STEPSCOPE_JSON_SCANNER",
         "auto",
-        "the compiled scanner of big JSON traces: auto (once built; the first use builds it in the background),"
-        " off (msgspec only), wait (build it first)",
+        "the compiled scanner of big JSON traces (256 MB and more): auto (compiled by the first such read, in the"
+        " foreground, into ~/.cache/stepscope/numba), off (msgspec only); wait is auto",
     ),
     Setting("STEPSCOPE_TRACE_PROCESSOR", "(on PATH)", "the Perfetto trace_processor binary for Perfetto imports"),
     Setting("STEPSCOPE_LOGDIR", "(none)", "a folder of traces the app lists (`--logdir DIR`); runs go there too"),

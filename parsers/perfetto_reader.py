@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .chrome_trace import CATEGORY_KINDS
 from .errors import TraceError
+from .kineto.columns import CATEGORY_KINDS
 from .limits import ReadLimits, check_event_count
 from .numbers import MAX_TIME
 from .perfetto_memory import memory_from_counters, memory_track

@@ -1,8 +1,8 @@
-"""`python -m app.cli scanner`: the compiled scanner of big JSON traces, built now.
+"""`python -m app.cli scanner`: the compiled scanner of big JSON traces, compiled now (and repaired).
 
-Without it, the first big JSON trace a machine reads is decoded with msgspec and the scanner is then built in the
-background for the reads after it (parsers/scanner.py); `scanner` builds it at once, in the foreground (about ten
-seconds of one core, once per machine and source), and says what it found.
+Without it, the first big JSON trace a machine reads compiles the scanner in the foreground (parsers/kineto/
+compiled.py); `scanner` clears Numba's cache folder of the scanner and compiles it at once (about a minute of one
+core, once per machine and source), so it also repairs a damaged cache or retries a compile that failed.
 
     python -m app.cli scanner
 """
@@ -10,32 +10,27 @@ seconds of one core, once per machine and source), and says what it found.
 from __future__ import annotations
 
 import argparse
-import time
 
 from .errors import UserError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the subcommand on app.cli's subparsers."""
-    p = subparsers.add_parser("scanner", help="build the compiled scanner of big JSON traces now (once per machine)")
+    p = subparsers.add_parser("scanner", help="compile the scanner of big JSON traces now (once per machine)")
     p.set_defaults(handler=run_scanner)
     return p
 
 
 def run_scanner(args: argparse.Namespace) -> int:
-    """Build unless built; one line saying which. Raises UserError when it cannot be built here."""
+    """Clear and compile; one line saying where. Raises UserError when it cannot be compiled here."""
     del args
-    from ...parsers import scanner
+    from ...parsers.kineto import compiled
 
-    if scanner.built() and scanner.load() is not None:
-        print("the compiled scanner is built: big JSON traces are read with it")
-        return 0
-    if not scanner.installed():
-        raise UserError("the compiled scanner needs numba and llvmlite (pip install -r requirements.txt)")
-    start = time.perf_counter()
+    if not compiled.installed():
+        raise UserError("the compiled scanner needs numba (pip install -r requirements.txt)")
     try:
-        scanner.build()
-    except Exception as exc:  # the compiler's own failure: one line, and msgspec reads every trace meanwhile
-        raise UserError(f"the compiled scanner could not be built: {' '.join(str(exc).split())[:200]}") from None
-    print(f"built the compiled scanner in {time.perf_counter() - start:.1f} s: big JSON traces are read with it")
+        seconds = compiled.compile_now()
+    except (RuntimeError, OSError) as exc:  # the compiler's own failure: one line; msgspec reads every trace meanwhile
+        raise UserError(f"the compiled scanner could not be compiled: {' '.join(str(exc).split())[:200]}") from None
+    print(f"compiled the scanner in {seconds:.1f} s into {compiled.folder()}: big JSON traces are read with it")
     return 0
