@@ -59,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--before", required=True, help="the checkout to compare with (main before the change)")
     p.add_argument("--extra", nargs="*", default=[], help="more traces (the big tiled ones)")
+    p.add_argument("--only-extra", action="store_true", help="only the traces given with --extra")
     args = p.parse_args(argv)
     same = different = 0
     with tempfile.TemporaryDirectory(prefix="stepscope-identity-") as cache:
         env = {**os.environ, "STEPSCOPE_CACHE_DIR": cache}
-        for trace in inputs(args.extra):
+        for trace in [Path(t) for t in args.extra] if args.only_extra else inputs(args.extra):
             before = answer(Path(args.before), trace, {**env, "STEPSCOPE_JSON_SCANNER": "off"})
             after = answer(ROOT, trace, env)
             ok = before == after and before[0] == 0

@@ -20,18 +20,17 @@ if str(ROOT) not in sys.path:
 REAL_TRACES = ROOT / "tests" / "data" / "real"
 # The on-disk trace cache of everything the tests run goes to a throwaway folder, not ~/.cache/stepscope.
 os.environ.setdefault("STEPSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="stepscope-test-cache-"))
-# Big reads use the compiled scanner (parsers/scanner.py), built here first if this checkout has none yet, never in
-# the background while tests run; tests of the msgspec path set it off.
-os.environ.setdefault("STEPSCOPE_JSON_SCANNER", "wait")
+# Big reads (compiled.SCAN_MIN_BYTES and more) compile the scanner into Numba's cache the first time: done here,
+# once, before any test runs (a fresh machine has none), so that no test, and no command a test runs under its own
+# timeout, pays for the compile. Tests that load the scanner in this process get its folder from the environment.
 
 
 def pytest_sessionstart(session) -> None:
-    """Build the compiled scanner once, before any test runs (a fresh checkout has none): no test, and no command a
-    test runs under its own timeout, pays for the compile."""
-    from parsers import scanner
+    from parsers.kineto import compiled
 
-    if scanner.mode() != "off":
-        scanner.usable()
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(compiled.folder()))
+    if compiled.mode() != "off" and compiled.installed() and not compiled.ready():
+        compiled.compile_now()
 
 
 def missing(reason: str) -> None:

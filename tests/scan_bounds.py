@@ -1,7 +1,7 @@
 """Run by tests/test_event_scan.py in a process of its own, with NUMBA_BOUNDSCHECK=1: the scanner's source
 compiled with bounds checks, over SYNTHETIC mutations of real pieces (flipped bytes, cuts, invalid UTF-8, deep
 nesting), each piece handed over as an array that ends exactly where the piece does. The machine code a read loads
-has no checks, so any index out of its arrays (a read past the piece's end included) must show here as an
+runs without them, so any index out of its arrays (a read past the piece's end included) must show here as an
 IndexError. Prints how many pieces it ran and how many the scanner read."""
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ import sys
 
 import numpy as np
 
-from parsers import event_scan, scanned_piece, split_decode
-from parsers import scan_layout as scan
+from parsers.kineto import pieces as split_decode
+from parsers.kineto import scan as event_scan
+from parsers.kineto import scanned as scanned_piece
 from tests.conftest import REAL_TRACES
+
+scan = event_scan
 
 _SEEDS = [
     "hta_training_cudagraph_a100.json.gz",
@@ -89,12 +92,12 @@ def main() -> None:
     ran = read = 0
     for name in _SEEDS:
         data = gzip.decompress((REAL_TRACES / name).read_bytes())
-        first, _ = split_decode._array_start(data[: split_decode.HEAD_BYTES])
+        first, _ = split_decode.array_start(data[: split_decode.HEAD_BYTES])
         split_decode.PIECE_BYTES = 20_000
-        pieces = [p for p in split_decode._plan(data, first) if p[1] is not None]
+        pieces = [p for p in split_decode.plan(data, first) if p[1] is not None]
         for start, stop in rng.sample(pieces, min(12, len(pieces))):
             piece = data[start:stop]
-            cut = split_decode._next_cut(piece, 5000)  # a few dozen whole events: many mutations in the time
+            cut = split_decode.next_cut(piece, 5000)  # a few dozen whole events: many mutations in the time
             piece = piece[:cut] if cut is not None else piece
             for candidate in [piece, *_mutations(piece, rng, 150)]:
                 status = _scan(candidate)

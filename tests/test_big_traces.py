@@ -103,7 +103,7 @@ def _tiled_generation(tiles: int, decode_steps: int = 9) -> dict:
 @pytest.fixture
 def in_pieces(monkeypatch):
     """Small files read in small pieces by two processes (the path a trace of gigabytes takes)."""
-    from parsers import split_decode
+    from parsers.kineto import pieces as split_decode
 
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 16 << 10)
@@ -119,7 +119,7 @@ def test_a_tiled_trace_read_in_pieces_into_the_cache_keeps_every_step(tmp_path, 
 
     from analysis import analyze
     from analysis.options import AnalysisOptions
-    from parsers.chrome_trace import read_chrome_trace
+    from parsers.kineto.reader import read_chrome_trace
     from trace_cache import timelines
     from trace_cache.store import CacheStore
     from trace_cache.timelines import open_trace_cached
@@ -150,7 +150,8 @@ def test_columns_built_in_slices_are_the_columns_built_at_once(tmp_path, monkeyp
     same order, and a lane's label the first the file gives it."""
     import json
 
-    from parsers import chrome_trace, load_trace
+    from parsers import load_trace
+    from parsers.kineto import columns as chrome_trace
 
     if read == "in pieces":
         request.getfixturevalue("in_pieces")
@@ -291,7 +292,7 @@ def _tiny_events_file(path, min_bytes: int):
 def test_a_hostile_count_over_the_budget_is_one_line_from_the_command_line(tmp_path):
     """Read in pieces for real (a file over split_decode.MIN_SPLIT_BYTES), under `ulimit -v 3000000`: refused by the
     budget in one line, exit 2, before its frame is built; within a budget that holds it, it opens."""
-    from parsers.split_decode import MIN_SPLIT_BYTES
+    from parsers.kineto.pieces import MIN_SPLIT_BYTES
     from tests.bounded_cli import assert_sane_outcome, run_bounded
 
     path = tmp_path / "tiny.json"

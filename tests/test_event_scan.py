@@ -1,9 +1,9 @@
-"""The compiled event scanner (parsers.event_scan, loaded as machine code by parsers.scanner) reads a piece of the
-event list to exactly what msgspec and the column builder make of it, or gives the piece up.
+"""The compiled event scanner (parsers/kineto/scan.py, loaded from Numba's cache by parsers/kineto/compiled.py) reads
+a piece of the event list to exactly what msgspec and the column builder make of it, or gives the piece up.
 
 The property that makes it safe: whatever the scanner accepts, msgspec accepts too and the builder's columns,
 tables and counts are the same; whatever msgspec rejects, the scanner gives up. Checked on every real trace shipped
-(cut into pieces as split_decode cuts them, at two piece sizes) and on SYNTHETIC events built here (Hypothesis:
+(cut into pieces as pieces.py cuts them, at two piece sizes) and on SYNTHETIC events built here (Hypothesis:
 every key order, spacing, escapes, number spellings, string ids, phases, and byte-level mutations of them).
 """
 
@@ -18,13 +18,17 @@ from decimal import Decimal
 from pathlib import Path
 
 import msgspec
+import msgspec.structs
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parsers import TraceError, scan_layout, scanned_piece, scanner, split_decode
-from parsers.chrome_trace import _ColumnBuilder
+from parsers import TraceError
+from parsers.kineto import compiled as scanner
+from parsers.kineto import pieces as split_decode
+from parsers.kineto import scanned as scanned_piece
+from parsers.kineto.columns import ColumnBuilder as _ColumnBuilder
 from tests.conftest import REAL_TRACES, ROOT, missing
 from tests.fuzz_inputs import kineto_event, mutated
 
@@ -33,11 +37,12 @@ SAMPLES = ROOT / "sample_traces"
 
 
 @pytest.fixture(scope="module")
-def compiled() -> scanner.Scanner:
-    """The scanner as a read loads it (built first if this checkout has no build yet)."""
-    scanner.build() if not scanner.built() else None
+def compiled():
+    """The scanner as the other decoding process loads it from Numba's cache (compiled first if it is not there)."""
+    if not scanner.ready():
+        scanner.compile_now()
     loaded = scanner.load()
-    assert loaded is not None, "the built scanner does not load"
+    assert loaded is not None, "the compiled scanner does not load"
     return loaded
 
 
@@ -45,7 +50,7 @@ def _msgspec_builder(piece: bytes) -> tuple[_ColumnBuilder | None, int]:
     """What split_decode's msgspec path makes of the piece: (builder, events), or (None, 0) when it does not
     decode (or the builder refuses a value)."""
     try:
-        events = split_decode._PIECE_DECODER.decode(b"[" + piece + b"]")
+        events = split_decode.PIECE_DECODER.decode(b"[" + piece + b"]")
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return None, 0
     builder = _ColumnBuilder()
@@ -114,8 +119,8 @@ def test_every_real_trace_reads_the_same_piece_by_piece(compiled, piece_bytes, m
     read = given_up = 0
     for path in files:
         data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        first, _ = split_decode._array_start(data[: split_decode.HEAD_BYTES])
-        for start, stop in split_decode._plan(data, first):
+        first, _ = split_decode.array_start(data[: split_decode.HEAD_BYTES])
+        for start, stop in split_decode.plan(data, first):
             if stop is None:
                 continue  # the last piece holds the document's other keys: msgspec's
             mine, my_events = _scanned_builder(compiled, data, start, stop)
@@ -291,12 +296,18 @@ def test_the_scan_starts_and_ends_where_it_is_told(compiled):
 
 
 def test_layout_agrees_with_the_schema():
-    """The phases the scanner counts are the ones the msgspec schema counts, under the same labels."""
-    from parsers import event_scan, kineto_schema
+    """The phases the scanner counts are the ones the msgspec schema counts, under the same labels; every field of
+    the table has its place in the scanner's rows and in msgspec's structs, and nothing else has one."""
+    from parsers.kineto import fields, scan
 
-    counted = {chr(b) for b in np.flatnonzero(event_scan._COUNTED).tolist()}
-    assert counted == set(kineto_schema.COUNTED_PHASES) == set(kineto_schema.SKIPPED_LABELS)
-    assert len(scan_layout.ENTRY_ARGS) == len({name for name, _ in scan_layout.ENTRY_ARGS})
+    counted = {chr(b) for b in np.flatnonzero(scan._COUNTED).tolist()}
+    assert counted == set(fields.COUNTED_PHASES) == set(fields.SKIPPED_LABELS)
+    assert set(fields.INT_ROWS) | set(fields.FLOAT_ROWS) == set(fields.FIELDS)
+    assert len(fields.INT_DEFAULTS) == fields.INT_FIELDS
+    keys = {f.key for f in fields.EVENT_FIELDS}
+    encoded = {f.encode_name for f in msgspec.structs.fields(fields.Args)}
+    encoded |= {f.encode_name for f in msgspec.structs.fields(fields.Complete)} - {"args"}
+    assert encoded == keys
 
 
 def test_no_index_leaves_the_arrays_under_bounds_checks(tmp_path):

@@ -6,21 +6,15 @@ join against a plain stable sort, the entry file against pyarrow's own reading, 
 from __future__ import annotations
 
 import errno
-import json
 import os
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers import split_decode
-from parsers.chrome_trace import read_chrome_trace
-from parsers.column_file import ColumnFile, ColumnSpec, frame_of_table
-from parsers.piece_merge import Placement, Run, in_memory, narrow_run, sort_run
-from tests.synthetic_traces import doc, synthetic_generation
+from parsers.kineto.join import Placement, Run, in_memory, narrow_run, sort_run
 from trace_cache import timelines
 from trace_cache.store import CacheStore
 
@@ -115,33 +109,30 @@ def test_grouped_placement_is_the_stable_sort_of_the_whole(shape):
 
 
 def test_a_column_file_reads_back_as_the_values_written(tmp_path):
+    """The cache's column file (trace_cache/column_file.py: pyarrow's IPC writer, read back memory-mapped): the
+    frame's values, its categories and its meta, each as written; a changed byte is refused, never read."""
+    import pandas as pd
+
+    from parsers.timeline import Timeline, TraceMeta
+    from trace_cache.column_file import read_entry, write_entry
+
     rows = 1000
-    specs = [ColumnSpec("ts", np.dtype(np.int64)), ColumnSpec("kind", np.dtype(np.int8), ["kernel", "cpu_op"])]
+    kinds = pd.Categorical.from_codes(np.arange(rows, dtype=np.int8) % 2, categories=["kernel", "cpu_op"])
+    frame = pd.DataFrame({"ts": np.arange(rows, dtype=np.int64) * 7, "kind": kinds})
+    meta = TraceMeta(source_format="kineto-json", event_count=rows, warnings=("w",))
     path = tmp_path / "entry.arrow"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    file = ColumnFile(fd, specs, rows, {b"k": b"v"})
-    file.open()
-    file.array("ts")[:] = np.arange(rows) * 7
-    file.array("kind")[:] = np.arange(rows) % 2
-    file.close()
-    os.close(fd)
-    table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-    table.validate(full=True)
-    assert table.schema.metadata == {b"k": b"v"}
-    frame = frame_of_table(table, ["ts", "kind"])
-    assert frame["ts"].tolist() == (np.arange(rows) * 7).tolist()
-    assert frame["kind"].tolist() == ["kernel", "cpu_op"] * (rows // 2)
-
-
-@pytest.fixture
-def tiled(tmp_path, monkeypatch):
-    monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
-    monkeypatch.setattr(split_decode, "PIECE_BYTES", 8 << 10)
-    monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")
-    data = json.dumps(doc(synthetic_generation(decode_steps=200))).encode()
-    path = tmp_path / "trace.json"
-    path.write_bytes(data)
-    return path, read_chrome_trace(data)
+    with open(path, "w+b") as handle:  # read and write, as the store's temporary file: the seal reads it back
+        write_entry(handle, Timeline(events=frame, meta=meta))
+    back = read_entry(path)
+    assert back.events["ts"].tolist() == (np.arange(rows) * 7).tolist()
+    assert back.events["kind"].tolist() == ["kernel", "cpu_op"] * (rows // 2)
+    assert back.meta.warnings == ("w",) and back.meta.event_count == rows
+    assert not back.events["ts"].to_numpy().flags.writeable  # a view of the mapped file
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError):
+        read_entry(path)
 
 
 def _leftovers(store: CacheStore) -> list[str]:

@@ -448,7 +448,7 @@ def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monk
 @pytest.fixture
 def pieces_from_disk(monkeypatch):
     """Small files take the path of a big plain JSON file: read in pieces from disk by two processes."""
-    from parsers import split_decode
+    from parsers.kineto import pieces as split_decode
 
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 4096)
@@ -488,7 +488,7 @@ def test_same_content_elsewhere_stops_the_parse(store, trace, tmp_path, pieces_f
 
 def test_a_file_touched_while_read_in_pieces_is_read_again(store, trace, pieces_from_disk, monkeypatch):
     """The hash and the pieces are read separately: a file changed in between is read whole instead, once."""
-    original = pieces_from_disk._take_pieces
+    original = pieces_from_disk.take_pieces
     touched = []
 
     def touching(*args, **kwargs):
@@ -499,7 +499,7 @@ def test_a_file_touched_while_read_in_pieces_is_read_again(store, trace, pieces_
         return original(*args, **kwargs)
 
     monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "1")
-    monkeypatch.setattr(pieces_from_disk, "_take_pieces", touching)
+    monkeypatch.setattr(pieces_from_disk, "take_pieces", touching)
     digest, timeline = timelines.open_trace_cached(trace, store=store)
     assert touched and digest == keys.hash_bytes(trace.read_bytes())
     _assert_same(load_trace(trace), timeline)

@@ -31,11 +31,11 @@ import msgspec
 from ...contracts import settings
 from ...contracts.safe_read import open_regular
 from . import compiled
+from . import pieces as piece_reading  # module attributes: what tests lower (MIN_SPLIT_BYTES) and replace
 from .channel import PieceChannel
 from .file_pieces import FileChangedError, FileSource
 from .pieces import (
     HEAD_BYTES,
-    MIN_SPLIT_BYTES,
     TAIL_DECODER,
     DecodeStoppedError,
     Meanwhile,
@@ -46,7 +46,6 @@ from .pieces import (
     joined,
     plan,
     prove,
-    take_pieces,
 )
 
 if TYPE_CHECKING:
@@ -123,7 +122,7 @@ def _decode_pieces(
 ) -> tuple[TraceDoc, list[Piece]]:
     """The document's keys before the events and the decoded pieces in file order (see pieces.py).
     `data`: the bytes or the FileSource; `head_bytes`: its first HEAD_BYTES."""
-    if len(data) < MIN_SPLIT_BYTES:
+    if len(data) < piece_reading.MIN_SPLIT_BYTES:
         raise SplitNotPossibleError("not worth splitting")
     if not head_bytes[:64].lstrip().startswith(b"{"):
         raise SplitNotPossibleError("not a JSON object")
@@ -133,7 +132,7 @@ def _decode_pieces(
         progress(0.0)
     if split_workers() < 2 or len(pieces) < 2:
         own = None if progress is None else (lambda count: progress(count / len(pieces)))
-        done = take_pieces(data, pieces, range(len(pieces)), max_events, progress=own)
+        done = piece_reading.take_pieces(data, pieces, range(len(pieces)), max_events, progress=own)
     else:
         scan = compiled.wanted(len(data), progress)  # compiles first, in the foreground, the first time
         done = _decode_with_other(data, pieces, max_events, meanwhile, progress, scan)
@@ -169,7 +168,7 @@ def _decode_with_other(
     try:
         # The other process does not stop at the limit: this one counts its own pieces as they come (and stops both
         # once they alone are over it), and the join counts them all, so the refusal is always this process's words.
-        other = _start_other(data, pieces, queue_read, channel, scan)
+        other = _start_other(data, pieces, queue_read, channel, scan)  # None: none could start, this one takes all
         channel.as_reader()
         if meanwhile is not None and meanwhile():
             raise DecodeStoppedError
@@ -179,11 +178,12 @@ def _decode_with_other(
         def own(count: int) -> None:  # this process's pieces and those the other has sent so far
             progress(min(1.0, (count + channel.sent_so_far()) / len(pieces)))
 
-        done = take_pieces(data, pieces, _queue(queue_read), max_events, progress=own if progress else None)
+        own_progress = own if progress else None
+        done = piece_reading.take_pieces(data, pieces, _queue(queue_read), max_events, progress=own_progress)
         if len(done) < len(pieces):  # the other process took some: wait for them
             done.update(_received(channel))
             other.wait()
-        else:
+        elif other is not None:
             other.stop()  # it took none (still starting, say): not needed
         other = None
     except BaseException:
@@ -196,21 +196,25 @@ def _decode_with_other(
     return done
 
 
-def _start_other(data, pieces: list, queue_read: int, channel: PieceChannel, scan: bool) -> _Other:
-    """The other process, started (see the module)."""
+def _start_other(data, pieces: list, queue_read: int, channel: PieceChannel, scan: bool) -> _Other | None:
+    """The other process, started (see the module); None when none can be started."""
     if not scan and threading.active_count() == 1:
         import multiprocessing
 
         process = multiprocessing.get_context("fork").Process(
             target=_share_forked, args=(data, pieces, queue_read, channel), name="stepscope-decode"
         )
-        process.start()
+        try:
+            process.start()
+        except OSError:
+            return None
         return _Other(process)
     source, ours = _trace_descriptor(data)
     fds = [source, queue_read, *channel.child_fds()]
     root = Path(sys.modules[__name__.split(".")[0]].__file__ or "").resolve().parents[1]  # the folder holding it
     code = f"import sys; sys.path.insert(0, {str(root)!r}); from {__name__} import share_spawned; share_spawned()"
     request = msgspec.msgpack.encode({"size": len(data), "pieces": pieces, "scan": scan, "fds": fds})
+    process = None
     try:
         process = subprocess.Popen(
             [sys.executable, "-P", "-c", code],  # -P: nothing from the working folder
@@ -220,6 +224,10 @@ def _start_other(data, pieces: list, queue_read: int, channel: PieceChannel, sca
         )
         process.stdin.write(request)
         process.stdin.close()
+    except OSError:
+        if process is not None:
+            _Other(process).stop()
+        return None
     finally:
         if ours:
             os.close(source)
@@ -231,7 +239,7 @@ def _share_forked(data, pieces: list, queue_read: int, channel: PieceChannel) ->
     without a finishing record (the parent then falls back), quietly: nothing of it reaches the terminal."""
     try:
         channel.as_writer()
-        take_pieces(data, pieces, _queue(queue_read), 1 << 62, publish=_sender(channel))
+        piece_reading.take_pieces(data, pieces, _queue(queue_read), 1 << 62, publish=_sender(channel))
         channel.finish()
     except BaseException:
         pass
@@ -248,7 +256,7 @@ def share_spawned() -> None:
         scanner = compiled.load() if request["scan"] else None
         pieces = [(start, stop) for start, stop in request["pieces"]]
         data = FileSource(source, request["size"])
-        take_pieces(data, pieces, _queue(queue_read), 1 << 62, publish=_sender(channel), scanner=scanner)
+        piece_reading.take_pieces(data, pieces, _queue(queue_read), 1 << 62, publish=_sender(channel), scanner=scanner)
         channel.finish()
     except BaseException:
         pass
