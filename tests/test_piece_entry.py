@@ -1,12 +1,12 @@
-"""Issue 27: a trace read in pieces is joined in one pass (parsers/piece_merge.py) and written straight into the
-cache's Arrow entry (parsers/column_file.py, trace_cache.timelines.EntrySink). SYNTHETIC columns and traces: the
-join against a plain stable sort, the entry file against pyarrow's own reading, and every way the entry can fail
-(an unwritable cache, a full disk) leaving the same Timeline, built in memory, and no file behind."""
+"""Issues 27, 47: a trace read in pieces is joined in one pass (parsers/kineto/join.py) and written into the cache's
+column file (trace_cache/column_file.py: pyarrow's IPC writer), then mapped back from it. SYNTHETIC columns and
+traces: the join against a plain stable sort, the column file's round trip, and every way the entry can fail (an
+unwritable cache, a full disk) leaving the same Timeline, built in memory, and no file behind."""
 
 from __future__ import annotations
 
 import errno
-import os
+import json
 
 import numpy as np
 import pandas as pd
@@ -14,7 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from parsers.kineto import pieces as split_decode
 from parsers.kineto.join import Placement, Run, in_memory, narrow_run, sort_run
+from parsers.kineto.reader import read_chrome_trace
+from tests.synthetic_traces import doc, synthetic_generation
 from trace_cache import timelines
 from trace_cache.store import CacheStore
 
@@ -135,6 +138,18 @@ def test_a_column_file_reads_back_as_the_values_written(tmp_path):
         read_entry(path)
 
 
+@pytest.fixture
+def tiled(tmp_path, monkeypatch):
+    monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
+    monkeypatch.setattr(split_decode, "PIECE_BYTES", 8 << 10)
+    monkeypatch.setattr(timelines, "MAPPED_ROWS", 1)  # small traces mapped back too, as a big one is
+    monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")
+    data = json.dumps(doc(synthetic_generation(decode_steps=200))).encode()
+    path = tmp_path / "trace.json"
+    path.write_bytes(data)
+    return path, read_chrome_trace(data)
+
+
 def _leftovers(store: CacheStore) -> list[str]:
     folder = store.root / "timelines"
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(".tmp-")) if folder.exists() else []
@@ -154,17 +169,20 @@ def test_an_entry_that_cannot_be_written_leaves_the_same_timeline_and_no_file(tm
     path, whole = tiled
     store = CacheStore(tmp_path / "cache")
     if failure == "unwritable":
+        from trace_cache import store as store_module
 
-        def refuse(kind):
+        def refuse(*args, **kwargs):
             raise OSError(errno.EACCES, "read-only")
 
-        monkeypatch.setattr(store, "temporary", refuse)
+        monkeypatch.setattr(store_module.tempfile, "mkstemp", refuse)
     else:
+        from trace_cache import column_file
 
-        def full(fd, offset, length):
+        def full(handle):
+            handle.write(b"x" * 100)
             raise OSError(errno.ENOSPC, "no space left on device")
 
-        monkeypatch.setattr(os, "posix_fallocate", full)
+        monkeypatch.setattr(column_file, "seal", full)
     _, timeline = timelines.open_trace_cached(path, store=store)
     pd.testing.assert_frame_equal(timeline.events, whole.events)
     assert _leftovers(store) == []
