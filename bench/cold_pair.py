@@ -3,8 +3,8 @@ measured in one run (this project's VM is shared: absolute times move by a third
 
 Each round runs the command once in each checkout (order alternating), each with an empty STEPSCOPE_CACHE_DIR, under
 GNU time (wall seconds, the largest process's peak RSS), and prints every run, the medians, their ratio and the load
-average before and after. Both checkouts' compiled scanners should be built first (`python -m app.cli scanner` in
-each; this checkout's: bench/scanner_ready.py), so that no run times a compile.
+average before and after. A checkout with a compiled scanner of its own (main before issue 47) should have it built
+first (`python -m app.cli scanner` there), so that no run times its build.
 
     python bench/cold_pair.py TRACE --other /path/to/other/checkout [--rounds 3]
 """

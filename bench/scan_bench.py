@@ -1,14 +1,15 @@
-"""How long a piece of a big trace takes to read: with msgspec, with the compiled scanner, with polars' JSON reader.
+"""How long a piece of a big trace takes to read: with msgspec (the reader's way) and with polars' JSON reader.
 
-Each round reads the same pieces (cut as parsers/kineto/pieces.py cuts them) every way, one after the other: the
+Each round reads the same pieces (cut as parsers/kineto/pieces.py cuts them) each way, one after the other: the
 file's bytes into a buffer, the events into columns, the piece sorted and narrowed as the join wants it, the decoded
-objects freed. Prints ns an event for each way and stage, and the ratios, per round and as medians. The scanner is
-compiled first if need be (bench/scanner_ready.py) and loaded from Numba's cache in this process.
+objects freed. Prints ns an event for each way and stage, and the ratio, per round and as medians.
 
 polars (when importable: it is not a dependency) reads the piece with an explicit schema of the fields Stepscope
-reads (parsers/kineto/fields.py), its `name` and `cat` as categoricals; its "columns" stage is its duration rows'
-columns as numpy arrays and codes, not the column builder's exact tables: a lower bound of what a polars reader
-would cost, for the decision "is a well-kept library as fast" (README, "Speed and memory").
+reads (parsers/kineto/fields.py) but "Input Dims", its `name` and `cat` as categoricals; its "columns" stage is its
+duration rows' columns as numpy arrays and codes, not the column builder's exact tables: a lower bound of what a
+polars reader would cost, for the decision "is a well-kept library as fast" (README, "Speed and memory"). The
+compiled scanner this was also measured against (through Numba's public caching) is in the history of this file
+(commit cfe4f97, `parsers/kineto/scan.py`), with the figures in the README.
 
     python bench/scan_bench.py [TRACE] [--pieces 40] [--rounds 3]
 """
@@ -30,9 +31,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scanner_ready import ensure_built  # noqa: E402
-
-from parsers.kineto import compiled, scanned  # noqa: E402
 from parsers.kineto import pieces as split_decode  # noqa: E402
 from parsers.kineto.columns import ColumnBuilder as _ColumnBuilder  # noqa: E402
 from parsers.kineto.fields import EVENT_FIELDS  # noqa: E402
@@ -71,19 +69,11 @@ def _with_msgspec(source: FileSource, start: int, stop: int) -> tuple[int, list[
     )
 
 
-def _with_scanner(source: FileSource, start: int, stop: int, compiled) -> tuple[int, list[float]]:
-    return _timed(
-        lambda: np.frombuffer(source.framed(start, stop, b"", b""), dtype=np.uint8),
-        lambda data: scanned.scan_piece(compiled, data, 0, len(data)),
-        _ColumnBuilder.add_scanned,
-        lambda piece: piece.events,
-    )
-
-
 def _polars_schema(pl):
-    kinds = {"time": pl.Float64, "text": pl.String, "id": pl.Int64, "int": pl.Int64, "raw": pl.String}
+    kinds = {"time": pl.Float64, "text": pl.String, "id": pl.Int64, "int": pl.Int64}
     kinds["volume"] = pl.List(pl.Int64)
-    args = pl.Struct({f.key: kinds[f.kind] for f in EVENT_FIELDS if f.in_args})
+    # "Input Dims" is left out: polars has no type for JSON kept as written (a list of lists of anything)
+    args = pl.Struct({f.key: kinds[f.kind] for f in EVENT_FIELDS if f.in_args and f.kind != "raw"})
     return {"ph": pl.String, **{f.key: kinds[f.kind] for f in EVENT_FIELDS if not f.in_args}, "args": args}
 
 
@@ -116,18 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pieces", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    print(ensure_built())
-    os.environ.setdefault("NUMBA_CACHE_DIR", str(compiled.folder()))
-    scanner = compiled.load()
-    if scanner is None:
-        print("error: the compiled scanner does not load here", file=sys.stderr)
-        return 2
     try:
         import polars as pl
     except ImportError:
-        pl = None
-    ways = ("msgspec", "scanner", "polars") if pl is not None else ("msgspec", "scanner")
-    schema = _polars_schema(pl) if pl is not None else None
+        print("error: polars is not installed here (pip install polars, in a venv of its own)", file=sys.stderr)
+        return 2
+    ways = ("msgspec", "polars")
+    schema = _polars_schema(pl)
     fd = os.open(args.trace, os.O_RDONLY)
     source = FileSource(fd, os.fstat(fd).st_size)
     first, _ = split_decode.array_start(source.head(split_decode.HEAD_BYTES))
@@ -136,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
     per_way: dict[str, list[float]] = {way: [] for way in ways}
     read = {
         "msgspec": lambda a, b: _with_msgspec(source, a, b),
-        "scanner": lambda a, b: _with_scanner(source, a, b, scanner),
         "polars": lambda a, b: _with_polars(source, a, b, pl, schema),
     }
     for round_ in range(args.rounds):

@@ -20,17 +20,6 @@ if str(ROOT) not in sys.path:
 REAL_TRACES = ROOT / "tests" / "data" / "real"
 # The on-disk trace cache of everything the tests run goes to a throwaway folder, not ~/.cache/stepscope.
 os.environ.setdefault("STEPSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="stepscope-test-cache-"))
-# Big reads (compiled.SCAN_MIN_BYTES and more) compile the scanner into Numba's cache the first time: done here,
-# once, before any test runs (a fresh machine has none), so that no test, and no command a test runs under its own
-# timeout, pays for the compile. Tests that load the scanner in this process get its folder from the environment.
-
-
-def pytest_sessionstart(session) -> None:
-    from parsers.kineto import compiled
-
-    os.environ.setdefault("NUMBA_CACHE_DIR", str(compiled.folder()))
-    if compiled.mode() != "off" and compiled.installed() and not compiled.ready():
-        compiled.compile_now()
 
 
 def missing(reason: str) -> None:

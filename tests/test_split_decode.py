@@ -22,14 +22,8 @@ from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import annotation, cpu_op, kernel, launch
 
 
-@pytest.fixture(autouse=True, params=["auto", "off"], ids=["scanner", "msgspec"])
-def _split_small_files(request, monkeypatch):
-    """Every test twice: the other process's pieces read by the compiled scanner (parsers/kineto/scan.py, in a fresh
-    interpreter), and every piece by msgspec."""
-    from parsers.kineto import compiled
-
-    monkeypatch.setenv("STEPSCOPE_JSON_SCANNER", request.param)
-    monkeypatch.setattr(compiled, "SCAN_MIN_BYTES", 0)
+@pytest.fixture(autouse=True)
+def _split_small_files(monkeypatch):
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 4096)  # many pieces per half
     monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")

@@ -1,8 +1,7 @@
-"""Kineto events -> compact columns: the column builder every way of reading a piece ends in.
+"""Kineto events -> compact columns: the column builder every way of reading a trace ends in.
 
-A slice of duration events is read through one interface, `Rows` (`read(field)` for each field of
-parsers/kineto/fields.py's table): decoded msgspec structs (`StructRows`, here) or the compiled scanner's arrays
-(parsers/kineto/scanned.py `ScannedRows`). `ColumnBuilder._add_durations` is the one place columns are made.
+A slice of duration events is read through one interface, `Rows.read(field)`, for each field of the table in
+parsers/kineto/fields.py, by the field's kind; `ColumnBuilder._add_durations` is the one place columns are made.
 Strings (names, categories) become integer codes through dicts shared by all batches, so each distinct name is
 stored once however many events carry it.
 """
@@ -15,7 +14,7 @@ from collections import Counter, defaultdict
 from functools import partial
 from itertools import count, filterfalse, repeat
 from operator import attrgetter
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -36,8 +35,6 @@ from .fields import (
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from .scanned import ScannedPiece
 
 # Duration events turned into columns at once: the dozen passes over a batch's structs (one per field) run over
 # this many while they are still in a core's cache. Measured on 12 real vLLM pieces of 35k events (with_stack,
@@ -106,22 +103,10 @@ def one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-class Rows(Protocol):
-    """Duration events asked for their fields a column at a time (what ColumnBuilder._add_durations reads). By the
-    field's kind (fields.Field): "time" float64 us, "text" (codes, the distinct strings in first-seen order),
-    "id", "int" and "volume" int64, "raw" the bytes as written (b"" where absent)."""
-
-    def __len__(self) -> int: ...
-
-    def take(self, index: np.ndarray) -> Rows: ...
-
-    def slice(self, start: int, stop: int) -> Rows: ...
-
-    def read(self, name: str): ...
-
-
-class StructRows:
-    """Rows of duration events decoded by msgspec (fields.Complete)."""
+class Rows:
+    """Duration events decoded by msgspec (fields.Complete), asked for their fields a column at a time. By the
+    field's kind (fields.Field): "time" float64 us, "text" (codes, the distinct strings in first-seen order), "id",
+    "int" and "volume" int64, "raw" the bytes as written (b"" where absent)."""
 
     def __init__(self, evs: list, builder: ColumnBuilder) -> None:
         self.evs, self.builder = evs, builder
@@ -129,11 +114,11 @@ class StructRows:
     def __len__(self) -> int:
         return len(self.evs)
 
-    def take(self, index: np.ndarray) -> StructRows:
-        return StructRows(list(map(self.evs.__getitem__, index.tolist())), self.builder)
+    def take(self, index: np.ndarray) -> Rows:
+        return Rows(list(map(self.evs.__getitem__, index.tolist())), self.builder)
 
-    def slice(self, start: int, stop: int) -> StructRows:
-        return StructRows(self.evs[start:stop], self.builder)
+    def slice(self, start: int, stop: int) -> Rows:
+        return Rows(self.evs[start:stop], self.builder)
 
     def read(self, name: str):
         field = FIELDS[name]
@@ -201,15 +186,7 @@ class ColumnBuilder:
                 self.skipped["instant"] += instants  # not frame rows; the memory ones also go to the memory table
                 self._add_memory(list(filter(Instant.__instancecheck__, others)))
         if complete:
-            self._add_rows(StructRows(complete, self), offset)
-
-    def add_scanned(self, piece: ScannedPiece) -> None:
-        """A piece read by the compiled scanner (parsers.kineto.scanned): its other events first, as add_batch takes a
-        batch's, then its duration rows, so that every table fills in the order add_batch would fill it."""
-        self.skipped.update(piece.skipped)
-        if piece.others:
-            self.add_batch(piece.others)
-        self._add_rows(piece.rows(), 0)
+            self._add_rows(Rows(complete, self), offset)
 
     def _add_rows(self, rows: Rows, offset: int) -> None:
         sliced = len(rows) > SLICE_EVENTS

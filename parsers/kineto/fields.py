@@ -2,10 +2,9 @@
 
 `EVENT_FIELDS` lists each field of a duration event (`ph` X) that becomes part of a Timeline row: its JSON key,
 whether it sits in the event's `args`, what kind of value it is and the frame column it feeds. From that table come
-msgspec's schema of an event (`Complete`, `Args`), the compiled scanner's row layout (`INT_ROWS`, `FLOAT_ROWS`,
-`ARG_KEYS`: parsers/kineto/scan.py), what the column builder asks a slice of rows for (`Rows.read`,
-parsers/kineto/columns.py), the frame's columns and a piece's header (parsers/kineto/two_processes.py). So a new
-field is one row here plus its use.
+msgspec's schema of an event (`Complete`, `Args`), what the column builder asks a slice of rows for and how
+(`Rows.read`, parsers/kineto/columns.py), the frame's columns and a piece's columns and code tables as the other
+process sends them (parsers/kineto/two_processes.py). So a new field is one row here plus its use.
 
 Free of numpy: the two-process reader decodes the document's head and plans its pieces with these before the
 numpy-based column building is imported (after the fork, in both processes at once)."""
@@ -168,23 +167,3 @@ class TraceDoc(msgspec.Struct):
     traceName: str | None = None  # noqa: N815
     distributedInfo: Any = None  # noqa: N815 - rank, world_size, backend of a torch.distributed job (checked by its reader)
     host_name: Any = None
-
-
-# --- the compiled scanner's layout, from the table (parsers/kineto/scan.py, parsers/kineto/scanned.py) --------
-
-# `ints`, one column per duration event: a row per field that is not a time (a text field's code, an id, an int,
-# a volume), two for a raw field (the start and stop of its text, -1 and -1 when absent). `floats`: the times,
-# NaN where absent or inexact. Where an event does not say, a row holds the field's default (a volume: 0).
-KIND_CODES = {kind: code for code, kind in enumerate(("time", "text", "id", "int", "raw", "volume"))}
-INT_ROWS: dict[str, int] = {}
-_row = 0
-for _f in EVENT_FIELDS:
-    if _f.kind != "time":
-        INT_ROWS[_f.name] = _row
-        _row += 2 if _f.kind == "raw" else 1
-INT_FIELDS = _row
-FLOAT_ROWS = {f.name: i for i, f in enumerate(f for f in EVENT_FIELDS if f.kind == "time")}
-_ROW_DEFAULTS = {"text": 0, "id": 0, "int": -1, "raw": -1, "volume": 0}
-INT_DEFAULTS = tuple(
-    _ROW_DEFAULTS[f.kind] for f in EVENT_FIELDS if f.kind != "time" for _ in range(2 if f.kind == "raw" else 1)
-)

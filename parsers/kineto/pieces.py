@@ -11,8 +11,8 @@ dropped) a few times; anything else (an error in the file, a value out of range,
 to the one-process reader (parsers/kineto/reader.py), which also gives the precise error message. The last piece is
 decoded as '{"traceEvents":[' + the rest of the file, which also yields any keys after the array.
 
-A piece is decoded by msgspec into structs, or by the compiled scanner (parsers/kineto/scanned.py) straight into
-arrays where the process has it; either way into a ColumnBuilder, sorted by time and narrowed (join.py).
+A piece is decoded by msgspec into structs (parsers/kineto/fields.py) and turned into a ColumnBuilder's columns,
+sorted by time and narrowed (join.py).
 """
 
 from __future__ import annotations
@@ -145,19 +145,14 @@ class Piece:
         return string_bytes([*self.builder.names, *self.builder.dims])
 
 
-def decode_piece(data, start: int, stop: int | None, scanner=None) -> Piece | None:
+def decode_piece(data, start: int, stop: int | None) -> Piece | None:
     """The events from `start` (just after '[' or a proven comma) to the comma `stop` (None: to the end of the
     file), or None when that text does not parse as events. Raises SplitNotPossibleError for what only the
-    one-process reader handles (invalid UTF-8, values out of range). `scanner`: the compiled scanner (the module
-    compiled.load gave) reads the piece (scanned.py), unless it gives it up; msgspec reads the last one (the
-    document's other keys follow it)."""
+    one-process reader handles (invalid UTF-8, values out of range). The last one also holds the document's
+    other keys."""
     from .columns import ColumnBuilder  # numpy: after the fork, in each process
     from .join import narrow_run, sort_run
 
-    if scanner is not None and stop is not None:
-        scanned = _scanned(data, start, stop, scanner)
-        if scanned is not None:
-            return scanned
     tail = None
     try:
         if isinstance(data, FileSource):  # the piece read from the file, between the bytes it needs
@@ -188,33 +183,6 @@ def decode_piece(data, start: int, stop: int | None, scanner=None) -> Piece | No
     return Piece(builder, len(events), tail)
 
 
-def _scanned(data, start: int, stop: int, scanner) -> Piece | None:
-    """The events from `start` to the comma `stop`, read by the compiled scanner, or None when it gives the piece
-    up (msgspec then reads it, and words any error). Raises SplitNotPossibleError as _decode does."""
-    import numpy as np
-
-    from . import scanned
-    from .columns import ColumnBuilder
-    from .join import narrow_run, sort_run
-
-    if isinstance(data, FileSource):
-        view = data.framed(start, stop, b"", b"")
-        array, lo, hi = np.frombuffer(view, dtype=np.uint8), 0, len(view)
-    else:
-        array, lo, hi = np.frombuffer(data, dtype=np.uint8), start, stop
-    piece = scanned.scan_piece(scanner, array, lo, hi)
-    if piece is None:
-        return None
-    builder = ColumnBuilder()
-    try:
-        builder.add_scanned(piece)
-    except TraceError:  # a value out of range: the one-process reader says which events
-        raise SplitNotPossibleError("a value out of range") from None
-    sort_run(builder.parts)
-    narrow_run(builder.parts)
-    return Piece(builder, piece.events)
-
-
 def _single_event_list(tail: bytes) -> bytes:
     """The last piece (the end of the event list and the document's last keys) when no second "traceEvents" key
     follows the list. A document with the key twice is read as json.load reads it, the last list winning, by
@@ -238,18 +206,15 @@ def _decode_in_place(data: bytearray, start: int, stop: int) -> list:
         data[start - 1], data[stop] = before, after
 
 
-def take_pieces(
-    data, pieces: list, numbers, max_events: int, publish=None, progress=None, scanner=None
-) -> dict[int, Piece | None]:
-    """Decode the pieces whose numbers `numbers` yields (the shared queue, or all of them in one process);
-    `scanner`: as decode_piece says.
+def take_pieces(data, pieces: list, numbers, max_events: int, publish=None, progress=None) -> dict[int, Piece | None]:
+    """Decode the pieces whose numbers `numbers` yields (the shared queue, or all of them in one process).
 
     `publish(number, piece)`, when given (the other process), hands each piece on as soon as it is decoded instead
     of keeping it; `progress(count)`, when given, hears how many this process has decoded after each one."""
     done: dict[int, Piece | None] = {}
     events = strings = 0
     for count, i in enumerate(numbers, 1):
-        piece = decode_piece(data, *pieces[i], scanner)
+        piece = decode_piece(data, *pieces[i])
         if piece is not None:
             events, strings = events + piece.count, strings + piece.strings
         if weight(events, strings) > max_events:  # the one-process reader counts them and words the error

@@ -7,12 +7,10 @@ the pieces it takes straight from the file (parsers/kineto/file_pieces.py) and k
 alive at a time; the other sends each piece's columns back as it goes (parsers/kineto/channel.py: a shared file of
 raw numpy buffers behind a msgpack header, no pickle), and this one maps them at the end.
 
-The other process is a plain fork (multiprocessing's "fork" start) where this process runs no other thread and the
-compiled scanner is not wanted: the cheapest start, sharing the buffer of a trace already in memory. Otherwise it
-is a fresh interpreter started for this read (`python -c`): a fork made while other threads run (a server's
-sessions) copies the locks they hold, and the child could wait on one forever; and the compiled scanner
-(parsers/kineto/compiled.py) is loaded only in such a fresh child, which is given Numba's cache folder in its
-environment. Either way the other process ends with the read: nothing is left running after it.
+The other process is a plain fork (multiprocessing's "fork" start) where this process runs no other thread: the
+cheapest start, sharing the buffer of a trace already in memory. Otherwise it is a fresh interpreter started for
+this read (`python -c`): a fork made while other threads run (a server's sessions) copies the locks they hold, and
+the child could wait on one forever. Either way the other process ends with the read: nothing is left running.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ import msgspec
 
 from ...contracts import settings
 from ...contracts.safe_read import open_regular
-from . import compiled
 from . import pieces as piece_reading  # module attributes: what tests lower (MIN_SPLIT_BYTES) and replace
 from .channel import PieceChannel
 from .file_pieces import FileChangedError, FileSource
@@ -134,8 +131,7 @@ def _decode_pieces(
         own = None if progress is None else (lambda count: progress(count / len(pieces)))
         done = piece_reading.take_pieces(data, pieces, range(len(pieces)), max_events, progress=own)
     else:
-        scan = compiled.wanted(len(data), progress)  # compiles first, in the foreground, the first time
-        done = _decode_with_other(data, pieces, max_events, meanwhile, progress, scan)
+        done = _decode_with_other(data, pieces, max_events, meanwhile, progress)
     return head, prove(data, pieces, done)
 
 
@@ -158,7 +154,7 @@ class _Other:
 
 
 def _decode_with_other(
-    data, pieces: list, max_events: int, meanwhile: Meanwhile | None, progress: Progress | None, scan: bool
+    data, pieces: list, max_events: int, meanwhile: Meanwhile | None, progress: Progress | None
 ) -> dict[int, Piece | None]:
     """Both processes take pieces from the queue; the other's come back through a PieceChannel."""
     queue_read, queue_write = os.pipe()
@@ -168,7 +164,7 @@ def _decode_with_other(
     try:
         # The other process does not stop at the limit: this one counts its own pieces as they come (and stops both
         # once they alone are over it), and the join counts them all, so the refusal is always this process's words.
-        other = _start_other(data, pieces, queue_read, channel, scan)  # None: none could start, this one takes all
+        other = _start_other(data, pieces, queue_read, channel)  # None: none could start, this one takes all
         channel.as_reader()
         if meanwhile is not None and meanwhile():
             raise DecodeStoppedError
@@ -196,9 +192,9 @@ def _decode_with_other(
     return done
 
 
-def _start_other(data, pieces: list, queue_read: int, channel: PieceChannel, scan: bool) -> _Other | None:
+def _start_other(data, pieces: list, queue_read: int, channel: PieceChannel) -> _Other | None:
     """The other process, started (see the module); None when none can be started."""
-    if not scan and threading.active_count() == 1:
+    if threading.active_count() == 1:
         import multiprocessing
 
         process = multiprocessing.get_context("fork").Process(
@@ -213,14 +209,14 @@ def _start_other(data, pieces: list, queue_read: int, channel: PieceChannel, sca
     fds = [source, queue_read, *channel.child_fds()]
     root = Path(sys.modules[__name__.split(".")[0]].__file__ or "").resolve().parents[1]  # the folder holding it
     code = f"import sys; sys.path.insert(0, {str(root)!r}); from {__name__} import share_spawned; share_spawned()"
-    request = msgspec.msgpack.encode({"size": len(data), "pieces": pieces, "scan": scan, "fds": fds})
+    request = msgspec.msgpack.encode({"size": len(data), "pieces": pieces, "fds": fds})
     process = None
     try:
         process = subprocess.Popen(
             [sys.executable, "-P", "-c", code],  # -P: nothing from the working folder
             pass_fds=fds,
             stdin=subprocess.PIPE,
-            env={**os.environ, **_QUIET_BLAS, **(compiled.child_environment() if scan else {})},
+            env={**os.environ, **_QUIET_BLAS},
         )
         process.stdin.write(request)
         process.stdin.close()
@@ -252,11 +248,9 @@ def share_spawned() -> None:
         request = msgspec.msgpack.decode(sys.stdin.buffer.read())
         source, queue_read, records_write, results = request["fds"]
         channel = PieceChannel.for_child(records_write, results)
-        # Numba's cached code; on any failure its folder is cleared and msgspec reads this process's pieces too
-        scanner = compiled.load() if request["scan"] else None
         pieces = [(start, stop) for start, stop in request["pieces"]]
         data = FileSource(source, request["size"])
-        piece_reading.take_pieces(data, pieces, _queue(queue_read), 1 << 62, publish=_sender(channel), scanner=scanner)
+        piece_reading.take_pieces(data, pieces, _queue(queue_read), 1 << 62, publish=_sender(channel))
         channel.finish()
     except BaseException:
         pass
