@@ -380,7 +380,7 @@ def test_a_file_read_in_pieces_equals_one_process(tmp_path, monkeypatch, workers
 
 def test_cuts_found_across_read_windows(tmp_path, monkeypatch):
     """Tiny read windows: a cut's '}' ',' '{' often spans two windows; whitespace between events is kept."""
-    from parsers import file_pieces
+    from parsers.kineto import file_pieces
 
     monkeypatch.setattr(file_pieces, "_WINDOW", 16)
     monkeypatch.setattr(file_pieces, "_OVERLAP", 4)
