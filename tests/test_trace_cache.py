@@ -19,7 +19,7 @@ from parsers import load_trace
 from tests.conftest import ROOT, real_trace
 from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import synthetic_generation, write
-from trace_cache import keys, timelines
+from trace_cache import column_file, keys, timelines
 from trace_cache.results import cached_result, store_result
 from trace_cache.store import CacheStore
 
@@ -164,7 +164,7 @@ def test_a_changed_value_in_an_entry_is_a_miss(store, trace):
 def test_parser_version_bump_is_a_miss(store, trace, monkeypatch):
     timelines.load_trace_cached(trace, store=store)
     monkeypatch.setattr(keys, "PARSER_VERSION", keys.PARSER_VERSION + 1)
-    monkeypatch.setattr(timelines, "PARSER_VERSION", keys.PARSER_VERSION)
+    monkeypatch.setattr(column_file, "PARSER_VERSION", keys.PARSER_VERSION)
     digest = keys.known_digest(store, trace)
     assert timelines.load_timeline(store, digest) is None
     timelines.load_trace_cached(trace, store=store)
@@ -174,7 +174,7 @@ def test_parser_version_bump_is_a_miss(store, trace, monkeypatch):
 def test_entry_of_another_version_under_this_name_is_ignored(store, trace, monkeypatch):
     timeline = timelines.load_trace_cached(trace, store=store)
     digest = keys.known_digest(store, trace)
-    monkeypatch.setattr(timelines, "PARSER_VERSION", 999)  # written as version 999 under today's name
+    monkeypatch.setattr(column_file, "PARSER_VERSION", 999)  # written as version 999 under today's name
     timelines.save_timeline(store, digest, timeline)
     monkeypatch.undo()
     assert timelines.load_timeline(store, digest) is None
