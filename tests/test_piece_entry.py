@@ -22,6 +22,20 @@ from trace_cache import timelines
 from trace_cache.store import CacheStore
 
 
+def test_the_table_of_fields_is_what_msgspec_decodes_and_the_frame_holds():
+    """One table (parsers/kineto/fields.py): msgspec's structs read exactly its keys; its columns are the frame's."""
+    import msgspec.structs
+
+    from parsers.kineto import fields
+    from parsers.timeline import COLUMNS
+
+    assert fields.FRAME_COLUMNS == COLUMNS
+    keys = {f.key for f in fields.EVENT_FIELDS}
+    decoded = {f.encode_name for f in msgspec.structs.fields(fields.Args)}
+    decoded |= {f.encode_name for f in msgspec.structs.fields(fields.Complete)} - {"args"}
+    assert decoded == keys
+
+
 def test_narrowed_columns_keep_every_value():
     extremes = np.array([-1, 0, 127, -128, 2**31 - 1, -(2**31), 2**62, -(2**63), 2**63 - 1], dtype=np.int64)
     cases = {"device": np.array([-1, 0, 3]), "stream": np.array([-1, 300]), "correlation": extremes}

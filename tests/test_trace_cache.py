@@ -459,7 +459,9 @@ def pieces_from_disk(monkeypatch):
 def test_a_file_read_in_pieces_is_hashed_meanwhile_and_cached(store, trace, pieces_from_disk, monkeypatch):
     """The digest taken while the child decodes is the digest of the bytes; the stat index and the entry are written."""
     taken = []
-    monkeypatch.setattr(pieces_from_disk, "decode_file_in_two", _recording(pieces_from_disk.decode_file_in_two, taken))
+    from parsers.kineto import two_processes
+
+    monkeypatch.setattr(two_processes, "decode_file_in_two", _recording(two_processes.decode_file_in_two, taken))
     digest, cold = timelines.open_trace_cached(trace, store=store)
     assert taken  # the pieces path was used
     assert digest == keys.hash_bytes(trace.read_bytes())

@@ -31,26 +31,26 @@ class Field:
     column: str
 
 
-EVENT_FIELDS = (
+EVENT_FIELDS = (  # in the frame's column order
+    Field("ts", "ts", False, "time", "ts"),
+    Field("dur", "dur", False, "time", "dur"),
     Field("cat", "cat", False, "text", "kind"),
     Field("name", "name", False, "text", "name"),
     Field("pid", "pid", False, "id", "pid"),
     Field("tid", "tid", False, "id", "tid"),
-    Field("ts", "ts", False, "time", "ts"),
-    Field("dur", "dur", False, "time", "dur"),
+    Field("device", "device", True, "int", "device"),
+    Field("stream", "stream", True, "int", "stream"),
     Field("correlation", "correlation", True, "int", "correlation"),
     Field("external_id", "External id", True, "int", "external_id"),
     Field("external_id_legacy", "external id", True, "int", "external_id"),  # 2021 traces
-    Field("device", "device", True, "int", "device"),
-    Field("stream", "stream", True, "int", "stream"),
     Field("input_dims", "Input Dims", True, "raw", "input_dims"),
     Field("grid", "grid", True, "volume", "grid"),
     Field("block", "block", True, "volume", "block"),
 )
 FIELDS = {f.name: f for f in EVENT_FIELDS}
-# The frame's columns (parsers.timeline.COLUMNS, then the optional ones), in that order.
-FRAME_COLUMNS = ("ts", "dur", "kind", "name", "pid", "tid", "device", "stream", "correlation", "external_id")
-OPTIONAL_COLUMNS = ("input_dims", "grid", "block")
+OPTIONAL_COLUMNS = ("input_dims", "grid", "block")  # a frame has them where the trace does
+# The frame's columns (parsers.timeline.COLUMNS), then the optional ones.
+FRAME_COLUMNS = tuple(dict.fromkeys(f.column for f in EVENT_FIELDS if f.column not in OPTIONAL_COLUMNS))
 CODE_COLUMNS = ("kind", "name", "input_dims")  # string codes into a table of the builder's
 
 # --- msgspec's schema, from the table ---------------------------------------------------------------------------
