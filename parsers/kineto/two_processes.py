@@ -176,7 +176,7 @@ def _decode_with_other(
 
         own_progress = own if progress else None
         done = piece_reading.take_pieces(data, pieces, _queue(queue_read), max_events, progress=own_progress)
-        if len(done) < len(pieces):  # the other process took some: wait for them
+        if other is not None and len(done) < len(pieces):  # the other process took some: wait for them
             done.update(_received(channel))
             other.wait()
         elif other is not None:
