@@ -481,7 +481,9 @@ def test_same_content_elsewhere_stops_the_parse(store, trace, tmp_path, pieces_f
     def no_full_parse(*_):
         raise AssertionError("parsed to the end")
 
-    monkeypatch.setattr(pieces_from_disk, "_joined", no_full_parse)
+    from parsers.kineto import two_processes
+
+    monkeypatch.setattr(two_processes, "joined", no_full_parse)
     again, served = timelines.open_trace_cached(copy, store=store)
     assert again == digest
     _assert_same(first, served)
