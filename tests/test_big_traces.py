@@ -233,6 +233,35 @@ def test_the_memory_budget_not_the_file_limit_bounds_a_read_in_pieces(tmp_path, 
     assert "\n" not in str(refused.value) and "memory budget" in str(refused.value)
 
 
+def test_the_memory_budget_prices_long_distinct_names(tmp_path, in_pieces, monkeypatch):
+    """Issue 39: a few hundred events whose distinct names are long are priced by their bytes (times the copies a
+    read keeps), not at 200 bytes an event: refused in one line naming the setting under a budget their events alone
+    fit in, while the same events with short names open; within a budget that holds the names, they open too.
+    SYNTHETIC events."""
+    import json
+
+    from parsers import TraceError, load_trace
+    from parsers.memory_budget import STRING_COPIES
+
+    def trace(name_bytes: int):
+        events = [
+            {"ph": "X", "cat": "cpu_op", "name": f"op {i} " + "x" * name_bytes, "pid": 1, "tid": 1, "ts": i, "dur": 1}
+            for i in range(400)
+        ]
+        path = tmp_path / f"names-{name_bytes}.json"
+        path.write_text(json.dumps({"traceEvents": events}))
+        return path
+
+    long_names, short_names = trace(8000), trace(8)
+    monkeypatch.setenv("STEPSCOPE_MEMORY_BUDGET_MB", "1")  # about 5,000 events; 400 names of 8 KB cost ~25 MB
+    assert len(load_trace(short_names).events) == 400
+    with pytest.raises(TraceError, match="STEPSCOPE_MEMORY_BUDGET_MB") as refused:
+        load_trace(long_names)
+    assert "\n" not in str(refused.value) and "distinct names" in str(refused.value)
+    monkeypatch.setenv("STEPSCOPE_MEMORY_BUDGET_MB", str(400 * 8100 * STRING_COPIES // (1 << 20) + 2))
+    assert len(load_trace(long_names).events) == 400
+
+
 def test_the_memory_budget_defaults_to_a_quarter_of_ram_and_refuses_a_bad_value(monkeypatch):
     from parsers import TraceError
     from parsers.limits import ReadLimits
