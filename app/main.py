@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..parsers import decode_helper
 from .exposure import remote_runs_allowed, warn_if_exposed
 from .pages import app_pages
 from .style import apply as apply_style
@@ -12,9 +11,6 @@ from .style import apply as apply_style
 
 def main() -> None:
     st.set_page_config(page_title="Stepscope", page_icon=":material/timeline:", layout="wide")
-    # Sessions are threads of this server, so a big trace's second decoding process is forked by a helper started
-    # from a clean state; started now (once per server), its start-up is over before the first trace is opened.
-    decode_helper.start()
     apply_style()
     exposed = warn_if_exposed()  # listening beyond 127.0.0.1 is an explicit --server.address: say so
     if exposed:

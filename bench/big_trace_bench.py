@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from make_big_serving_trace import SOURCE, build, copies_for  # noqa: E402
-from scanner_ready import ensure_built  # noqa: E402
 
 from parsers.memory_budget import memory_budget_bytes  # noqa: E402
 
@@ -106,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"built {trace} in {time.perf_counter() - start:.0f} s: {json.dumps(info)}")
     else:
         trace, copies = args.trace, args.copies
-    print(ensure_built())
     budget_mb = memory_budget_bytes() >> 20
     cache = Path(tempfile.mkdtemp(prefix="stepscope-big-cache-", dir=args.dir))
     env = dict(os.environ)

@@ -309,9 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {trace} not found (make it with ../shared/bench/tile_trace.py)", file=sys.stderr)
         return 2
     from playwright.sync_api import sync_playwright
-    from scanner_ready import ensure_built
 
-    print(ensure_built())
     load_before = os.getloadavg()[0]
     rounds = []
     with sync_playwright() as playwright:

@@ -280,9 +280,6 @@ def main(argv: list[str] | None = None) -> int:
     if hta and not HTA_PYTHON.exists():
         print(f"{HTA_PYTHON} is missing: run bench/parse_bench.py once to create it, or pass --skip-hta")
         return 2
-    from scanner_ready import ensure_built
-
-    print(ensure_built())
     if not args.no_compile:
         compiled = compile_bytecode()
         print(

@@ -359,9 +359,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from scanner_ready import ensure_built
-
-    print(ensure_built())
     OUT.mkdir(parents=True, exist_ok=True)
     names = [args.only] if args.only else ["cpu", "gpu"]
     traces = [ensure_trace(name, args.rebuild) for name in names]

@@ -1,9 +1,15 @@
-"""How long a piece of a big trace takes to read, with the compiled scanner and with msgspec, in one process.
+"""How long a piece of a big trace takes to read: with msgspec (the reader's way) and with polars' JSON reader.
 
-Each round reads the same pieces (cut as split_decode cuts them) both ways, one after the other: the file's bytes
-into a buffer, the events into a column builder, the piece sorted and narrowed as the join wants it, the decoded
-objects freed. Prints ns an event for each way and stage, and the ratio, per round and as medians. The scanner is
-built first if need be (bench/scanner_ready.py).
+Each round reads the same pieces (cut as parsers/kineto/pieces.py cuts them) each way, one after the other: the
+file's bytes into a buffer, the events into columns, the piece sorted and narrowed as the join wants it, the decoded
+objects freed. Prints ns an event for each way and stage, and the ratio, per round and as medians.
+
+polars (when importable: it is not a dependency) reads the piece with an explicit schema of the fields Stepscope
+reads (parsers/kineto/fields.py) but "Input Dims", its `name` and `cat` as categoricals; its "columns" stage is its
+duration rows' columns as numpy arrays and codes, not the column builder's exact tables: a lower bound of what a
+polars reader would cost, for the decision "is a well-kept library as fast" (README, "Speed and memory"). The
+compiled scanner this was also measured against (through Numba's public caching) is in the history of this file
+(commit cfe4f97, `parsers/kineto/scan.py`), with the figures in the README.
 
     python bench/scan_bench.py [TRACE] [--pieces 40] [--rounds 3]
 """
@@ -12,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
+import io
 import os
 import statistics
 import sys
@@ -24,12 +32,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scanner_ready import ensure_built  # noqa: E402
-
-from parsers import scanned_piece, scanner, split_decode  # noqa: E402
-from parsers.chrome_trace import _ColumnBuilder  # noqa: E402
-from parsers.file_pieces import FileSource  # noqa: E402
-from parsers.piece_merge import narrow_run, sort_run  # noqa: E402
+from parsers.kineto import pieces as split_decode  # noqa: E402
+from parsers.kineto.columns import ColumnBuilder as _ColumnBuilder  # noqa: E402
+from parsers.kineto.fields import EVENT_FIELDS  # noqa: E402
+from parsers.kineto.file_pieces import FileSource  # noqa: E402
+from parsers.kineto.join import narrow_run, sort_run  # noqa: E402
 
 STAGES = ("read", "decode", "columns", "sort", "free")
 
@@ -57,59 +64,84 @@ def _timed(read, decode, fill, count) -> tuple[int, list[float]]:
 def _with_msgspec(source: FileSource, start: int, stop: int) -> tuple[int, list[float]]:
     return _timed(
         lambda: source.framed(start, stop, b"[", b"]"),
-        split_decode._PIECE_DECODER.decode,
+        split_decode.PIECE_DECODER.decode,
         _ColumnBuilder.add_batch,
         len,
     )
 
 
-def _with_scanner(source: FileSource, start: int, stop: int, compiled) -> tuple[int, list[float]]:
-    return _timed(
-        lambda: np.frombuffer(source.framed(start, stop, b"", b""), dtype=np.uint8),
-        lambda data: scanned_piece.scan_piece(compiled, data, 0, len(data)),
-        _ColumnBuilder.add_scanned,
-        lambda piece: piece.events,
-    )
+def _polars_schema(pl):
+    kinds = {"time": pl.Float64, "text": pl.String, "id": pl.Int64, "int": pl.Int64}
+    kinds["volume"] = pl.List(pl.Int64)
+    # "Input Dims" is left out: polars has no type for JSON kept as written (a list of lists of anything)
+    args = pl.Struct({f.key: kinds[f.kind] for f in EVENT_FIELDS if f.in_args and f.kind != "raw"})
+    return {"ph": pl.String, **{f.key: kinds[f.kind] for f in EVENT_FIELDS if not f.in_args}, "args": args}
+
+
+def _with_polars(source: FileSource, start: int, stop: int, pl, schema) -> tuple[int, list[float]]:
+    def decode(raw):
+        return pl.read_json(io.BytesIO(bytes(raw)), schema=schema, infer_schema_length=None)
+
+    def fill(builder, frame):
+        rows = frame.filter(pl.col("ph") == "X")
+        parts = builder.parts
+        parts["ts"].append((rows["ts"].to_numpy() * 1000).astype(np.int64))
+        parts["dur"].append((rows["dur"].to_numpy() * 1000).astype(np.int64))
+        for key in ("name", "cat"):
+            codes = rows[key].cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+            parts["name" if key == "name" else "kind"].append(codes)
+        for key in ("pid", "tid"):
+            parts[key].append(rows[key].fill_null(0).to_numpy())
+        args = rows["args"].struct
+        for key, column in (("correlation", "correlation"), ("External id", "external_id"), ("device", "device")):
+            parts[column].append(args.field(key).fill_null(-1).to_numpy())
+        for column in ("stream", "input_dims", "grid", "block"):
+            parts[column].append(np.zeros(len(rows), dtype=np.int64))
+
+    return _timed(lambda: source.framed(start, stop, b"[", b"]"), decode, fill, len)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("trace", nargs="?", default="/tmp/big-serving.json")
+    parser.add_argument("trace", nargs="?", default=str(ROOT / "bench" / "out" / "big-serving.json"))
     parser.add_argument("--pieces", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    print(ensure_built())
-    compiled = scanner.load()
-    if compiled is None:
-        print("error: the compiled scanner does not load here", file=sys.stderr)
+    try:  # not a dependency of the project: looked up by name, so that the import check does not ask for it
+        pl = importlib.import_module("polars")
+    except ImportError:
+        print("error: polars is not installed here (pip install polars, in a venv of its own)", file=sys.stderr)
         return 2
+    ways = ("msgspec", "polars")
+    schema = _polars_schema(pl)
     fd = os.open(args.trace, os.O_RDONLY)
     source = FileSource(fd, os.fstat(fd).st_size)
-    first, _ = split_decode._array_start(source.head(split_decode.HEAD_BYTES))
-    pieces = [p for p in split_decode._plan(source, first) if p[1] is not None][: args.pieces]
+    first, _ = split_decode.array_start(source.head(split_decode.HEAD_BYTES))
+    pieces = [p for p in split_decode.plan(source, first) if p[1] is not None][: args.pieces]
     gc.disable()  # as split_decode decodes
-    ratios, per_way = [], {"msgspec": [], "scanner": []}
+    per_way: dict[str, list[float]] = {way: [] for way in ways}
+    read = {
+        "msgspec": lambda a, b: _with_msgspec(source, a, b),
+        "polars": lambda a, b: _with_polars(source, a, b, pl, schema),
+    }
     for round_ in range(args.rounds):
         totals = {}
-        for way in ("msgspec", "scanner"):
+        for way in ways:
             events, stages = 0, [0.0] * len(STAGES)
             for start, stop in pieces:
-                count, took = (
-                    _with_msgspec(source, start, stop)
-                    if way == "msgspec"
-                    else _with_scanner(source, start, stop, compiled)
-                )
+                count, took = read[way](start, stop)
                 events += count
                 stages = [a + b for a, b in zip(stages, took, strict=True)]
             totals[way] = sum(stages) / events * 1e9
             per_way[way].append(totals[way])
             detail = ", ".join(f"{name} {t / events * 1e9:.0f}" for name, t in zip(STAGES, stages, strict=True))
             print(f"round {round_ + 1} {way:8s} {totals[way]:6.0f} ns an event ({detail}; {events:,} events)")
-        ratios.append(totals["scanner"] / totals["msgspec"])
-    print(
-        f"median: msgspec {statistics.median(per_way['msgspec']):.0f} ns, scanner "
-        f"{statistics.median(per_way['scanner']):.0f} ns an event; scanner / msgspec {statistics.median(ratios):.2f}"
+    medians = {way: statistics.median(values) for way, values in per_way.items()}
+    said = ", ".join(f"{way} {ns:.0f} ns" for way, ns in medians.items())
+    ratios = ", ".join(
+        f"{way} / msgspec {ns / medians['msgspec']:.2f}" for way, ns in medians.items() if way != "msgspec"
     )
+    print(f"median: {said} an event; {ratios}")
     return 0
 
 

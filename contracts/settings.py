@@ -32,12 +32,6 @@ SETTINGS: tuple[Setting, ...] = (
         "memory a plain JSON trace read in pieces may use (any file size; events at 200 B each)",
     ),
     Setting("STEPSCOPE_PARSE_WORKERS", "2", "processes that decode a big JSON trace (1: one process)"),
-    Setting(
-        "STEPSCOPE_JSON_SCANNER",
-        "auto",
-        "the compiled scanner of big JSON traces: auto (once built; the first use builds it in the background),"
-        " off (msgspec only), wait (build it first)",
-    ),
     Setting("STEPSCOPE_TRACE_PROCESSOR", "(on PATH)", "the Perfetto trace_processor binary for Perfetto imports"),
     Setting("STEPSCOPE_LOGDIR", "(none)", "a folder of traces the app lists (`--logdir DIR`); runs go there too"),
     Setting("STEPSCOPE_RUNS_DIR", "the log directory, else runs", "where the Run page writes runs, if not the logdir"),

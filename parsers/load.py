@@ -12,15 +12,11 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .errors import TraceError
+from .kineto.pieces import DecodeStoppedError, Meanwhile, Progress
 from .limits import ReadLimits, decode_container, read_file_bytes, read_trace_bytes
-from .split_decode import DecodeStoppedError, Meanwhile, Progress
 from .timeline import Timeline
-
-if TYPE_CHECKING:
-    from .piece_merge import FrameSink
 
 _FORMATS = "not a Kineto/Chrome JSON trace, Perfetto protobuf trace or Nsight Systems SQLite export"
 
@@ -58,19 +54,16 @@ def read_trace_file(
     cached: ContentCheck | None = None,
     progress: Progress | None = None,
     whole: bool = False,
-    sink: FrameSink | None = None,
 ) -> Timeline | None:
     """The Timeline of a trace file of any supported format (plain or gzip), without its run.json; None only when
     `cached` (see ContentCheck) or `meanwhile` returned True.
 
-    meanwhile: work for this process while a second one decodes a big JSON file (split_decode.Meanwhile).
+    meanwhile: work for this process while a second one decodes a big JSON file (kineto.pieces.Meanwhile).
     progress: the fraction decoded so far, 0 to 1, as it goes (1 once the Timeline is built, whatever the format).
     whole: never read in pieces (a caller that must hash and parse the very same bytes).
-    sink: where the frame of a trace read in pieces goes (piece_merge.FrameSink: the cache's entry file, written in
-    place), instead of memory.
     Raises TraceError with a one-line reason."""
     try:
-        return _read_file(Path(path), limits, meanwhile, cached, progress, whole, sink)
+        return _read_file(Path(path), limits, meanwhile, cached, progress, whole)
     except DecodeStoppedError:
         return None
 
@@ -82,18 +75,17 @@ def _read_file(
     cached: ContentCheck | None,
     progress: Progress | None,
     whole: bool,
-    sink: FrameSink | None = None,
 ) -> Timeline:
     """read_trace_file, raising DecodeStoppedError where it returns None."""
     limits = limits or ReadLimits.from_env()
-    timeline = None if whole else read_in_pieces(path, limits, _while_decoding(cached, meanwhile), progress, sink)
+    timeline = None if whole else read_in_pieces(path, limits, _while_decoding(cached, meanwhile), progress)
     if timeline is None:
         raw = _stored_bytes(path, limits)
         if cached is not None and cached(raw):
             raise DecodeStoppedError
         owned = [decode_container(raw, limits)]
         del raw
-        timeline = _parse(owned, limits, meanwhile, progress, sink)  # the reader drops the bytes as soon as it can
+        timeline = _parse(owned, limits, meanwhile, progress)  # the reader drops the bytes as soon as it can
     if progress is not None:
         progress(1.0)
     return timeline
@@ -104,13 +96,12 @@ def read_in_pieces(
     limits: ReadLimits | None = None,
     meanwhile: Meanwhile | None = None,
     progress: Progress | None = None,
-    sink: FrameSink | None = None,
 ) -> Timeline | None:
     """The Timeline of a big plain JSON trace within the limits, read piece by piece from disk by two
     processes (no whole-file buffer); None for any other file, or when anything about it is unusual: the
-    caller then reads the whole file, which also words any error. Raises split_decode.DecodeStoppedError
+    caller then reads the whole file, which also words any error. Raises kineto.pieces.DecodeStoppedError
     when `meanwhile` returns True."""
-    from .split_decode import MIN_SPLIT_BYTES, SplitNotPossibleError
+    from .kineto.pieces import MIN_SPLIT_BYTES, SplitNotPossibleError
 
     limits = limits or ReadLimits.from_env()
     try:
@@ -123,10 +114,10 @@ def read_in_pieces(
     )
     if not stat.S_ISREG(st.st_mode) or too_big or st.st_size < MIN_SPLIT_BYTES:
         return None
-    from .chrome_trace import read_chrome_trace_file
+    from .kineto.reader import read_chrome_trace_file
 
     try:
-        return read_chrome_trace_file(path, limits, meanwhile, progress, sink)
+        return read_chrome_trace_file(path, limits, meanwhile, progress)
     except SplitNotPossibleError:
         return None
 
@@ -168,10 +159,9 @@ def _parse(
     limits: ReadLimits | None = None,
     meanwhile: Meanwhile | None = None,
     progress: Progress | None = None,
-    sink: FrameSink | None = None,
 ) -> Timeline:
     """Sniff the content and read it; `owned` holds the only reference the readers may drop early."""
-    from .chrome_trace import looks_like_chrome_trace, read_chrome_trace
+    from .kineto.reader import looks_like_chrome_trace, read_chrome_trace
 
     data = owned[0]
     head = bytes(data[:4096])
@@ -179,7 +169,7 @@ def _parse(
         raise TraceError("the file is empty")
     if looks_like_chrome_trace(head):
         del data
-        return read_chrome_trace(owned, limits, meanwhile, progress, sink)
+        return read_chrome_trace(owned, limits, meanwhile, progress)
     from .nsys_reader import looks_like_sqlite, read_nsys_sqlite
     from .perfetto_reader import looks_like_perfetto, read_perfetto
 

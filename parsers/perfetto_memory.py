@@ -10,6 +10,7 @@ holding that one total (the other -1, `bytes` 0): a counter says what was held, 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,8 @@ from .memory_table import CPU_DEVICE_TYPE, CUDA_DEVICE_TYPE, UNKNOWN, device_lab
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .timeline import Timeline
 
 MEMORY_GROUP = "Memory"
 FIGURES = ("allocated", "reserved")
@@ -71,3 +74,23 @@ def memory_from_counters(samples: list[tuple[int, int, float]], tracks: dict[int
             "reserved": np.where(is_reserved, values, UNKNOWN),
         }
     )
+
+
+def with_memory_counters(timeline: Timeline, samples: list[tuple[int, int, float]], chain_of, skipped: str) -> Timeline:
+    """The timeline with the memory table of its memory counter tracks, if any. `chain_of(uuid)`: a track and its
+    ancestors (each with .name and .is_counter); a track under one named `skipped` (Stepscope's phases) is not read."""
+    found = {}
+    for uuid in {s[1] for s in samples}:
+        chain = chain_of(uuid)
+        if chain and chain[0].is_counter and not any(t.name == skipped for t in chain):
+            answer = memory_track([t.name for t in chain])
+            if answer is not None:
+                found[uuid] = answer
+    memory = memory_from_counters(samples, found) if found else None
+    if memory is None:
+        return timeline
+    warnings = timeline.meta.warnings
+    guessed = sorted({" / ".join(t.name for t in chain_of(u)) for u, a in found.items() if a[3]})
+    if guessed:
+        warnings += (f"memory counters matched by name (allocated or reserved bytes): {', '.join(guessed)[:300]}",)
+    return dataclasses.replace(timeline, meta=dataclasses.replace(timeline.meta, warnings=warnings), memory=memory)

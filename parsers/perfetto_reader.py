@@ -17,7 +17,6 @@ trace_processor_shell, used only when a binary is already on the machine.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import tempfile
 from collections import Counter
@@ -27,11 +26,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .chrome_trace import CATEGORY_KINDS
 from .errors import TraceError
+from .kineto.columns import CATEGORY_KINDS
 from .limits import ReadLimits, check_event_count
 from .numbers import MAX_TIME
-from .perfetto_memory import memory_from_counters, memory_track
+from .perfetto_memory import with_memory_counters
 from .timeline import COLUMNS, KINDS, DeviceInfo, Timeline, TraceMeta
 from .trace_processor import TRACE_PROCESSOR_ENV, find_trace_processor
 
@@ -301,26 +300,7 @@ class _SliceCollector:
         for kind, n in self.packet_kinds.items():
             self.skipped[f"packets of type {kind} (not read)"] += n
         timeline = _build_timeline(slices, self.tracks, self.track_events, self.skipped, self.notes)
-        return _with_memory_counters(timeline, self.counter_samples, self.tracks)
-
-
-def _with_memory_counters(timeline: Timeline, samples: list[tuple[int, int, float]], tracks: dict) -> Timeline:
-    """The timeline with the memory table of its memory counter tracks (parsers.perfetto_memory), if any."""
-    found = {}
-    for uuid in {s[1] for s in samples}:
-        chain = _ancestors(tracks, uuid)
-        if chain and chain[0].is_counter and not any(t.name == PHASES_TRACK for t in chain):
-            answer = memory_track([t.name for t in chain])
-            if answer is not None:
-                found[uuid] = answer
-    memory = memory_from_counters(samples, found) if found else None
-    if memory is None:
-        return timeline
-    warnings = timeline.meta.warnings
-    guessed = sorted({" / ".join(t.name for t in _ancestors(tracks, u)) for u, a in found.items() if a[3]})
-    if guessed:
-        warnings += (f"memory counters matched by name (allocated or reserved bytes): {', '.join(guessed)[:300]}",)
-    return dataclasses.replace(timeline, meta=dataclasses.replace(timeline.meta, warnings=warnings), memory=memory)
+        return with_memory_counters(timeline, self.counter_samples, lambda u: _ancestors(self.tracks, u), PHASES_TRACK)
 
 
 def _annotations(event, state: _SequenceState, notes: Counter) -> tuple[int, int, str]:

@@ -20,18 +20,6 @@ if str(ROOT) not in sys.path:
 REAL_TRACES = ROOT / "tests" / "data" / "real"
 # The on-disk trace cache of everything the tests run goes to a throwaway folder, not ~/.cache/stepscope.
 os.environ.setdefault("STEPSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="stepscope-test-cache-"))
-# Big reads use the compiled scanner (parsers/scanner.py), built here first if this checkout has none yet, never in
-# the background while tests run; tests of the msgspec path set it off.
-os.environ.setdefault("STEPSCOPE_JSON_SCANNER", "wait")
-
-
-def pytest_sessionstart(session) -> None:
-    """Build the compiled scanner once, before any test runs (a fresh checkout has none): no test, and no command a
-    test runs under its own timeout, pays for the compile."""
-    from parsers import scanner
-
-    if scanner.mode() != "off":
-        scanner.usable()
 
 
 def missing(reason: str) -> None:

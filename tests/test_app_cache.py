@@ -16,7 +16,7 @@ import streamlit as st
 
 from app import cache as app_cache
 from parsers import load as loader
-from parsers.chrome_trace import read_chrome_trace
+from parsers.kineto.reader import read_chrome_trace
 from tests.synthetic_traces import doc, synthetic_generation
 from trace_cache import keys
 

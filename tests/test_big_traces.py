@@ -103,7 +103,7 @@ def _tiled_generation(tiles: int, decode_steps: int = 9) -> dict:
 @pytest.fixture
 def in_pieces(monkeypatch):
     """Small files read in small pieces by two processes (the path a trace of gigabytes takes)."""
-    from parsers import split_decode
+    from parsers.kineto import pieces as split_decode
 
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 16 << 10)
@@ -119,15 +119,12 @@ def test_a_tiled_trace_read_in_pieces_into_the_cache_keeps_every_step(tmp_path, 
 
     from analysis import analyze
     from analysis.options import AnalysisOptions
-    from parsers.chrome_trace import read_chrome_trace
+    from parsers.kineto.reader import read_chrome_trace
     from trace_cache import timelines
     from trace_cache.store import CacheStore
     from trace_cache.timelines import open_trace_cached
 
-    def not_this_way(*args, **kwargs):
-        raise AssertionError("the frame was built in memory and saved, not written into the entry")
-
-    monkeypatch.setattr(timelines, "save_timeline", not_this_way)
+    monkeypatch.setattr(timelines, "MAPPED_ROWS", 1)  # mapped back from its entry, as a big trace is
     data = json.dumps(_tiled_generation(30)).encode()
     path = tmp_path / "tiled.json"
     path.write_bytes(data)
@@ -136,6 +133,7 @@ def test_a_tiled_trace_read_in_pieces_into_the_cache_keeps_every_step(tmp_path, 
     assert len([p for _, _, p in store.entries() if p.suffix == ".arrow"]) == 1
     assert timelines.load_timeline(store, digest) is not None  # sealed as an entry saved whole is
     pd.testing.assert_frame_equal(timeline.events, read_chrome_trace(data).events)
+    assert not timeline.events["ts"].to_numpy().flags.writeable  # a view of the mapped entry, not the frame built
     steps = analyze(timeline, AnalysisOptions()).steps
     assert steps["kind"].value_counts().to_dict() == {"decode": 270, "prefill": 30}
     assert steps["request"].nunique() == 30
@@ -150,7 +148,8 @@ def test_columns_built_in_slices_are_the_columns_built_at_once(tmp_path, monkeyp
     same order, and a lane's label the first the file gives it."""
     import json
 
-    from parsers import chrome_trace, load_trace
+    from parsers import load_trace
+    from parsers.kineto import columns as chrome_trace
 
     if read == "in pieces":
         request.getfixturevalue("in_pieces")
@@ -234,6 +233,35 @@ def test_the_memory_budget_not_the_file_limit_bounds_a_read_in_pieces(tmp_path, 
     assert "\n" not in str(refused.value) and "memory budget" in str(refused.value)
 
 
+def test_the_memory_budget_prices_long_distinct_names(tmp_path, in_pieces, monkeypatch):
+    """Issue 39: a few hundred events whose distinct names are long are priced by their bytes (times the copies a
+    read keeps), not at 200 bytes an event: refused in one line naming the setting under a budget their events alone
+    fit in, while the same events with short names open; within a budget that holds the names, they open too.
+    SYNTHETIC events."""
+    import json
+
+    from parsers import TraceError, load_trace
+    from parsers.memory_budget import STRING_COPIES
+
+    def trace(name_bytes: int):
+        events = [
+            {"ph": "X", "cat": "cpu_op", "name": f"op {i} " + "x" * name_bytes, "pid": 1, "tid": 1, "ts": i, "dur": 1}
+            for i in range(400)
+        ]
+        path = tmp_path / f"names-{name_bytes}.json"
+        path.write_text(json.dumps({"traceEvents": events}))
+        return path
+
+    long_names, short_names = trace(8000), trace(8)
+    monkeypatch.setenv("STEPSCOPE_MEMORY_BUDGET_MB", "1")  # about 5,000 events; 400 names of 8 KB cost ~25 MB
+    assert len(load_trace(short_names).events) == 400
+    with pytest.raises(TraceError, match="STEPSCOPE_MEMORY_BUDGET_MB") as refused:
+        load_trace(long_names)
+    assert "\n" not in str(refused.value) and "distinct names" in str(refused.value)
+    monkeypatch.setenv("STEPSCOPE_MEMORY_BUDGET_MB", str(400 * 8100 * STRING_COPIES // (1 << 20) + 2))
+    assert len(load_trace(long_names).events) == 400
+
+
 def test_the_memory_budget_defaults_to_a_quarter_of_ram_and_refuses_a_bad_value(monkeypatch):
     from parsers import TraceError
     from parsers.limits import ReadLimits
@@ -291,7 +319,7 @@ def _tiny_events_file(path, min_bytes: int):
 def test_a_hostile_count_over_the_budget_is_one_line_from_the_command_line(tmp_path):
     """Read in pieces for real (a file over split_decode.MIN_SPLIT_BYTES), under `ulimit -v 3000000`: refused by the
     budget in one line, exit 2, before its frame is built; within a budget that holds it, it opens."""
-    from parsers.split_decode import MIN_SPLIT_BYTES
+    from parsers.kineto.pieces import MIN_SPLIT_BYTES
     from tests.bounded_cli import assert_sane_outcome, run_bounded
 
     path = tmp_path / "tiny.json"

@@ -14,7 +14,8 @@ import os
 import pytest
 
 from analysis.number_format import format_count
-from parsers import load_trace, split_decode
+from parsers import load_trace
+from parsers.kineto import pieces as split_decode
 from tests.synthetic_traces import synthetic_generation, write
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_TIMEOUT_MS, _require_browser, _streamlit
 from trace_cache import keys, timelines

@@ -331,7 +331,7 @@ def test_the_command_line_starts_reading_before_pandas_is_loaded(tmp_path):
         "import sys\n"
         "from stepscope.app.cli.main import build_parser\n"
         "build_parser()\n"
-        "import stepscope.parsers.split_decode, stepscope.trace_cache.timelines, stepscope.analysis.gate\n"
+        "import stepscope.parsers.kineto.two_processes, stepscope.trace_cache.timelines, stepscope.analysis.gate\n"
         "import stepscope.app.cli.options, stepscope.parsers.ranks, stepscope.parsers.load\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'numpy')\n"
         "             or m == 'stepscope.analysis.pipeline'))\n"

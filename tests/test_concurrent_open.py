@@ -32,7 +32,8 @@ import streamlit as st
 from analysis import analyze
 from analysis.front_door import NO_CACHE, open_trace
 from analysis.report import contract
-from parsers import Timeline, load_trace, split_decode
+from parsers import Timeline, load_trace
+from parsers.kineto import pieces as split_decode
 from tests.conftest import ROOT
 from tests.synthetic_traces import synthetic_generation, write
 from trace_cache import keys, timelines

@@ -19,7 +19,7 @@ from analysis.roofline import kv_bytes_per_token, shape_from_config
 from analysis.roofline.model_source import model_shape
 from contracts.run_record import RunRecord
 from parsers import load_trace
-from parsers.chrome_trace import read_chrome_trace
+from parsers.kineto.reader import read_chrome_trace
 from tests.conftest import ROOT, missing
 from tests.synthetic_memory import CPU, memory_event, memory_for_steps
 from tests.synthetic_traces import doc, synthetic_generation

@@ -11,7 +11,7 @@ import pytest
 
 from analysis import analyze
 from parsers import TraceError, load_trace, parse_trace_bytes
-from parsers.chrome_trace import read_chrome_trace
+from parsers.kineto.reader import read_chrome_trace
 from tests import synthetic_traces as st
 
 SCHEMA = """

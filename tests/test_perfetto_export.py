@@ -16,7 +16,7 @@ from app.cli.main import main
 from exporters.perfetto_trace import perfetto_trace_bytes, write_perfetto
 from exporters.perfetto_ui import open_in_perfetto_html
 from parsers import load_trace, parse_trace_bytes
-from parsers.chrome_trace import read_chrome_trace
+from parsers.kineto.reader import read_chrome_trace
 from parsers.timeline import COLUMNS
 from tests import synthetic_traces as st
 

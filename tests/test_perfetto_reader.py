@@ -172,7 +172,7 @@ def test_unmatched_ends_and_open_slices_are_counted() -> None:
 
 def _exported() -> bytes:
     from exporters.perfetto_trace import perfetto_trace_bytes
-    from parsers.chrome_trace import read_chrome_trace
+    from parsers.kineto.reader import read_chrome_trace
 
     timeline = read_chrome_trace(json.dumps(st.doc(st.synthetic_generation(with_markers=True))).encode())
     return perfetto_trace_bytes(timeline, analyze(timeline))

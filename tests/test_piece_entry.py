@@ -1,28 +1,39 @@
-"""Issue 27: a trace read in pieces is joined in one pass (parsers/piece_merge.py) and written straight into the
-cache's Arrow entry (parsers/column_file.py, trace_cache.timelines.EntrySink). SYNTHETIC columns and traces: the
-join against a plain stable sort, the entry file against pyarrow's own reading, and every way the entry can fail
-(an unwritable cache, a full disk) leaving the same Timeline, built in memory, and no file behind."""
+"""Issues 27, 47: a trace read in pieces is joined in one pass (parsers/kineto/join.py) and written into the cache's
+column file (trace_cache/column_file.py: pyarrow's IPC writer), then mapped back from it. SYNTHETIC columns and
+traces: the join against a plain stable sort, the column file's round trip, and every way the entry can fail (an
+unwritable cache, a full disk) leaving the same Timeline, built in memory, and no file behind."""
 
 from __future__ import annotations
 
 import errno
 import json
-import os
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers import split_decode
-from parsers.chrome_trace import read_chrome_trace
-from parsers.column_file import ColumnFile, ColumnSpec, frame_of_table
-from parsers.piece_merge import Placement, Run, in_memory, narrow_run, sort_run
+from parsers.kineto import pieces as split_decode
+from parsers.kineto.join import Placement, Run, in_memory, narrow_run, sort_run
+from parsers.kineto.reader import read_chrome_trace
 from tests.synthetic_traces import doc, synthetic_generation
 from trace_cache import timelines
 from trace_cache.store import CacheStore
+
+
+def test_the_table_of_fields_is_what_msgspec_decodes_and_the_frame_holds():
+    """One table (parsers/kineto/fields.py): msgspec's structs read exactly its keys; its columns are the frame's."""
+    import msgspec.structs
+
+    from parsers.kineto import fields
+    from parsers.timeline import COLUMNS
+
+    assert fields.FRAME_COLUMNS == COLUMNS
+    keys = {f.key for f in fields.EVENT_FIELDS}
+    decoded = {f.encode_name for f in msgspec.structs.fields(fields.Args)}
+    decoded |= {f.encode_name for f in msgspec.structs.fields(fields.Complete)} - {"args"}
+    assert decoded == keys
 
 
 def test_narrowed_columns_keep_every_value():
@@ -115,28 +126,37 @@ def test_grouped_placement_is_the_stable_sort_of_the_whole(shape):
 
 
 def test_a_column_file_reads_back_as_the_values_written(tmp_path):
+    """The cache's column file (trace_cache/column_file.py: pyarrow's IPC writer, read back memory-mapped): the
+    frame's values, its categories and its meta, each as written; a changed byte is refused, never read."""
+    import pandas as pd
+
+    from parsers.timeline import Timeline, TraceMeta
+    from trace_cache.column_file import read_entry, write_entry
+
     rows = 1000
-    specs = [ColumnSpec("ts", np.dtype(np.int64)), ColumnSpec("kind", np.dtype(np.int8), ["kernel", "cpu_op"])]
+    kinds = pd.Categorical.from_codes(np.arange(rows, dtype=np.int8) % 2, categories=["kernel", "cpu_op"])
+    frame = pd.DataFrame({"ts": np.arange(rows, dtype=np.int64) * 7, "kind": kinds})
+    meta = TraceMeta(source_format="kineto-json", event_count=rows, warnings=("w",))
     path = tmp_path / "entry.arrow"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    file = ColumnFile(fd, specs, rows, {b"k": b"v"})
-    file.open()
-    file.array("ts")[:] = np.arange(rows) * 7
-    file.array("kind")[:] = np.arange(rows) % 2
-    file.close()
-    os.close(fd)
-    table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-    table.validate(full=True)
-    assert table.schema.metadata == {b"k": b"v"}
-    frame = frame_of_table(table, ["ts", "kind"])
-    assert frame["ts"].tolist() == (np.arange(rows) * 7).tolist()
-    assert frame["kind"].tolist() == ["kernel", "cpu_op"] * (rows // 2)
+    with open(path, "w+b") as handle:  # read and write, as the store's temporary file: the seal reads it back
+        write_entry(handle, Timeline(events=frame, meta=meta))
+    back = read_entry(path)
+    assert back.events["ts"].tolist() == (np.arange(rows) * 7).tolist()
+    assert back.events["kind"].tolist() == ["kernel", "cpu_op"] * (rows // 2)
+    assert back.meta.warnings == ("w",) and back.meta.event_count == rows
+    assert not back.events["ts"].to_numpy().flags.writeable  # a view of the mapped file
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError):
+        read_entry(path)
 
 
 @pytest.fixture
 def tiled(tmp_path, monkeypatch):
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 8 << 10)
+    monkeypatch.setattr(timelines, "MAPPED_ROWS", 1)  # small traces mapped back too, as a big one is
     monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")
     data = json.dumps(doc(synthetic_generation(decode_steps=200))).encode()
     path = tmp_path / "trace.json"
@@ -163,17 +183,20 @@ def test_an_entry_that_cannot_be_written_leaves_the_same_timeline_and_no_file(tm
     path, whole = tiled
     store = CacheStore(tmp_path / "cache")
     if failure == "unwritable":
+        from trace_cache import store as store_module
 
-        def refuse(kind):
+        def refuse(*args, **kwargs):
             raise OSError(errno.EACCES, "read-only")
 
-        monkeypatch.setattr(store, "temporary", refuse)
+        monkeypatch.setattr(store_module.tempfile, "mkstemp", refuse)
     else:
+        from trace_cache import column_file
 
-        def full(fd, offset, length):
+        def full(handle):
+            handle.write(b"x" * 100)
             raise OSError(errno.ENOSPC, "no space left on device")
 
-        monkeypatch.setattr(os, "posix_fallocate", full)
+        monkeypatch.setattr(column_file, "seal", full)
     _, timeline = timelines.open_trace_cached(path, store=store)
     pd.testing.assert_frame_equal(timeline.events, whole.events)
     assert _leftovers(store) == []

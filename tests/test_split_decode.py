@@ -13,17 +13,17 @@ import json
 import pandas as pd
 import pytest
 
-from parsers import TraceError, split_decode
-from parsers.chrome_trace import read_chrome_trace
+from parsers import TraceError
+from parsers.kineto import pieces as split_decode
+from parsers.kineto import two_processes
+from parsers.kineto.reader import read_chrome_trace
 from tests.conftest import real_trace
 from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import annotation, cpu_op, kernel, launch
 
 
-@pytest.fixture(autouse=True, params=["wait", "off"], ids=["scanner", "msgspec"])
-def _split_small_files(request, monkeypatch):
-    """Every test twice: pieces read by the compiled scanner (parsers/event_scan.py), and by msgspec alone."""
-    monkeypatch.setenv("STEPSCOPE_JSON_SCANNER", request.param)
+@pytest.fixture(autouse=True)
+def _split_small_files(monkeypatch):
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 4096)  # many pieces per half
     monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "2")
@@ -94,7 +94,7 @@ def _doc_bytes(events: list[dict], **extra) -> bytes:
 
 def test_split_equals_one_process(monkeypatch):
     data = _doc_bytes(_events(400), traceName="after the list", baseTimeNanoseconds=123)
-    _, builder, count = split_decode.decode_in_two([data])  # the split path is really taken
+    _, builder, count = two_processes.decode_in_two([data])  # the split path is really taken
     assert count == 2 + 5 * 400 + 1
     assert builder.duration_events == 4 * 400
     split = read_chrome_trace([data])
@@ -114,7 +114,7 @@ def test_string_ids_seen_only_in_the_second_half_are_merged(monkeypatch):
         for i in range(300)
     ]
     data = _doc_bytes(first + second)
-    _, builder, _ = split_decode.decode_in_two([data])
+    _, builder, _ = two_processes.decode_in_two([data])
     assert "Spans" in builder.string_ids
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
 
@@ -126,7 +126,7 @@ def test_cut_inside_a_string_falls_back(monkeypatch):
     data = _doc_bytes(events)
     assert data.index(trap.encode()) < len(data) // 2 < data.index(trap.encode()) + len(trap)
     with pytest.raises(split_decode.SplitNotPossibleError):
-        split_decode.decode_in_two([data])
+        two_processes.decode_in_two([data])
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
 
 
@@ -143,7 +143,7 @@ def test_cut_inside_a_nested_array_falls_back(monkeypatch):
     }
     data = _doc_bytes([annotation("a", 1.0, 1.0), nested, annotation("b", 9.0, 1.0)])
     with pytest.raises(split_decode.SplitNotPossibleError):
-        split_decode.decode_in_two([data])
+        two_processes.decode_in_two([data])
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
 
 
@@ -152,7 +152,7 @@ def test_array_after_the_events_is_not_taken_for_events(monkeypatch):
     other = [{"ph": "X", "ts": i} for i in range(9000)]
     data = json.dumps({"traceEvents": [annotation("a", 1.0, 1.0)], "other": other})
     with pytest.raises(split_decode.SplitNotPossibleError):
-        split_decode.decode_in_two([data.encode()])
+        two_processes.decode_in_two([data.encode()])
 
 
 def test_bad_event_in_the_second_half_gives_the_one_process_error(monkeypatch):
@@ -188,7 +188,7 @@ def test_real_traces_split_equals_one_process(name, monkeypatch):
     path = real_trace(name)  # shipped in tests/data/real; missing: a skip here, a failure under CI
     data = gzip.decompress(path.read_bytes())
     try:
-        split_decode.decode_in_two([data])
+        two_processes.decode_in_two([data])
     except split_decode.SplitNotPossibleError as exc:
         pytest.skip(f"this layout is not split ({exc})")
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
@@ -208,7 +208,7 @@ def test_memory_tables_of_both_halves_equal_one_process(monkeypatch):
     odd["args"]["Total Allocated"] = 1 << 70
     events.append(odd)
     data = _doc_bytes(events)
-    split_decode.decode_in_two([data])  # the split path is really taken
+    two_processes.decode_in_two([data])  # the split path is really taken
     split = read_chrome_trace([data])
     _assert_same(split, _serial(data, monkeypatch))
     memory = split.memory
@@ -248,7 +248,7 @@ def test_a_piece_cut_inside_a_string_is_extended(monkeypatch):
         events[i] = annotation(f"trap}}, {{{i}", 100.0 + i, 1.0)
     data = _doc_bytes(events)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 300)
-    _, _, count = split_decode.decode_in_two([data])
+    _, _, count = two_processes.decode_in_two([data])
     assert count == len(events) + 3
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
 
@@ -256,19 +256,19 @@ def test_a_piece_cut_inside_a_string_is_extended(monkeypatch):
 def test_one_worker_decodes_in_pieces_without_a_fork(monkeypatch):
     data = _doc_bytes(_events(300), traceName="tail")
     monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "1")
-    _, builder, count = split_decode.decode_in_two([data])
+    _, builder, count = two_processes.decode_in_two([data])
     assert count == 5 * 300 + 3 and builder.duration_events == 4 * 300
 
 
 def test_the_bytes_are_released_on_success_and_kept_for_the_fallback():
     box = [_doc_bytes(_events(300))]
-    split_decode.decode_in_two(box)
+    two_processes.decode_in_two(box)
     assert box == []  # freed before the frame is built
     trap = "x}, {" * 4000
     data = _doc_bytes([annotation("a", 1.0, 1.0), annotation(trap, 2.0, 1.0), annotation("b", 3.0, 1.0)])
     box = [data]
     with pytest.raises(split_decode.SplitNotPossibleError):
-        split_decode.decode_in_two(box)
+        two_processes.decode_in_two(box)
     assert box == [data]
 
 
@@ -294,7 +294,7 @@ def test_invalid_utf8_gives_the_one_process_repair(monkeypatch, where):
     events[where] = dict(events[where], name="BROKEN-NAME")
     data = _doc_bytes(events).replace(b"BROKEN-NAME", b"bad \xff\xfe name")
     with pytest.raises(split_decode.SplitNotPossibleError):
-        split_decode.decode_in_two([data])
+        two_processes.decode_in_two([data])
     split = read_chrome_trace([data])
     _assert_same(split, _serial(data, monkeypatch))
     assert any("invalid UTF-8" in w for w in split.meta.warnings)
@@ -306,7 +306,7 @@ def test_wide_ids_in_either_half_are_counted(monkeypatch, where):
     events = _events(300)
     events[where] = dict(cpu_op("op", 1.0, 1.0), pid=1 << 70)
     data = _doc_bytes(events)
-    split_decode.decode_in_two([bytes(data)])  # really split
+    two_processes.decode_in_two([bytes(data)])  # really split
     split = read_chrome_trace([data])
     _assert_same(split, _serial(data, monkeypatch))
     assert any(w.startswith("1 ids") and "beyond 64 bits" in w for w in split.meta.warnings), split.meta.warnings
@@ -318,7 +318,7 @@ def test_counts_of_both_halves_are_summed(monkeypatch):
     events += [{"ph": "i", "name": "instant", "pid": 1, "tid": 1, "ts": float(i), "s": "t"} for i in range(600)]
     events.sort(key=lambda e: e["ts"])
     data = _doc_bytes(events)
-    split_decode.decode_in_two([bytes(data)])  # really split
+    two_processes.decode_in_two([bytes(data)])  # really split
     split = read_chrome_trace([data])
     assert split.meta.unknown_categories == {"mystery": 600}
     assert split.meta.skipped == _serial(data, monkeypatch).meta.skipped
@@ -327,7 +327,7 @@ def test_counts_of_both_halves_are_summed(monkeypatch):
 
 def test_vectorised_launch_volumes_equal_the_one_by_one_rule():
     """Grids/blocks as Kineto writes them ([x, y, z]) go through numpy; every odd shape must give what _volume gives."""
-    from parsers.chrome_trace import _volume, _volumes
+    from parsers.kineto.columns import _volume, _volumes
 
     dims = [
         (2, 3, 4),
@@ -365,12 +365,12 @@ def _file(tmp_path, data: bytes, name: str = "trace.json"):
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_file_read_in_pieces_equals_one_process(tmp_path, monkeypatch, workers):
-    from parsers.chrome_trace import read_chrome_trace_file
+    from parsers.kineto.reader import read_chrome_trace_file
 
     data = _doc_bytes(_events(400), traceName="after the list", baseTimeNanoseconds=123)
     path = _file(tmp_path, data)
     monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", workers)
-    _, builder, count = split_decode.decode_file_in_two(path)  # the file path is really taken
+    _, builder, count = two_processes.decode_file_in_two(path)  # the file path is really taken
     assert count == 2 + 5 * 400 + 1 and builder.duration_events == 4 * 400
     from_file = read_chrome_trace_file(path)
     _assert_same(from_file, _serial(data, monkeypatch))
@@ -380,13 +380,13 @@ def test_a_file_read_in_pieces_equals_one_process(tmp_path, monkeypatch, workers
 
 def test_cuts_found_across_read_windows(tmp_path, monkeypatch):
     """Tiny read windows: a cut's '}' ',' '{' often spans two windows; whitespace between events is kept."""
-    from parsers import file_pieces
+    from parsers.kineto import file_pieces
 
     monkeypatch.setattr(file_pieces, "_WINDOW", 16)
     monkeypatch.setattr(file_pieces, "_OVERLAP", 4)
     data = _doc_bytes(_events(300)).replace(b"}, {", b"}  ,\n   {")
     path = _file(tmp_path, data)
-    _, _, count = split_decode.decode_file_in_two(path)
+    _, _, count = two_processes.decode_file_in_two(path)
     assert count == 5 * 300 + 3
     _assert_same(read_chrome_trace([path.read_bytes()]), _serial(data, monkeypatch))
 
@@ -401,7 +401,7 @@ def test_a_file_with_traps_is_extended_or_read_whole(tmp_path, monkeypatch):
     data = _doc_bytes(events)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 300)
     path = _file(tmp_path, data)
-    _, _, count = split_decode.decode_file_in_two(path)
+    _, _, count = two_processes.decode_file_in_two(path)
     assert count == len(events) + 3
     _assert_same(load_trace(path), _serial(data, monkeypatch))
 
@@ -414,7 +414,7 @@ def test_a_file_changing_size_while_read_is_not_split(tmp_path, monkeypatch, cha
 
     data = _doc_bytes(_events(300))
     path = _file(tmp_path, data)
-    original = split_decode._take_pieces
+    original = split_decode.take_pieces
 
     def changing(*args, **kwargs):
         with open(path, "r+b") as handle:
@@ -426,10 +426,10 @@ def test_a_file_changing_size_while_read_is_not_split(tmp_path, monkeypatch, cha
         return original(*args, **kwargs)
 
     monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "1")
-    monkeypatch.setattr(split_decode, "_take_pieces", changing)
+    monkeypatch.setattr(split_decode, "take_pieces", changing)
     assert read_in_pieces(path) is None
     path.write_bytes(data + (b"\n   \n" if change == "grow" else b""))
-    monkeypatch.setattr(split_decode, "_take_pieces", original)
+    monkeypatch.setattr(split_decode, "take_pieces", original)
     _assert_same(load_trace(path), _serial(data, monkeypatch))
 
 
@@ -467,14 +467,14 @@ def test_an_error_in_a_file_gives_the_one_process_error(tmp_path, monkeypatch):
 def test_the_plan_never_exceeds_the_queue_and_shrinks_at_the_end(monkeypatch):
     """Piece numbers must fit the queue pipe in one write (MAX_PIECES); the last pieces are smaller."""
     data = _doc_bytes(_events(2000))
-    first, _ = split_decode._array_start(data[: split_decode.HEAD_BYTES])
+    first, _ = split_decode.array_start(data[: split_decode.HEAD_BYTES])
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 1)
     monkeypatch.setattr(split_decode, "MAX_PIECES", 100)
-    pieces = split_decode._plan(data, first)
+    pieces = split_decode.plan(data, first)
     assert 20 < len(pieces) <= 100
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 40_000)
     monkeypatch.setattr(split_decode, "MAX_PIECES", 1024)
-    sizes = [(end or len(data)) - start for start, end in split_decode._plan(data, first)]
+    sizes = [(end or len(data)) - start for start, end in split_decode.plan(data, first)]
     assert sizes[0] >= 40_000 and max(sizes[-3:]) < 20_000
     assert sum(sizes) + len(sizes) - 1 == len(data) - first  # back to back: each piece starts after a comma
 
@@ -488,14 +488,14 @@ def test_the_childs_pieces_come_back_without_memfd(monkeypatch):
 
     monkeypatch.setattr(os, "memfd_create", no_memfd)
     data = _doc_bytes(_events(400), traceName="tail")
-    _, builder, count = split_decode.decode_in_two([data])
+    _, builder, count = two_processes.decode_in_two([data])
     assert count == 5 * 400 + 3 and builder.duration_events == 4 * 400
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
 
 
 def test_a_garbled_result_file_falls_back(monkeypatch):
     """A child whose records do not match what it wrote: the parent does not trust them and reads in one process."""
-    from parsers.piece_channel import PieceChannel
+    from parsers.kineto.channel import PieceChannel
 
     original = PieceChannel.received
 
@@ -505,7 +505,7 @@ def test_a_garbled_result_file_falls_back(monkeypatch):
     monkeypatch.setattr(PieceChannel, "received", garbled)
     data = _doc_bytes(_events(400))
     with pytest.raises(split_decode.SplitNotPossibleError):
-        split_decode.decode_in_two([data])
+        two_processes.decode_in_two([data])
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
 
 

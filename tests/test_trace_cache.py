@@ -19,7 +19,7 @@ from parsers import load_trace
 from tests.conftest import ROOT, real_trace
 from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import synthetic_generation, write
-from trace_cache import keys, timelines
+from trace_cache import column_file, keys, timelines
 from trace_cache.results import cached_result, store_result
 from trace_cache.store import CacheStore
 
@@ -164,7 +164,7 @@ def test_a_changed_value_in_an_entry_is_a_miss(store, trace):
 def test_parser_version_bump_is_a_miss(store, trace, monkeypatch):
     timelines.load_trace_cached(trace, store=store)
     monkeypatch.setattr(keys, "PARSER_VERSION", keys.PARSER_VERSION + 1)
-    monkeypatch.setattr(timelines, "PARSER_VERSION", keys.PARSER_VERSION)
+    monkeypatch.setattr(column_file, "PARSER_VERSION", keys.PARSER_VERSION)
     digest = keys.known_digest(store, trace)
     assert timelines.load_timeline(store, digest) is None
     timelines.load_trace_cached(trace, store=store)
@@ -174,7 +174,7 @@ def test_parser_version_bump_is_a_miss(store, trace, monkeypatch):
 def test_entry_of_another_version_under_this_name_is_ignored(store, trace, monkeypatch):
     timeline = timelines.load_trace_cached(trace, store=store)
     digest = keys.known_digest(store, trace)
-    monkeypatch.setattr(timelines, "PARSER_VERSION", 999)  # written as version 999 under today's name
+    monkeypatch.setattr(column_file, "PARSER_VERSION", 999)  # written as version 999 under today's name
     timelines.save_timeline(store, digest, timeline)
     monkeypatch.undo()
     assert timelines.load_timeline(store, digest) is None
@@ -448,7 +448,7 @@ def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monk
 @pytest.fixture
 def pieces_from_disk(monkeypatch):
     """Small files take the path of a big plain JSON file: read in pieces from disk by two processes."""
-    from parsers import split_decode
+    from parsers.kineto import pieces as split_decode
 
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 4096)
@@ -459,7 +459,9 @@ def pieces_from_disk(monkeypatch):
 def test_a_file_read_in_pieces_is_hashed_meanwhile_and_cached(store, trace, pieces_from_disk, monkeypatch):
     """The digest taken while the child decodes is the digest of the bytes; the stat index and the entry are written."""
     taken = []
-    monkeypatch.setattr(pieces_from_disk, "decode_file_in_two", _recording(pieces_from_disk.decode_file_in_two, taken))
+    from parsers.kineto import two_processes
+
+    monkeypatch.setattr(two_processes, "decode_file_in_two", _recording(two_processes.decode_file_in_two, taken))
     digest, cold = timelines.open_trace_cached(trace, store=store)
     assert taken  # the pieces path was used
     assert digest == keys.hash_bytes(trace.read_bytes())
@@ -479,7 +481,9 @@ def test_same_content_elsewhere_stops_the_parse(store, trace, tmp_path, pieces_f
     def no_full_parse(*_):
         raise AssertionError("parsed to the end")
 
-    monkeypatch.setattr(pieces_from_disk, "_joined", no_full_parse)
+    from parsers.kineto import two_processes
+
+    monkeypatch.setattr(two_processes, "joined", no_full_parse)
     again, served = timelines.open_trace_cached(copy, store=store)
     assert again == digest
     _assert_same(first, served)
@@ -488,7 +492,7 @@ def test_same_content_elsewhere_stops_the_parse(store, trace, tmp_path, pieces_f
 
 def test_a_file_touched_while_read_in_pieces_is_read_again(store, trace, pieces_from_disk, monkeypatch):
     """The hash and the pieces are read separately: a file changed in between is read whole instead, once."""
-    original = pieces_from_disk._take_pieces
+    original = pieces_from_disk.take_pieces
     touched = []
 
     def touching(*args, **kwargs):
@@ -499,7 +503,7 @@ def test_a_file_touched_while_read_in_pieces_is_read_again(store, trace, pieces_
         return original(*args, **kwargs)
 
     monkeypatch.setenv("STEPSCOPE_PARSE_WORKERS", "1")
-    monkeypatch.setattr(pieces_from_disk, "_take_pieces", touching)
+    monkeypatch.setattr(pieces_from_disk, "take_pieces", touching)
     digest, timeline = timelines.open_trace_cached(trace, store=store)
     assert touched and digest == keys.hash_bytes(trace.read_bytes())
     _assert_same(load_trace(trace), timeline)

@@ -1,38 +1,24 @@
-"""Parsed Timelines cached as Arrow IPC files, memory-mapped back, keyed by the trace's content.
+"""Parsed Timelines cached as column files (trace_cache/column_file.py: Arrow IPC), memory-mapped back, keyed by
+the trace's content.
 
-Why Arrow IPC: the frame is columns of int64 and categoricals; an IPC file maps straight into numpy
-arrays (no copy, no decode), so reopening a 1M-event trace costs milliseconds. Categoricals are
-stored as dictionary arrays (codes + the distinct strings once); the metadata (TraceMeta) is JSON in
-the schema's metadata. The numpy columns of a loaded frame are read-only views of the mapped file,
-which suits a Timeline (treated as immutable; analysis derives new frames).
-
-What is cached is the reader's output before the run.json beside the file is attached: that file
-may change on its own, so it is read fresh each time (it is small).
-
-A Timeline with a memory table (parsers.memory_table) has a second table of another length: the entry is then the
-events' IPC file, the memory table's IPC file, the offset of the second and a 16-byte trailer, and both are mapped
-back from the one file (see _entry_tables). Every entry ends with a seal (entry_seal): a changed byte is a miss.
+What is cached is the reader's output before the run.json beside the file is attached: that file may change on its
+own, so it is read fresh each time (it is small). A big trace's Timeline, once written, is mapped back from its
+file (`MAPPED_ROWS`): the frame built in memory is freed and the analysis reads the file's pages, as a cache hit
+does, so the frame is not held twice.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..parsers import Timeline
+from ..parsers.kineto.pieces import Progress
 from ..parsers.limits import ReadLimits
 from ..parsers.load import load_trace, parse_trace_bytes, read_trace_file
-from ..parsers.memory_table import MEMORY_COLUMNS
-from ..parsers.split_decode import Progress
-from ..parsers.timeline import DeviceInfo, TraceMeta
-from .entry_seal import SEAL_BYTES, seal, sealed_size
+from .column_file import NotCacheableError, read_entry, write_entry
 from .keys import (
-    PARSER_VERSION,
     FileDigest,
     hash_bytes,
     hash_bytes_sampled,
@@ -45,132 +31,8 @@ from .keys import (
 )
 from .store import CacheStore
 
-if TYPE_CHECKING:
-    import pandas as pd
-    import pyarrow as pa
-
-    from ..parsers.column_file import ColumnFile, ColumnSpec
-
-_META_KEY = b"stepscope"
-_MEMORY_TRAILER = b"stepscope-memory"  # the entry's last 16 bytes when a memory table follows the events
-_OFFSET = struct.Struct("<Q")
-
-
-class NotCacheableError(Exception):
-    """The Timeline holds something Arrow/JSON cannot hold exactly; it is simply not cached."""
-
-
-def meta_to_json(meta: TraceMeta) -> dict:
-    extra = dict(meta.extra)
-    if json.loads(json.dumps(extra)) != extra:
-        raise NotCacheableError("metadata extra does not round-trip through JSON")
-    return {
-        "source_format": meta.source_format,
-        "event_count": meta.event_count,
-        "base_time_ns": meta.base_time_ns,
-        "devices": [
-            [d.ordinal, d.name, d.sm_count, d.memory_bytes, d.compute_major, d.compute_minor, d.warp_size]
-            for d in meta.devices.values()
-        ],
-        "device_keys": list(meta.devices),
-        "process_names": [[k, v] for k, v in meta.process_names.items()],
-        "thread_names": [[p, t, v] for (p, t), v in meta.thread_names.items()],
-        "sort_order": [[p, t, v] for (p, t), v in meta.sort_order.items()],
-        "id_labels": [[k, v] for k, v in meta.id_labels.items()],
-        "unknown_categories": meta.unknown_categories,
-        "skipped": meta.skipped,
-        "warnings": list(meta.warnings),
-        "extra": extra,
-    }
-
-
-def meta_from_json(raw: dict) -> TraceMeta:
-    devices = {k: DeviceInfo(*d) for k, d in zip(raw["device_keys"], raw["devices"], strict=True)}
-    return TraceMeta(
-        source_format=raw["source_format"],
-        event_count=raw["event_count"],
-        base_time_ns=raw["base_time_ns"],
-        devices=devices,
-        process_names={k: v for k, v in raw["process_names"]},
-        thread_names={(p, t): v for p, t, v in raw["thread_names"]},
-        sort_order={(p, t): v for p, t, v in raw["sort_order"]},
-        id_labels={k: v for k, v in raw["id_labels"]},
-        unknown_categories=raw["unknown_categories"],
-        skipped=raw["skipped"],
-        warnings=tuple(raw["warnings"]),
-        extra=raw["extra"],
-    )
-
-
-def timeline_to_table(timeline: Timeline) -> pa.Table:
-    import pandas as pd
-    import pyarrow as pa
-
-    frame = timeline.events
-    if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0 or frame.index.step != 1:
-        raise NotCacheableError("the frame's index is not 0..n-1")
-    arrays, fields = [], []
-    for name in frame.columns:
-        col = frame[name]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            cats = col.cat.categories
-            array = pa.DictionaryArray.from_arrays(pa.array(col.cat.codes.to_numpy()), pa.array(list(cats)))
-        elif col.dtype.kind in "biuf":
-            array = pa.array(col.to_numpy())
-        else:
-            raise NotCacheableError(f"column {name} of type {col.dtype} is not cached")
-        arrays.append(array)
-        fields.append(pa.field(str(name), array.type))
-    schema = pa.schema(fields, metadata=_schema_metadata(timeline.meta, list(frame.columns), timeline.memory))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _schema_metadata(meta: TraceMeta, columns: list[str], memory: pd.DataFrame | None) -> dict[bytes, bytes]:
-    """What an entry's schema says besides its columns: the parser version, the Timeline's meta, the columns'
-    order and the memory table's length."""
-    raw = {
-        "parser_version": PARSER_VERSION,
-        "meta": meta_to_json(meta),
-        "columns": columns,
-        "memory_rows": None if memory is None else len(memory),
-    }
-    return {_META_KEY: json.dumps(raw).encode()}
-
-
-def memory_to_table(memory: pd.DataFrame) -> pa.Table:
-    """The memory table's int64 columns as an Arrow table."""
-    import pyarrow as pa
-
-    if list(memory.columns) != list(MEMORY_COLUMNS) or any(memory[c].dtype.kind != "i" for c in MEMORY_COLUMNS):
-        raise NotCacheableError("the memory table is not the one parsers.memory_table describes")
-    return pa.Table.from_arrays([pa.array(memory[c].to_numpy()) for c in MEMORY_COLUMNS], names=list(MEMORY_COLUMNS))
-
-
-def table_to_memory(table: pa.Table, rows: int) -> pd.DataFrame:
-    """The memory table back, its columns read-only views of the mapped entry."""
-    import pandas as pd
-
-    if table.column_names != list(MEMORY_COLUMNS) or table.num_rows != rows:
-        raise NotCacheableError("the entry's memory table does not match its events")
-    data = {}
-    for name in MEMORY_COLUMNS:
-        col = table.column(name)
-        data[name] = (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).to_numpy(zero_copy_only=True)
-    return pd.DataFrame(data, copy=False)
-
-
-def table_to_timeline(table: pa.Table, memory: pa.Table | None = None) -> Timeline:
-    from ..parsers.column_file import frame_of_table
-
-    raw = json.loads((table.schema.metadata or {}).get(_META_KEY, b"null"))
-    if not isinstance(raw, dict) or raw.get("parser_version") != PARSER_VERSION:
-        raise NotCacheableError("another parser version")
-    frame = frame_of_table(table, raw["columns"])
-    rows = raw.get("memory_rows")
-    if (rows is None) != (memory is None):
-        raise NotCacheableError("the entry's memory table is missing or unexpected")
-    memory_frame = table_to_memory(memory, rows) if memory is not None else None
-    return Timeline(events=frame, meta=meta_from_json(raw["meta"]), memory=memory_frame)
+MAPPED_ROWS = 1 << 20  # a Timeline of this many events or more is mapped back from its entry once written
+_DAMAGED = (OSError, NotCacheableError, ValueError, KeyError, TypeError, RecursionError)
 
 
 def _entry_name(digest: str, limits: ReadLimits | None) -> str:
@@ -186,33 +48,11 @@ def _limit_values(limits: ReadLimits) -> list:
 
 def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None = None) -> bool:
     """Write the Timeline's entry (atomically), for the limits it was read under; False when it cannot be cached."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-
     try:
-        table = timeline_to_table(timeline)
-        memory = memory_to_table(timeline.memory) if timeline.memory is not None else None
-    except (NotCacheableError, pa.ArrowException, TypeError, ValueError):
+        written = store.put("timelines", _entry_name(digest, limits), lambda handle: write_entry(handle, timeline))
+    except NotCacheableError:
         return False
-
-    def write(handle) -> None:
-        with ipc.new_file(handle, table.schema) as writer:
-            writer.write_table(table)
-        _append_memory(handle, memory)
-        seal(handle)
-
-    return store.put("timelines", _entry_name(digest, limits), write) is not None
-
-
-def _append_memory(handle, memory: pa.Table | None) -> None:
-    """The memory table's IPC file after the events', then where it starts and the trailer (see _entry_tables)."""
-    import pyarrow.ipc as ipc
-
-    if memory is not None:
-        start = handle.tell()
-        with ipc.new_file(handle, memory.schema) as writer:
-            writer.write_table(memory)
-        handle.write(_OFFSET.pack(start) + _MEMORY_TRAILER)
+    return written is not None
 
 
 def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = None) -> Timeline | None:
@@ -225,47 +65,17 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
     import pyarrow as pa  # only for a hit: a miss (a first open) does not pay for the import
 
     try:
-        table, memory = _entry_tables(_mapped_content(path))
-        table.validate(full=True)  # codes within their dictionaries, offsets in bounds
-        return table_to_timeline(table, memory)
-    except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError, RecursionError):
-        store.discard("timelines", name)  # RecursionError: metadata JSON nested too deep for the decoder
+        return read_entry(path)
+    except (pa.ArrowException, *_DAMAGED):
+        store.discard("timelines", name)
         return None
 
 
-def _mapped_content(path: Path) -> pa.Buffer:
-    """The entry's content, memory-mapped, once it matches its seal (entry_seal.BrokenSealError, a ValueError,
-    otherwise). The seal is checked on the same open file that is then mapped: a rename in between changes
-    nothing."""
-    import mmap
-
-    import pyarrow as pa
-
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = sealed_size(fd)
-        if size == 0:
-            raise NotCacheableError("the cache entry is empty")
-        return pa.py_buffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
-    finally:
-        os.close(fd)
-
-
-def _entry_tables(entry: pa.Buffer) -> tuple[pa.Table, pa.Table | None]:
-    """(the events table, the memory table or None) of a mapped entry: slices of one buffer, nothing copied."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-
-    end = entry.size - len(_MEMORY_TRAILER)
-    if end < _OFFSET.size or entry.slice(end).to_pybytes() != _MEMORY_TRAILER:
-        return ipc.open_file(pa.BufferReader(entry)).read_all(), None
-    (start,) = _OFFSET.unpack(entry.slice(end - _OFFSET.size, _OFFSET.size).to_pybytes())
-    if not 0 < start < end - _OFFSET.size:
-        raise NotCacheableError("the entry's memory table offset is out of range")
-    events = ipc.open_file(pa.BufferReader(entry.slice(0, start))).read_all()
-    memory = ipc.open_file(pa.BufferReader(entry.slice(start, end - _OFFSET.size - start))).read_all()
-    memory.validate(full=True)
-    return events, memory
+def _stored(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits) -> Timeline:
+    """The Timeline after its entry is written: a big one mapped back from the entry (see the module)."""
+    if save_timeline(store, digest, timeline, limits) and len(timeline.events) >= MAPPED_ROWS:
+        return load_timeline(store, digest, limits) or timeline
+    return timeline
 
 
 def load_trace_cached(
@@ -315,88 +125,6 @@ def open_trace_cached(
     return digest, timeline
 
 
-class EntrySink:
-    """Where the frame of a trace read in pieces is written (parsers.piece_merge.FrameSink): this cache's entry
-    file, laid out by parsers.column_file and filled in place, under a temporary name until the open knows the
-    content hash (commit), removed otherwise (discard). The Timeline returned is mapped from that file, as a cache
-    hit is: the frame is never held in memory beside it. Anything that stops the entry (metadata that JSON cannot
-    hold, an unwritable cache, a full disk) answers None: the frame is then built in memory as before."""
-
-    def __init__(self, store: CacheStore) -> None:
-        self.store = store
-        self.path: Path | None = None
-
-    def __call__(self, meta: TraceMeta, memory, specs: list[ColumnSpec], rows: int) -> _EntryTarget | None:
-        import pyarrow as pa
-
-        try:
-            metadata = _schema_metadata(meta, [s.name for s in specs], memory)
-            memory_table = memory_to_table(memory) if memory is not None else None
-        except (NotCacheableError, pa.ArrowException, TypeError, ValueError):
-            return None
-        try:
-            fd, name = self.store.temporary("timelines")
-        except OSError:
-            return None
-        from ..parsers.column_file import ColumnFile
-
-        self.path = Path(name)
-        file = ColumnFile(fd, specs, rows, metadata)
-        try:
-            file.open()
-        except (OSError, pa.ArrowException):
-            file.close()
-            os.close(fd)
-            self.discard()
-            return None
-        return _EntryTarget(self, fd, file, memory_table)
-
-    def commit(self, name: str) -> bool:
-        """Give the written entry its name (atomically); False when nothing was written."""
-        if self.path is None:
-            return False
-        placed = self.store.place("timelines", name, self.path)
-        self.path = None
-        return placed
-
-    def discard(self) -> None:
-        if self.path is not None:
-            with contextlib.suppress(OSError):
-                self.path.unlink()
-            self.path = None
-
-
-class _EntryTarget:
-    """One entry being written: the columns' arrays, then the memory table and the Timeline mapped back."""
-
-    def __init__(self, sink: EntrySink, fd: int, file: ColumnFile, memory: pa.Table | None) -> None:
-        self.sink, self.fd, self.file, self.memory = sink, fd, file, memory
-
-    def array(self, name: str):
-        return self.file.array(name)
-
-    def finish(self) -> Timeline | None:
-        import pyarrow as pa
-
-        self.file.close()
-        try:
-            with open(self.fd, "r+b", closefd=True) as handle:
-                handle.seek(self.file.end)
-                handle.truncate()
-                _append_memory(handle, self.memory)
-                seal(handle)
-            path = self.sink.path
-            if path is None:
-                return None
-            mapped = pa.memory_map(str(path)).read_buffer()  # just written and sealed: mapped without the check
-            table, memory = _entry_tables(mapped.slice(0, mapped.size - SEAL_BYTES))
-            table.validate(full=True)
-            return table_to_timeline(table, memory)
-        except (OSError, pa.ArrowException, NotCacheableError, ValueError, KeyError, TypeError):
-            self.sink.discard()
-            return None
-
-
 class _Opening:
     """One open of a file the cache does not answer at once: the file's stat before it is read, and the digest
     of its own bytes once taken (from the file while the child decodes, or from the bytes read whole). A digest
@@ -420,31 +148,22 @@ class _Opening:
                 meanwhile()
             return False
 
-        sink = EntrySink(self.store)  # a trace read in pieces is written straight into its entry's file
-        try:
-            timeline = read_trace_file(
-                self.path, self.limits, meanwhile=work, cached=self.is_cached, progress=progress, sink=sink
-            )
-            if timeline is None:  # the content has an entry: this file is a copy, or was touched
-                digest = self._recorded_digest()
-                found = load_timeline(self.store, digest, self.limits)
-                if found is not None:
-                    return digest, found
-            elif self._recorded():
-                digest = self._recorded_digest()
-                if not sink.commit(_entry_name(digest, self.limits)):
-                    save_timeline(self.store, digest, timeline, self.limits)  # a few hundredths of a second
-                return digest, timeline
-        finally:
-            sink.discard()  # nothing once committed
+        timeline = read_trace_file(self.path, self.limits, meanwhile=work, cached=self.is_cached, progress=progress)
+        if timeline is None:  # the content has an entry: this file is a copy, or was touched
+            digest = self._recorded_digest()
+            found = load_timeline(self.store, digest, self.limits)
+            if found is not None:
+                return digest, found
+        elif self._recorded():
+            digest = self._recorded_digest()
+            return digest, _stored(self.store, digest, timeline, self.limits)
         # The entry found was damaged (and is gone), or the file changed while read in pieces: read it whole, once.
         again = _Opening(self.path, self.limits, self.store)
         again.look_up = False
         timeline = read_trace_file(self.path, self.limits, cached=again.is_cached, whole=True)
         if timeline is None or again.digest is None:  # is_cached hashed the bytes, and never stops when not looking
             raise RuntimeError("the whole read of the file took no digest")
-        save_timeline(self.store, again.digest.digest, timeline, self.limits)
-        return again.digest.digest, timeline
+        return again.digest.digest, _stored(self.store, again.digest.digest, timeline, self.limits)
 
     def is_cached(self, raw: bytes | bytearray | None) -> bool:
         """read_trace_file's content check: this file's digest, from the file (raw None: while the child decodes)

@@ -1,6 +1,7 @@
-"""The second decoding process in a process with other threads: forked by the decode helper (never by this process),
-with the same result as a plain fork; a helper that is gone or cannot start leaves this process decoding alone; the
-caller's work, its stop and its progress belong to its own decode only.
+"""The second decoding process in a process with other threads: a fresh interpreter started for the read (never a fork
+of this process), with the same result as a plain fork, and gone when the read ends; one that cannot start leaves
+this process decoding alone; the caller's work, its stop and its progress belong to its own decode only; a read
+leaves the cycle collector as it found it.
 
 SYNTHETIC traces (tests/test_split_decode.py's builders); the split threshold is lowered so small files take the
 two-process path.
@@ -13,8 +14,9 @@ import threading
 
 import pytest
 
-from parsers import decode_helper, split_decode
-from parsers.chrome_trace import read_chrome_trace, read_chrome_trace_file
+from parsers.kineto import pieces as split_decode
+from parsers.kineto import two_processes
+from parsers.kineto.reader import read_chrome_trace, read_chrome_trace_file
 from tests.test_split_decode import _assert_same, _doc_bytes, _events, _serial
 
 
@@ -27,7 +29,7 @@ def _split_small_files(monkeypatch):
 
 @pytest.fixture
 def no_fork_here(monkeypatch):
-    """This process may not fork (the helper, another process, does; subprocess does not use os.fork)."""
+    """This process may not fork (subprocess starts a fresh interpreter without os.fork)."""
 
     def refused():
         raise AssertionError("forked a process that runs other threads")
@@ -54,7 +56,7 @@ def _in_a_thread(work):
 
 def _counted(received: list):
     """A PieceChannel.received that counts the pieces the other process sent."""
-    from parsers.piece_channel import PieceChannel
+    from parsers.kineto.channel import PieceChannel
 
     original = PieceChannel.received
 
@@ -66,22 +68,22 @@ def _counted(received: list):
     return counting
 
 
-def test_a_buffer_decoded_from_a_thread_goes_through_the_helper(monkeypatch, no_fork_here):
-    from parsers.piece_channel import PieceChannel
+def test_a_buffer_decoded_from_a_thread_goes_to_a_fresh_interpreter(monkeypatch, no_fork_here):
+    from parsers.kineto.channel import PieceChannel
 
     received: list[int] = []
     monkeypatch.setattr(PieceChannel, "received", _counted(received))
-    monkeypatch.setattr(split_decode, "_decode", _slow(split_decode._decode))
+    monkeypatch.setattr(split_decode, "decode_piece", _slow(split_decode.decode_piece))
     data = _doc_bytes(_events(400), traceName="tail")
-    _, builder, count = _in_a_thread(lambda: split_decode.decode_in_two([data]))
+    _, builder, count = _in_a_thread(lambda: two_processes.decode_in_two([data]))
     assert count == 5 * 400 + 3 and builder.duration_events == 4 * 400
-    assert received and received[0] > 0  # the helper's child decoded some of the pieces
+    assert received and received[0] > 0  # the other process decoded some of the pieces
     monkeypatch.undo()
     _assert_same(_in_a_thread(lambda: read_chrome_trace([data])), _serial(data, monkeypatch))
 
 
-def test_a_file_decoded_from_a_thread_goes_through_the_helper(tmp_path, monkeypatch, no_fork_here):
-    from parsers.piece_channel import PieceChannel
+def test_a_file_decoded_from_a_thread_goes_to_a_fresh_interpreter(tmp_path, monkeypatch, no_fork_here):
+    from parsers.kineto.channel import PieceChannel
 
     data = _doc_bytes(_events(400), traceName="after the list", baseTimeNanoseconds=123)
     path = tmp_path / "trace.json"
@@ -89,7 +91,7 @@ def test_a_file_decoded_from_a_thread_goes_through_the_helper(tmp_path, monkeypa
     expected = _serial(data, monkeypatch)
     received: list[int] = []
     monkeypatch.setattr(PieceChannel, "received", _counted(received))
-    monkeypatch.setattr(split_decode, "_decode", _slow(split_decode._decode))
+    monkeypatch.setattr(split_decode, "decode_piece", _slow(split_decode.decode_piece))
     from_file = _in_a_thread(lambda: read_chrome_trace_file(path))
     assert received and received[0] > 0
     _assert_same(from_file, expected)
@@ -97,8 +99,8 @@ def test_a_file_decoded_from_a_thread_goes_through_the_helper(tmp_path, monkeypa
 
 
 def _slow(decode):
-    """This process's pieces take longer (the helper's child runs the real code), so that the child, though its
-    helper may still be starting, surely takes some of them."""
+    """This process's pieces take longer (the other process runs the real code), so that the other, though it may
+    still be starting, surely takes some of them."""
     import time
 
     def slowed(*args, **kwargs):
@@ -108,16 +110,29 @@ def _slow(decode):
     return slowed
 
 
-def test_a_helper_that_is_gone_or_cannot_start_leaves_this_process_decoding_alone(monkeypatch, no_fork_here):
+def _children() -> list[int]:
+    """This process's child processes (every thread's)."""
+    found = []
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{task}/children") as handle:
+            found += [int(pid) for pid in handle.read().split()]
+    return found
+
+
+def test_no_process_is_left_behind_and_one_that_cannot_start_leaves_this_process_decoding_alone(monkeypatch):
+    import subprocess
+
     data = _doc_bytes(_events(300))
     expected = _serial(data, monkeypatch)
-    assert decode_helper.start()
-    decode_helper._THIS_PROCESS.helper.process.kill()  # gone: the request fails, or is lost with the helper
-    decode_helper._THIS_PROCESS.helper.process.wait()
+    before = _children()
     _assert_same(_in_a_thread(lambda: read_chrome_trace([data])), expected)
-    assert decode_helper.start()  # a new one for the next request
-    decode_helper.stop()
-    monkeypatch.setattr(decode_helper, "_start", lambda: None)  # none can be started
+    _assert_same(read_chrome_trace([data]), expected)  # the main thread alone: a fork
+    assert _children() == before
+
+    def cannot_start(*args, **kwargs):
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(subprocess, "Popen", cannot_start)
     _assert_same(_in_a_thread(lambda: read_chrome_trace([data])), expected)
 
 
@@ -137,12 +152,12 @@ def test_meanwhile_runs_once_for_its_own_decode_and_its_true_stops_it(where, mon
         calls.append("stop")
         return True
 
-    _, builder, _ = run(lambda: split_decode.decode_in_two([data], meanwhile=keep_going))
+    _, builder, _ = run(lambda: two_processes.decode_in_two([data], meanwhile=keep_going))
     assert calls == ["keep going"] and builder.duration_events == 4 * 300
     with pytest.raises(split_decode.DecodeStoppedError):
-        run(lambda: split_decode.decode_in_two([data], meanwhile=stop))
+        run(lambda: two_processes.decode_in_two([data], meanwhile=stop))
     assert calls == ["keep going", "stop"]
-    assert _in_a_thread(lambda: split_decode.decode_in_two([data]))[2] == 5 * 300 + 3  # nothing left behind
+    assert _in_a_thread(lambda: two_processes.decode_in_two([data]))[2] == 5 * 300 + 3  # nothing left behind
 
 
 def test_two_decodes_in_two_threads_each_run_only_their_own_work(tmp_path):
@@ -158,7 +173,7 @@ def test_two_decodes_in_two_threads_each_run_only_their_own_work(tmp_path):
 
         barrier.wait()
         try:
-            return split_decode.decode_file_in_two(path, meanwhile=work)[2]
+            return two_processes.decode_file_in_two(path, meanwhile=work)[2]
         except split_decode.DecodeStoppedError:
             return "stopped"
 
@@ -187,41 +202,20 @@ def test_progress_rises_to_one(where, tmp_path):
     assert heard[0] == 0.0 and 0 < heard[1] < 1  # told once the pieces are planned, before any is decoded
 
 
-def test_the_cycle_collector_stays_paused_until_the_last_of_two_decodes_ends():
-    """gc is one switch for the process: the first decode to start ending while another runs leaves it off; the
-    last one out turns it back on."""
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_read_leaves_the_cycle_collector_as_it_found_it(enabled):
+    """Global state is the caller's: parsers/ neither switches the collector off while it reads nor on after."""
     import gc
 
     data = _doc_bytes(_events(300))
-    first_inside, a_started, first_done = threading.Event(), threading.Event(), threading.Event()
-    seen: dict[str, bool] = {}
-
-    def first_work() -> bool:  # inside the first decode (it came in while gc was on): wait until a decodes too
-        first_inside.set()
-        a_started.wait(60)
-        return False
-
-    def a_work() -> bool:
-        a_started.set()
-        first_done.wait(60)
-        seen["during a, after the first ended"] = gc.isenabled()
-        return False
-
-    def first() -> None:
-        split_decode.decode_in_two([data], meanwhile=first_work)
-        first_done.set()
-
-    assert gc.isenabled()
-    threads = [
-        threading.Thread(target=first),
-        threading.Thread(target=split_decode.decode_in_two, args=([data],), kwargs={"meanwhile": a_work}),
-    ]
-    threads[0].start()
-    first_inside.wait(60)
-    threads[1].start()
-    for thread in threads:
-        thread.join(120)
-    assert seen == {"during a, after the first ended": False} and gc.isenabled()
+    seen = []
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        two_processes.decode_in_two([data], meanwhile=lambda: seen.append(gc.isenabled()))
+        assert seen == [enabled] and gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 def test_progress_through_the_cache_ends_at_one_on_a_miss_and_on_a_hit(tmp_path):

@@ -1,10 +1,10 @@
-"""A big plain JSON trace read piece by piece straight from its file, for split_decode.
+"""A big plain JSON trace read piece by piece straight from its file, for two_processes.py.
 
 Why not read the whole file first: copying 100+ MB into a fresh buffer costs about twice the copy itself
 (every page of new memory is faulted in and zeroed), it happens before the second process can start, and
 the buffer doubles the memory. Here each process reads only the pieces it decodes (pread: no shared file
 offset), into one buffer of its own that it reuses, so the reading is shared by both processes and runs
-while the other one decodes. Where the pieces are cut is still proved by parsing (see split_decode).
+while the other one decodes. Where the pieces are cut is still proved by parsing (see pieces.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The frame of a trace decoded in pieces (split_decode): each piece sorted by time on its own, joined by one pass.
+"""The frame of a trace decoded in pieces (pieces.py): each piece sorted by time on its own, joined by one pass.
 
 Why: the pieces' columns used to be concatenated in file order and then reordered by time, two passes over every
 column through fresh memory, in this process alone while the other one sat idle. Now each process sorts every
@@ -8,34 +8,32 @@ inverse) and writes each piece's column straight to those places, its string cod
 on the way. The result is the one-pass reader's frame exactly: a stable sort of pieces that were each stably
 sorted, in file order, is the stable sort of the whole file.
 
-A run's columns are read through `column(name)`: arrays in memory, or (a trace bigger than the memory budget)
-read back from the spill file the piece was written to, one column at a time, so only one column of the joined
-frame and one piece's column are in memory at once (parsers/piece_spill.py).
+A run's columns are read through `column(name)`: arrays in memory (this process's pieces) or read-only views of the
+file the other process wrote them to (parsers/kineto/channel.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .chrome_trace import _code_dtype, _ColumnBuilder
-from .column_file import ColumnSpec
-from .timeline import COLUMNS, Timeline, TraceMeta
+from .columns import ColumnBuilder, code_dtype
+from .fields import CODE_COLUMNS, OPTIONAL_COLUMNS
+from .fields import FRAME_COLUMNS as COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-FRAME_COLUMNS = (*COLUMNS, "input_dims", "grid", "block")  # a piece's columns that become frame columns
-CODE_COLUMNS = ("kind", "name", "input_dims")  # string codes into a table of the builder's
+FRAME_COLUMNS = (*COLUMNS, *OPTIONAL_COLUMNS)  # a piece's columns that become frame columns
 ID_COLUMNS = ("pid", "tid")  # ids that may stand for a string (a named lane), mapped to the joined ones
 
 
 def sort_run(parts: dict[str, list[np.ndarray]]) -> None:
     """Put one piece's frame columns in ts order, stably, in place, each as one array: a piece built in slices
-    (chrome_trace.SLICE_EVENTS) has several, kept last-first as the builder keeps its batches."""
+    (columns.SLICE_EVENTS) has several, kept last-first as the builder keeps its batches."""
     for name in FRAME_COLUMNS:
         if len(parts.get(name, ())) > 1:
             parts[name] = [np.concatenate(parts[name][::-1])]
@@ -144,30 +142,18 @@ class Placement:
             else:
                 out[self.positions[start : start + run.rows]] = values
 
-    def specs(self, tables: dict[str, dict]) -> list[ColumnSpec]:
-        """The frame's columns in the one-pass reader's order, with their types and categories."""
+    def specs(self, tables: dict[str, dict]) -> list[tuple[str, np.dtype, list[str] | None]]:
+        """The frame's columns in the one-pass reader's order: (name, type, categories or None)."""
         names = list(COLUMNS)
         if self.runs and any(bool(run.column("grid").any()) for run in self.runs):  # only traces with launch shapes
             names += ["grid", "block"]
         out = []
         for name in [*names, "input_dims"]:
             if name in CODE_COLUMNS:
-                out.append(ColumnSpec(name, np.dtype(_code_dtype(len(tables[name]))), list(tables[name])))
+                out.append((name, np.dtype(code_dtype(len(tables[name]))), list(tables[name])))
             else:
-                out.append(ColumnSpec(name, np.dtype(np.int64)))
+                out.append((name, np.dtype(np.int64), None))
         return out
-
-
-class FrameTarget(Protocol):
-    """Where a joined frame is written: writable arrays, then the Timeline read back from them."""
-
-    def array(self, name: str) -> np.ndarray: ...
-
-    def finish(self) -> Timeline | None: ...
-
-
-# Asked for a FrameTarget for this meta, memory table, columns and row count; None: build the frame in memory.
-FrameSink = Callable[[TraceMeta, "pd.DataFrame | None", list[ColumnSpec], int], FrameTarget | None]
 
 
 def joined_frame(runs: list[Run], tables: dict[str, dict]) -> pd.DataFrame:
@@ -176,15 +162,15 @@ def joined_frame(runs: list[Run], tables: dict[str, dict]) -> pd.DataFrame:
 
     place = Placement(runs)
     specs = place.specs(tables)
-    arrays = {spec.name: np.empty(place.rows, dtype=spec.dtype) for spec in specs}
+    arrays = {name: np.empty(place.rows, dtype=dtype) for name, dtype, _ in specs}
     _fill_all(place, list(arrays.items()))
     data = {}
-    for spec in specs:
-        values = arrays[spec.name]
-        if spec.categories is not None:
-            data[spec.name] = pd.Categorical.from_codes(values, categories=spec.categories, validate=False)
+    for name, _, categories in specs:
+        values = arrays[name]
+        if categories is not None:
+            data[name] = pd.Categorical.from_codes(values, categories=categories, validate=False)
         else:
-            data[spec.name] = values
+            data[name] = values
     return pd.DataFrame(data, copy=False)
 
 
@@ -202,8 +188,8 @@ def _fill_all(place: Placement, columns: list[tuple[str, np.ndarray]]) -> None:
             done.result()
 
 
-class JoinedBuilder(_ColumnBuilder):
-    """The pieces' builder (split_decode._merge_all): tables joined, frame columns kept as sorted runs."""
+class JoinedBuilder(ColumnBuilder):
+    """The pieces' builder (pieces.merge_all): tables joined, frame columns kept as sorted runs."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -214,17 +200,6 @@ class JoinedBuilder(_ColumnBuilder):
 
     def frame(self) -> pd.DataFrame:
         return joined_frame(self.runs, self.tables())
-
-    def timeline_into(self, sink: FrameSink, meta: TraceMeta, memory: pd.DataFrame | None) -> Timeline | None:
-        """The Timeline with its frame written where `sink` says, column by column (none held whole in memory
-        but the one being written); None when the sink declines or fails (the caller builds it in memory)."""
-        place = Placement(self.runs)
-        specs = place.specs(self.tables())
-        target = sink(meta, memory, specs, place.rows)
-        if target is None:
-            return None
-        _fill_all(place, [(spec.name, target.array(spec.name)) for spec in specs])
-        return target.finish()
 
 
 def _remap_ids(values: np.ndarray, id_map: dict[int, int]) -> np.ndarray:

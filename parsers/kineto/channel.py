@@ -1,4 +1,4 @@
-"""The second decoding process's pieces, handed to this one as it goes (for split_decode).
+"""The second decoding process's pieces, handed to this one as it goes (for two_processes.py).
 
 The second process appends each decoded piece to an unnamed shared file (memfd; a temporary file where there is
 none) right after decoding it: a msgpack header (string tables, counts) padded to 8 bytes, then its integer
@@ -8,9 +8,9 @@ one atomic write, and a last record says it finished. This process maps the file
 columns are read-only views of it, not copies. So the other process's pieces cost this one nothing while it
 decodes its own, and nothing is copied at the end.
 
-The second process is a forked child, or a child of the decode helper (parsers.decode_helper), which gets the
-pipe's write end and the shared file as descriptors: `child_fds` here, `for_child` there. What a header holds is
-split_decode's business (its column builder); this module moves bytes.
+The second process is a forked child, or a fresh interpreter that gets the pipe's write end and the shared file as
+descriptors: `child_fds` here, `for_child` there. What a header holds is two_processes.py's business (its column
+builder); this module moves bytes.
 """
 
 from __future__ import annotations
