@@ -12,6 +12,7 @@ from .summary import Summary
 if TYPE_CHECKING:  # analysis.anatomy and analysis.roofline import this module
     from .anatomy import Anatomy
     from .roofline.compare import RooflineReport
+    from .serving.request_list import RequestTable
 
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | verify | draft | empty (DESIGN.md)
@@ -88,3 +89,4 @@ class Analysis:
     anatomy: Anatomy | None = None  # inside each step: categories, layers, per-category roofline (analysis.anatomy)
     facts: TraceFacts = field(default_factory=TraceFacts)  # device and engine (analysis.trace_facts)
     roofline: RooflineReport | None = None  # expected vs measured per phase, when a model and device are known
+    requests: RequestTable | None = None  # the requests: how many (None: unknown, with why) and one row each
