@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from .kernel_names import short_names
 from .memory import with_memory
 from .model import Analysis
 from .options import AnalysisOptions
-from .request_figures import request_table, served_itl_ns, with_request_figures
+from .request_figures import request_table, served_itl_ns, served_warnings, with_request_figures
 from .sanity import check_analysis
 from .serving import follow_served
 from .serving.front_end import FrontEnd
@@ -69,6 +70,8 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None, 
     summary, segmentation = with_batch_figures(summary, segmentation, steps, bounds.attrs.get("request_steps"))
     requests = request_table(steps, summary, served)
     summary = with_request_figures(summary, requests, steps, itl, outliers, served)
+    if warned := served_warnings(summary, steps, served):
+        segmentation = replace(segmentation, warnings=(*segmentation.warnings, *warned))
     findings = make_findings(steps, gaps, summary, outliers, options) + long_host_call(act, busy_all, steps)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
     result = Analysis(

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..parsers.timeline import Timeline
 from .activity import busy_union
-from .composition import request_count
+from .composition import requests_of
 from .model import Analysis
 from .summary import contract_fields
 
@@ -53,8 +53,8 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
 
 def _request_count(analysis: Analysis) -> int | None:
     """Requests in the trace (issue 38): null where it cannot be known (the reason is in segmentation.warnings)."""
-    table = analysis.requests
-    return table.count if table is not None else request_count(analysis.steps)
+    count = requests_of(analysis)
+    return None if count is None else int(count)
 
 
 def request_list(analysis: Analysis) -> list[dict]:

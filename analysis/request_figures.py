@@ -31,13 +31,14 @@ def request_table(steps: pd.DataFrame, summary: Summary, served: Served | None) 
 
 def served_itl_ns(steps: pd.DataFrame, served: Served) -> np.ndarray:
     """Per step, the wait of its decoding sequences: from the token of the step before (in the same run of steps) to
-    this one's; -1 for a step that gives no decoding sequence a token, or whose kind is unknown."""
+    this one's; -1 for a step that gives no decoding sequence a token, or whose kind is unknown (a verify's wait is
+    its cycle: analysis.speculative reads it)."""
     itl = np.full(len(steps), -1, dtype=np.int64)
     if len(steps) < 2:
         return itl
     token = steps["token_ns"].to_numpy()
     chain = steps["chain"].to_numpy()
-    decoding = np.isin(steps["kind"].to_numpy(dtype=object), ("decode", "mixed"))
+    decoding = np.isin(steps["kind"].to_numpy(dtype=object), ("decode", "mixed", "verify"))
     same = np.append(False, chain[1:] == chain[:-1])
     gap = np.append(0, np.diff(token))
     return np.where(same & decoding & (gap > 0), gap, itl)
@@ -65,14 +66,17 @@ def with_request_figures(
         summary,
         ttft_ms=float(np.median(ttft[known])) if known.any() else None,
         ttft_ms_by_request=by_request,
-        itl_ms=pooled_itl_ms(itl, outliers, served.counts["D"].to_numpy()),
+        itl_ms=pooled_itl_ms(itl, outliers, served.counts["D"].to_numpy(), kind),
     )
 
 
-def pooled_itl_ms(itl: np.ndarray, outliers: np.ndarray, decoders: np.ndarray) -> dict[str, float] | None:
-    """ITL over every decoding sequence's intervals: each step's wait counted once per sequence it gave a token
-    (ITL outliers left out, as for one request); None without such a step."""
-    use = (itl > 0) & ~outliers & (decoders != UNKNOWN) & (decoders > 0)
+def pooled_itl_ms(
+    itl: np.ndarray, outliers: np.ndarray, decoders: np.ndarray, kind: np.ndarray
+) -> dict[str, float] | None:
+    """ITL over every decoding sequence's intervals: each decode or mixed step's wait counted once per sequence it gave
+    a token (ITL outliers left out, as for one request; a verify's tokens per wait are analysis.speculative's);
+    None without such a step."""
+    use = (itl > 0) & ~outliers & (decoders != UNKNOWN) & (decoders > 0) & np.isin(kind, ("decode", "mixed"))
     if not use.any():
         return None
     values = np.repeat(itl[use] / 1e6, decoders[use])
@@ -83,3 +87,16 @@ def pooled_itl_ms(itl: np.ndarray, outliers: np.ndarray, decoders: np.ndarray) -
         "mean": float(values.mean()),
         "max": float(values.max()),
     }
+
+
+def served_warnings(summary: Summary, steps: pd.DataFrame, served: Served | None) -> list[str]:
+    """Why a served run's TTFT is null while it holds prompt chunks: no request's first token is known."""
+    if served is None or summary.ttft_ms is not None or not len(steps):
+        return []
+    if not np.isin(steps["kind"].to_numpy(dtype=object), ("prefill", "mixed", "unknown")).any():
+        return []
+    return [
+        "TTFT unknown: the trace does not say in which step any request's prompt ended (a prompt longer than the "
+        "token budget runs over several steps); the API server's trace beside the worker's, or the worker's python "
+        "frames with record_shapes, would"
+    ]

@@ -69,7 +69,7 @@ def follow_served(
     else:
         followed = Followed(step_request=np.full(len(bounds), UNKNOWN, np.int64), complete=False)
     kinds = _kinds(bounds, counts)
-    requests, why = _request_count(followed, counts, front_end, reason)
+    requests, why = _request_count(followed, counts, obs, front_end, reason)
     bounds = _with_followed(bounds, kinds, counts, followed, obs, start, host_end)
     evidence = _evidence(obs, front_end, followed)
     warnings = _warnings(kinds, why)
@@ -127,27 +127,28 @@ def _kinds(bounds: pd.DataFrame, counts: pd.DataFrame) -> np.ndarray:
     labelled = bounds["label"].astype(str).str.len().to_numpy() > 0
     speculative = np.isin(written, ("verify", "draft"))
     decoding = speculative | np.isin(written, ("decode", "mixed"))
-    if decoding.any() and speculative.sum() >= 0.5 * decoding.sum():
-        keep = labelled & (kind == "unknown") & speculative
+    if decoding.any() and speculative.sum() >= 0.5 * decoding.sum():  # the ledger counts a verify as a decode
+        keep = labelled & speculative & np.isin(kind, ("unknown", "decode"))
         kind[keep] = written[keep]
     return kind
 
 
 def _request_count(
-    followed: Followed, counts: pd.DataFrame, front_end: FrontEnd | None, reason: str
+    followed: Followed, counts: pd.DataFrame, obs: pd.DataFrame, front_end: FrontEnd | None, reason: str
 ) -> tuple[int | None, str]:
     """(requests, why not known): the front end's count of requests handed to the engine (plus any already running
-    when the trace began), else the requests the ledger followed through every step."""
+    when the trace began), else the first step's sequences and every later step's joins, when all are known."""
     before = sum(followed.before_trace)
     if front_end is not None:
         return int(front_end.requests + before), ""
-    if followed.complete and len(followed.first_step):
-        return len(followed.first_step), ""
-    if followed.complete:
-        return 0, ""
+    first = obs["S"].iloc[0] if obs["S"].iloc[0] != UNKNOWN else counts["P"].iloc[0] + counts["D"].iloc[0]
+    joins = counts["J"].to_numpy()[1:]
+    known_first = obs["S"].iloc[0] != UNKNOWN or UNKNOWN not in (counts["P"].iloc[0], counts["D"].iloc[0])
+    if not reason and known_first and (joins != UNKNOWN).all():
+        return int(first + joins.sum()), ""
     if reason:
         return None, f"requests unknown: {reason}"
-    at = followed.stopped_at
+    at = int(np.flatnonzero(joins == UNKNOWN)[0]) + 1 if (joins == UNKNOWN).any() else 0
     return None, (
         f"requests unknown: the steps' counts do not tell a request joining from a prompt chunk continuing "
         f"(or a finish plus a join from no change) at step {at}; the API server's trace, or the worker's python "
@@ -172,20 +173,28 @@ def _with_followed(
     out["opens"] = np.maximum(counts["J"].to_numpy(), 0).astype(np.int64)
     s, tokens = obs["S"].to_numpy(), obs["N"].to_numpy()
     p, d = counts["P"].to_numpy(), counts["D"].to_numpy()
-    out["batch"] = pd.array(np.where(s != UNKNOWN, s, np.where((p != UNKNOWN) & (d != UNKNOWN), p + d, -1)), "Int64")
-    out.loc[out["batch"] < 0, "batch"] = pd.NA
-    out["tokens"] = pd.array(np.where(tokens != UNKNOWN, tokens, -1), dtype="Int64")
-    out.loc[out["tokens"] < 0, "tokens"] = pd.NA
-    prefill = np.where((d != UNKNOWN) & (tokens != UNKNOWN), tokens - np.maximum(d, 0), -1)
-    out["prefill_tokens"] = pd.array(np.where(kinds == "unknown", -1, prefill), dtype="Int64")
-    out.loc[out["prefill_tokens"] < 0, "prefill_tokens"] = pd.NA
-    out["decode_sequences"] = pd.array(np.where(kinds == "unknown", -1, d), dtype="Int64")
-    out.loc[out["decode_sequences"] < 0, "decode_sequences"] = pd.NA
+    sequences = np.where(s != UNKNOWN, s, np.where((p != UNKNOWN) & (d != UNKNOWN), p + d, UNKNOWN))
+    prefill = np.where((d != UNKNOWN) & (tokens != UNKNOWN), tokens - np.maximum(d, 0), UNKNOWN)
+    unknown = kinds == "unknown"
+    # what step finding read stays (an annotation states it); the ledger's counts fill what it left unknown; a step
+    # of unknown kind states no split between prompt positions and decoding sequences
+    out["batch"] = _filled(out["batch"], sequences, False)
+    out["tokens"] = _filled(out["tokens"], tokens, False)
+    out["prefill_tokens"] = _filled(out["prefill_tokens"], prefill, unknown)
+    out["decode_sequences"] = _filled(out["decode_sequences"], d, unknown)
     chain = _chains(kinds, counts, start, host_end)
     out["chain"] = chain
     out["index"] = out.groupby("chain").cumcount().to_numpy().astype(np.int64)
     out.attrs = {k: v for k, v in bounds.attrs.items() if k != "serving"}
     return out
+
+
+def _filled(column: pd.Series, values: np.ndarray, blank: np.ndarray | bool) -> pd.Series:
+    """The column where it has a value, else `values` (UNKNOWN: <NA>); <NA> where `blank`."""
+    current = column.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    merged = np.where(np.isnan(current), np.where(values == UNKNOWN, np.nan, values), current)
+    merged = np.where(blank, np.nan, merged)
+    return pd.Series(pd.array(merged, dtype="Float64").round().astype("Int64"), index=column.index)
 
 
 def _chains(kinds: np.ndarray, counts: pd.DataFrame, start: np.ndarray, host_end: np.ndarray) -> np.ndarray:

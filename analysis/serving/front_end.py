@@ -132,3 +132,27 @@ def _inside(frames: pd.DataFrame | None, start: np.ndarray, end: np.ndarray) -> 
         return np.zeros(len(start), dtype=np.int64)
     ts = frames["ts"].to_numpy()
     return (np.searchsorted(ts, end, side="left") - np.searchsorted(ts, start, side="left")).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class FrontEndFiles:
+    """A serving folder's API server files: their names, what they said (or why not), and what was read of them."""
+
+    files: tuple[str, ...]
+    evidence: str
+    front_end: FrontEnd | None
+
+
+def front_end_files(names: list[str], timelines: list[Timeline]) -> FrontEndFiles | None:
+    """The API server's files of a serving folder, read for their requests; None when the folder has none."""
+    if not names:
+        return None
+    found = [f for f in (read_front_end(t, (n,)) for n, t in zip(names, timelines, strict=True)) if f is not None]
+    if not found:
+        note = (
+            f"{', '.join(names)}: the API server's trace holds no request frames (profiled without stacks): "
+            "requests from the worker's trace alone"
+        )
+        return FrontEndFiles(tuple(names), note, None)
+    best = max(found, key=lambda f: f.requests)  # one API server per capture; several: the one that saw requests
+    return FrontEndFiles(tuple(names), best.evidence, best)

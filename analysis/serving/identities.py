@@ -56,7 +56,7 @@ def follow(counts: pd.DataFrame) -> Followed:
     rows = counts[["P", "D", "J", "F", "C"]].to_numpy()
     for t, (p, d, j, f, c) in enumerate(rows):
         if t == 0:
-            if p == UNKNOWN or d == UNKNOWN or c == UNKNOWN:
+            if p == UNKNOWN or d == UNKNOWN:
                 return _stop(out, 0)
             live.decoding = [out.new(0, True) for _ in range(d)]
             live.alive = d
@@ -68,6 +68,8 @@ def follow(counts: pd.DataFrame) -> Followed:
             _finish(out, live, f, t)
             live.prefilling += [out.new(t, False) for _ in range(j)]
         _record(out, live, t)
+        if c == UNKNOWN:  # the first step's prompts: which ended there is not known; nothing after it can be followed
+            return _stop(out, t + 1) if t + 1 < len(rows) else out
         done, live.prefilling = live.prefilling[:c], live.prefilling[c:]
         for rid in done:
             out.first_token_step[rid] = t

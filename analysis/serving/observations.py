@@ -67,18 +67,28 @@ def worker_frame_counts(views: Views, start: np.ndarray, host_end: np.ndarray) -
 
 
 def annotated_counts(bounds: pd.DataFrame) -> dict[str, np.ndarray]:
-    """S, N, P, D from an engine's step annotations as step finding read them (batch, tokens, decode_sequences); a
-    step whose "generation" sequences score more positions than there are of them (a verify, or a preempted request
-    recomputing its cache: vLLM counts a request with output as generation; the annotation cannot tell) leaves P and
-    D unknown."""
+    """S, N, P, D from an engine's step annotations as step finding read them (batch, tokens, decode_sequences). A
+    step whose "generation" sequences score more positions than there are of them is a verify in a speculative run
+    (most decoding steps are so: its sequences decode, its positions are not one each) and otherwise a preempted
+    request recomputing its cache (vLLM counts a request with output as generation): P and D unknown there."""
     batch = _ints(bounds["batch"])
     tokens = _ints(bounds["tokens"])
     decoding = _ints(bounds["decode_sequences"])
     prefill_tokens = _ints(bounds["prefill_tokens"])
     kind = bounds["kind"].to_numpy(dtype=object)
     generation_tokens = np.where((tokens >= 0) & (prefill_tokens >= 0), tokens - prefill_tokens, UNKNOWN)
-    one_each = (generation_tokens == decoding) | (generation_tokens == UNKNOWN)
-    plain = (batch >= 0) & (decoding >= 0) & (kind != "verify") & one_each
+    several = (generation_tokens > decoding) | (kind == "verify")
+    decoding_steps = (decoding > 0) | (kind == "verify")
+    if decoding_steps.any() and several.sum() >= 0.5 * decoding_steps.sum():  # a speculative run: verifies decode
+        known = (batch >= 0) & (decoding >= 0)
+        positions = np.where(several, UNKNOWN, tokens)  # a verify scores several positions per sequence
+        return {
+            "S": batch,
+            "N": positions,
+            "P": np.where(known, batch - decoding, UNKNOWN),
+            "D": np.where(known, decoding, UNKNOWN),
+        }
+    plain = (batch >= 0) & (decoding >= 0) & ~several
     prefill = np.where(plain, batch - decoding, UNKNOWN)
     return {"S": batch, "N": tokens, "P": prefill, "D": np.where(plain, decoding, UNKNOWN)}
 
