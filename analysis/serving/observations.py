@@ -97,19 +97,24 @@ def _ints(column: pd.Series) -> np.ndarray:
     return column.astype("Float64").fillna(UNKNOWN).to_numpy(dtype=float).astype(np.int64)
 
 
-def batch_changes(views: Views, start: np.ndarray, sequences: np.ndarray) -> np.ndarray | None:
+def batch_changes(views: Views, start: np.ndarray, sequences: np.ndarray, lookups: np.ndarray) -> np.ndarray | None:
     """Per step, whether requests joined or left since the step before (1), or not (0), UNKNOWN for the first step;
     None when the trace does not show it. The host prepares a step with more work when its batch changed (vLLM
     rebuilds its per-batch sampling metadata): the host ops between consecutive forwards then fall in two groups a
-    clear gap apart. Used only when they are two such groups and every change of the stated sequence count falls in
-    the upper one (otherwise the groups mean something else)."""
+    clear gap apart; counted between consecutive forwards' first token lookups (`lookups`, -1: none), which each
+    step's preparation precedes. Used only when they are two such groups and every change of the stated sequence
+    count falls in the upper one (otherwise the groups mean something else)."""
     n = len(start)
     if n < 3 or (sequences < 0).any():
         return None
     ev = views.events
     ops = ev["ts"].to_numpy()[kind_mask(ev, ["cpu_op"])]
-    between = np.diff(np.searchsorted(ops, start, side="left"))
-    values = np.unique(between)
+    anchor = np.where(lookups >= 0, lookups, start)
+    between = np.diff(np.searchsorted(ops, anchor, side="left"))
+    ran = (sequences[1:] > 0) & (sequences[:-1] > 0) & (lookups[1:] >= 0) & (lookups[:-1] >= 0)
+    if ran.sum() < 2:
+        return None
+    values = np.unique(between[ran])
     if len(values) < 2:
         return None
     gaps = np.diff(values)
@@ -118,7 +123,7 @@ def batch_changes(views: Views, start: np.ndarray, sequences: np.ndarray) -> np.
     spread = max(int(low[-1] - low[0]), int(high[-1] - high[0]), 1)
     if gaps[cut] < max(8, 3 * spread):
         return None
-    changed = (between >= high[0]).astype(np.int64)
+    changed = np.where(ran, (between >= high[0]).astype(np.int64), UNKNOWN)
     if ((np.diff(sequences) != 0) & (changed == 0)).any():
         return None
     return np.append(UNKNOWN, changed)

@@ -58,7 +58,9 @@ def observe_served(views: Views, found: Found) -> Found:
         obs.loc[stated & (obs["S"].to_numpy() < 0), "S"] = sequences[stated & (obs["S"].to_numpy() < 0)]
     else:
         obs["N"], obs["S"] = tokens, sequences
-    changes = batch_changes(views, start, obs["S"].to_numpy())
+    changes = (
+        batch_changes(views, start, obs["S"].to_numpy(), _lookups(views, start, after)) if frames is None else None
+    )
     if changes is not None:
         obs["changed"] = changes
     if frames is not None:
@@ -69,6 +71,8 @@ def observe_served(views: Views, found: Found) -> Found:
     bounds = bounds.copy()
     if not annotated:  # a position or a token count says nothing of a packed batch's mix: the ledger decides
         bounds["kind"] = np.where(bounds["kind"].to_numpy(dtype=object) == "empty", "empty", "unknown")
+        for column in ("tokens", "batch", "prefill_tokens", "decode_sequences"):  # `[N]` ids are not one sequence
+            bounds[column] = pd.array([pd.NA] * len(bounds), dtype="Int64")
     bounds.attrs = {**found.bounds.attrs, "serving": obs}
     evidence = "a serving engine's continuous batching: " + (
         "its step annotations" if annotated else "packed forwards" if (sequences >= 0).any() else "its frames and ops"
@@ -107,6 +111,17 @@ def _packed_tokens(views: Views, start: np.ndarray, after: np.ndarray) -> np.nda
         if isinstance(ids, list) and (len(ids) == 1 or (len(ids) == 2 and ids[0] == 1)):
             out[i] = int(ids[-1])
     return out
+
+
+def _lookups(views: Views, start: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Per forward, the time of its first token-embedding lookup, -1 where it has none."""
+    emb = views.embeddings
+    if not len(emb):
+        return np.full(len(start), -1, dtype=np.int64)
+    ts = emb["ts"].to_numpy()
+    pos = np.searchsorted(ts, start, side="left")
+    inside = (pos < len(ts)) & (ts[np.minimum(pos, len(ts) - 1)] < after)
+    return np.where(inside, ts[np.minimum(pos, len(ts) - 1)], -1).astype(np.int64)
 
 
 def _engine_named(views: Views) -> bool:

@@ -191,3 +191,46 @@ def _request_figures(requests: list[dict], steps: list[dict]) -> None:
                 else None
             ),
         )
+
+
+def align(steps: list[dict], truth: dict) -> list[dict | None]:
+    """The truth step of each step an analysis found: the engine step whose execute_model span holds the found step's
+    start (or begins within 2 ms after it: a span found around the engine's call starts just before it); None for a
+    found step no engine step explains."""
+    out = []
+    for step in steps:
+        x = step["start_us"]
+        hit = [t for t in truth["steps"] if t["ts_us"] <= x <= t["ts_us"] + t["dur_us"]]
+        hit = hit or [t for t in truth["steps"] if x < t["ts_us"] <= x + 2000]
+        out.append(hit[0] if hit else None)
+    return out
+
+
+def score(report: dict, truth: dict) -> dict:
+    """How an analysis's steps and requests compare with a capture's truth: forwards missed or split, steps with a
+    wrong phase (a kind other than the truth's and not "unknown"), forwards of known kind, sequences stated and
+    exact, and the request count against the requests the trace holds."""
+    steps = report["steps"]
+    matched = align(steps, truth)
+    forwards = [t for t in truth["steps"] if t["kind"] != "empty"]
+    found = [t["index"] for t in matched if t is not None]
+    pairs = [(s, t) for s, t in zip(steps, matched, strict=True) if t is not None and t["kind"] != "empty"]
+    return {
+        "forwards": len(forwards),
+        "missed": [t["index"] for t in forwards if t["index"] not in found],
+        "split": len(found) - len(set(found)),
+        "unexplained": sum(t is None for t in matched),
+        "wrong": [(t["index"], s["kind"], t["kind"]) for s, t in pairs if s["kind"] not in (t["kind"], "unknown")],
+        "known": sum(s["kind"] != "unknown" for s, _ in pairs),
+        "sequences_stated": sum(s["sequences"] is not None for s, _ in pairs),
+        "sequences_wrong": [t["index"] for s, t in pairs if s["sequences"] not in (None, t["sequence_count"])],
+        "composition_wrong": [t["index"] for s, t in pairs if s["kind"] == t["kind"] and not _same_composition(s, t)],
+        "requests": report["requests"],
+        "requests_truth": truth["requests_in_trace"],
+    }
+
+
+def _same_composition(step: dict, truth: dict) -> bool:
+    """Whether every count the step states equals the truth's (a count it leaves null says nothing)."""
+    stated = (("tokens", "tokens"), ("prefill_tokens", "prefill_tokens"), ("decode_sequences", "decode_sequences"))
+    return all(step[key] is None or step[key] == truth[field] for key, field in stated)
