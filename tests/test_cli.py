@@ -87,6 +87,7 @@ def test_json_contract_on_a_synthetic_generation(tmp_path):
         "findings",
         *("device_source", "engine", "engine_source"),  # added by issue 29 (2026-12-01)
         "on_gpu",  # added by issue 30 (2026-12-01)
+        *("request_list", "front_end"),  # added by issue 38 (2026-12-03)
     }
     assert report["format"] == "kineto-json" and report["device"] == "Synthetic GPU"
     assert set(report["segmentation"]) == {"method", "confidence", "warnings", "evidence"}

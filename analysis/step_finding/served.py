@@ -50,6 +50,9 @@ def observe_served(views: Views, found: Found) -> Found:
     engine = _engine_named(views)
     if not (annotated or (sequences >= 0).any() or frames is not None or engine):
         return found
+    opaque = not annotated and frames is None and (sequences < 0).all() and (tokens < 0).all()
+    if opaque and _one_request_per_run(found, start, host_end):
+        return found  # the shape of unbatched generation, read from the forwards' sizes as before
     obs = empty_observations(len(bounds))
     if annotated:
         for column, values in annotated_counts(bounds).items():
@@ -79,6 +82,25 @@ def observe_served(views: Views, found: Found) -> Found:
     )
     seg = found.segmentation
     return Found(bounds, replace(seg, evidence=(*seg.evidence, evidence)))
+
+
+SIZED_KINDS = re.compile(r"^kinds from kernel (?:launch grids|time per forward): ")
+RUN_PAUSE = 4.0  # as host_forwards.REQUEST_PAUSE: a pause this many times the usual one ends a run of forwards
+
+
+def _one_request_per_run(found: Found, start: np.ndarray, host_end: np.ndarray) -> bool:
+    """Whether nothing states the batch but the forwards' sizes, and they show unbatched generation: in every run of
+    forwards (split at long pauses) the first, and only the first, is large (its prefill), the others small. A
+    request joining a running batch would make a large forward inside a run; a prompt cut by the token budget, two
+    large forwards in a row. Then the kinds the sizes gave stand, as for any single-request trace."""
+    if not any(SIZED_KINDS.match(line) for line in found.segmentation.evidence):
+        return False
+    kind = found.bounds["kind"].to_numpy(dtype=object)
+    pauses = start[1:] - host_end[:-1]  # from one forward's end to the next one's start
+    typical = max(float(np.median(pauses)), 1.0) if len(pauses) else 1.0
+    opens = np.append(True, pauses > RUN_PAUSE * typical)
+    large = kind == "prefill"
+    return bool(large.any()) and bool((large == (opens & (kind != "empty"))).all())
 
 
 IDLE_FACTOR = 2.0

@@ -104,9 +104,9 @@ CAPTURES = {
         Capture(
             "preempt_shapes_nostack",
             SMALL_KV,
-            (Send(0.0, 130, 40), Send(0.02, 130, 40), Send(0.04, 130, 40)),
-            "a KV space of 10 blocks of 32 tokens for three requests of 170 tokens (6 blocks each): two run, and when "
-            "the first needs a sixth block the second is preempted and later recomputed",
+            (Send(0.0, 100, 70), Send(0.02, 100, 70), Send(0.04, 100, 70)),
+            "a KV space of 10 blocks of 32 tokens for three requests of 170 tokens (6 blocks each): a running "
+            "request is preempted and recomputed (made 2026-12-03: preempted at step 71 of 154)",
         ),
         Capture(
             "no_front_end",

@@ -56,7 +56,7 @@ class _Log:
 
 
 def _patch_worker(log: _Log) -> None:
-    from vllm.v1.worker import gpu_worker
+    from vllm.v1.worker import gpu_worker  # pyright: ignore[reportMissingImports]  (runs in vLLM's own environment)
 
     inner = gpu_worker.Worker.execute_model
 
@@ -122,7 +122,7 @@ def _scheduled(out) -> dict:
 
 
 def _patch_scheduler(log: _Log) -> None:
-    from vllm.v1.core.sched import scheduler
+    from vllm.v1.core.sched import scheduler  # pyright: ignore[reportMissingImports]
 
     inner = scheduler.Scheduler.add_request
 
