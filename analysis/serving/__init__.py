@@ -232,7 +232,7 @@ def _evidence(obs: pd.DataFrame, front_end: FrontEnd | None, followed: Followed)
     lines.append(
         "sequences followed from step to step (analysis.serving.ledger): a step's kind or count is given only where "
         "every reading of the counts agrees; requests numbered first come, first served"
-        + ("" if followed.complete else f", followed up to step {followed.stopped_at}")
+        + (f", followed up to step {followed.stopped_at}" if followed.stopped_at >= 0 else "")
     )
     return lines
 
