@@ -29,7 +29,8 @@ import pandas as pd
 
 UNKNOWN = -1
 FIELDS = ("P", "D", "J", "F", "C")
-MAX_TRANSITIONS = 200_000  # per step; past this the counts decide too little to follow (a huge unlabelled batch)
+MAX_TRANSITIONS = 20_000  # per step; past this the counts decide too little to follow (a huge unlabelled batch)
+MAX_STATES = 512  # readings kept between steps: more, and following costs more than it can decide
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ def resolve(obs: pd.DataFrame, budget: int | None, batches: Batches | None = Non
             return Resolved(empty, False, f"step {t}: its counts contradict every reading of the steps before")
         layers.append(moves)
         states = {after for _, after, _ in moves}
+        if len(states) > MAX_STATES:
+            return Resolved(empty, False, f"step {t}: too many readings of the counts so far to follow the batch")
     if batches is not None:  # every batch is some step's
         layers[-1] = [m for m in layers[-1] if m[1][2] == len(batches.outputs)]
         if not layers[-1]:
