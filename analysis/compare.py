@@ -15,7 +15,7 @@ import pandas as pd
 from . import number_format
 from .anatomy_compare import anatomy_phrase, compare_anatomy
 from .compare_warnings import pair_warnings
-from .composition import composition_table
+from .composition import composition_table, requests_of
 from .metrics import COMPARED, Metric, metric
 from .model import Analysis
 from .op_diff import op_diff
@@ -120,7 +120,7 @@ def _without_repeats(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def compare_composition(a: Analysis, b: Analysis) -> pd.DataFrame:
     """What the two runs' batches held, row by row (COMPOSITION_COLUMNS; NaN where a trace does not tell)."""
-    ta, tb = composition_table(a.steps), composition_table(b.steps)
+    ta, tb = composition_table(a.steps, requests_of(a)), composition_table(b.steps, requests_of(b))
 
     def pick(table: dict, path: tuple[str, ...]) -> float:
         value = table

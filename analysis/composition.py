@@ -68,20 +68,33 @@ def batching_cost(steps: pd.DataFrame) -> dict | None:
     }
 
 
-def composition_table(steps: pd.DataFrame) -> dict:
+_COUNTED = object()  # composition_table's default: count the requests from the steps
+
+
+def composition_table(steps: pd.DataFrame, requests: int | None | object = _COUNTED) -> dict:
     """What the run's batches held, for Compare and the reports: steps by kind, sequences per decode step and
-    prefill tokens per prefill-carrying step (medians), requests."""
+    prefill tokens per prefill-carrying step (medians), requests (`requests`: the analysis's count, None when the
+    trace cannot tell; by default counted from the steps)."""
     kind = steps["kind"].to_numpy() if len(steps) else np.array([], dtype=object)
     batch = steps["batch"].astype("Float64").to_numpy(dtype=float, na_value=np.nan) if len(steps) else np.array([])
     prefill = steps["prefill_tokens"].astype("Float64").to_numpy(dtype=float, na_value=np.nan) if len(steps) else batch
     decode_batch = batch[kind == "decode"]
     carrying = prefill[np.isin(kind, ("prefill", "mixed"))]
     return {
-        "steps": {k: int((kind == k).sum()) for k in ("prefill", "decode", "mixed", "verify", "draft", "empty")},
+        "steps": {
+            k: int((kind == k).sum()) for k in ("prefill", "decode", "mixed", "verify", "draft", "empty", "unknown")
+        },
         "sequences_per_decode_step": _median(decode_batch),
         "prefill_tokens_per_step": _median(carrying),
-        "requests": request_count(steps),
+        "requests": request_count(steps) if requests is _COUNTED else requests,
     }
+
+
+def requests_of(analysis) -> int | None:
+    """The analysis's request count (issue 38: None where the trace cannot tell), the steps' count for an analysis
+    made before requests were counted."""
+    table = getattr(analysis, "requests", None)
+    return table.count if table is not None else request_count(analysis.steps)
 
 
 def request_count(steps: pd.DataFrame) -> int:

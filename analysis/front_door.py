@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .ranks import RankRun
     from .roofline.hardware import Hardware
     from .roofline.model_config import ModelShape
+    from .serving.front_end import FrontEndFiles
 
 Progress = Callable[[str], None]  # told each stage as it starts: "read", "analyse", "model", "report"
 ReadFraction = Callable[[float], None]  # told how much of a trace file is read, 0 to 1, as it goes (a progress bar)
@@ -231,12 +232,42 @@ def open_run(
     limits: ReadLimits | None = None,
     name: str | None = None,
 ) -> OpenedRun:
-    """Read and analyse every rank of a run: a folder, a glob, or a list of files or uploads. Raises TraceError
-    naming the file that could not be read."""
+    """Read and analyse every rank of a run: a folder, a glob, or a list of files or uploads. A serving engine's API
+    server trace among them is the run's front end, not a rank (open_folder). Raises TraceError naming the file that
+    could not be read, or saying that the folder holds more than one capture."""
+    opened = open_folder(
+        source,
+        options,
+        model=model,
+        device=device,
+        cache=cache,
+        progress=progress,
+        limits=limits,
+        name=name,
+        single=False,
+    )
+    assert isinstance(opened, OpenedRun)
+    return opened
+
+
+def open_folder(
+    source: str | os.PathLike | Sequence[str | os.PathLike | TraceBytes],
+    options: AnalysisOptions | None = None,
+    *,
+    model: ModelShape | str | None = None,
+    device: Hardware | str | None = None,
+    cache: CachePolicy = USE_CACHE,
+    progress: Progress | None = None,
+    limits: ReadLimits | None = None,
+    name: str | None = None,
+    single: bool = True,
+) -> Opened | OpenedRun:
+    """A folder or glob (or a list of files) of one run: the worker ranks and, for a serving engine's profile folder,
+    its API server's trace, read as the front end of every rank (parsers.ranks.split_front_ends). One worker rank
+    (and `single`) gives that trace's answer, its report with `front_end`; several give the ranks of the run."""
     from ..parsers.errors import TraceError
-    from ..parsers.ranks import find_trace_files, rank_timelines
-    from .ranks import analyze_ranks
-    from .ranks_report import multi_rank_contract
+    from ..parsers.ranks import find_trace_files, split_front_ends
+    from .serving.front_end import front_end_files
 
     options, given, limits = _inputs(options, model, device, limits)
     notify = progress or _silent
@@ -252,17 +283,46 @@ def open_run(
             file_name = member.name if isinstance(member, TraceBytes) else Path(member).name
             raise TraceError(f"{file_name}: {exc}") from None
     paths = [path or Path(member.name) for (_, _, _, path), member in zip(read, members, strict=True)]
+    folder = split_front_ends(paths, [timeline for _, timeline, _, _ in read])
+    front = front_end_files([paths[i].name for i in folder.front_ends], [read[i][1] for i in folder.front_ends])
+    label = name or (Path(source).name if isinstance(source, str | os.PathLike) else "ranks")
+    if single and len(folder.workers) == 1:
+        i = folder.workers[0]
+        digest, timeline, sidecar, path = read[i]
+        opened = _analysed(source_name(members[i]), digest, timeline, sidecar, path, options, given, notify, front)
+        return replace(opened, key=answer_key_for(sidecar, options, given, limits))
+    return _run_of(
+        [read[i] for i in folder.workers],
+        [members[i] for i in folder.workers],
+        label,
+        options,
+        given,
+        limits,
+        notify,
+        front,
+    )
+
+
+def _run_of(read, members, label, options, given, limits, notify, front) -> OpenedRun:
+    from ..parsers.ranks import rank_timelines
+    from .ranks import analyze_ranks
+    from .ranks_report import multi_rank_contract
+
+    paths = [path or Path(member.name) for (_, _, _, path), member in zip(read, members, strict=True)]
     ranked = rank_timelines(paths, [timeline for _, timeline, _, _ in read])
     ranks = []
     for i in ranked.order:  # rank order
         digest, timeline, sidecar, path = read[i]
-        opened = _analysed(source_name(members[i]), digest, timeline, sidecar, path, options, given, notify)
+        opened = _analysed(source_name(members[i]), digest, timeline, sidecar, path, options, given, notify, front)
         ranks.append(replace(opened, key=answer_key_for(sidecar, options, given, limits)))
     ranks = tuple(ranks)
     result = analyze_ranks(ranked, options, analyses=[r.analysis for r in ranks])
     report = multi_rank_contract(ranked, result, [r.report for r in ranks])
+    if front is not None and ranks:  # the run's requests: its first rank's, which sees every step
+        report["run"]["requests"] = ranks[0].report["requests"]
+        report["run"]["request_list"] = ranks[0].report["request_list"]
+        report["run"]["front_end"] = ranks[0].report["front_end"]
     notes = tuple(dict.fromkeys(note for r in ranks for note in r.notes))
-    label = name or (Path(source).name if isinstance(source, str | os.PathLike) else "ranks")
     return OpenedRun(label, ranks, ranked, result, report, notes)
 
 
@@ -397,16 +457,20 @@ def _analysed(
     options: AnalysisOptions,
     given: Given,
     notify: Progress,
+    front: FrontEndFiles | None = None,
 ) -> Opened:
     from . import analyze
     from .report import contract
 
     notify("analyse")
-    analysis = analyze(timeline, options)
+    analysis = analyze(timeline, options, front.front_end if front is not None else None)
     notify("model")
     analysis, notes = with_model(timeline, analysis, sidecar, given)
     notify("report")
-    return Opened(name, digest, timeline, analysis, contract(timeline, analysis), tuple(notes), given.model, path)
+    report = contract(timeline, analysis)
+    if front is not None:
+        report["front_end"] = {"files": list(front.files), "evidence": front.evidence}
+    return Opened(name, digest, timeline, analysis, report, tuple(notes), given.model, path)
 
 
 def with_model(timeline: Timeline, analysis: Analysis, sidecar: Sidecar, given: Given) -> tuple[Analysis, list[str]]:

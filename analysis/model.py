@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # analysis.anatomy and analysis.roofline import this module
     from .anatomy import Anatomy
     from .model_proposal import ModelProposal
     from .roofline.compare import RooflineReport
+    from .serving.request_list import RequestTable
 
 STEP_COLUMNS = (
     "kind",  # prefill | decode | mixed | verify | draft | empty (DESIGN.md)
@@ -90,3 +91,4 @@ class Analysis:
     facts: TraceFacts = field(default_factory=TraceFacts)  # device and engine (analysis.trace_facts)
     roofline: RooflineReport | None = None  # expected vs measured per phase, when a model and device are known
     model_proposal: ModelProposal | None = None  # the model shape the trace shows (a guess: no figure reads it)
+    requests: RequestTable | None = None  # the requests: how many (None: unknown, with why) and one row each

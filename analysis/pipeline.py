@@ -21,28 +21,33 @@ from .memory import with_memory
 from .model import Analysis
 from .model_proposal import propose_model
 from .options import AnalysisOptions
+from .request_figures import request_table, served_itl_ns, served_warnings, with_request_figures
 from .sanity import check_analysis
+from .serving import follow_served
+from .serving.front_end import FrontEnd
 from .step_finding import find_steps
 from .steps import measure_steps
 from .summary import inter_token_latency_ns, outlier_mask, summarize
 from .trace_facts import trace_facts
 
 
-def analyze(timeline: Timeline, options: AnalysisOptions | None = None) -> Analysis:
+def analyze(timeline: Timeline, options: AnalysisOptions | None = None, front_end: FrontEnd | None = None) -> Analysis:
+    """`front_end`: a served run's API server trace read beside this worker's (analysis.serving.front_end)."""
     options = options or AnalysisOptions()
     if not (options.anatomy and _host_only(timeline.events)):
-        return _analyze(timeline, options, None)
+        return _analyze(timeline, options, None, front_end)
     # A CPU trace's anatomy starts with its host ops' nesting and categories, which read only the events: a
     # worker thread computes them while this one finds the steps (numpy's sorts and searches release the GIL).
     # Leaving the block waits for the worker, whatever happens; its exception, if any, is raised by result().
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepscope-host-work") as pool:
         host = pool.submit(host_work, timeline.events, options.category_rules)
-        return _analyze(timeline, options, host)
+        return _analyze(timeline, options, host, front_end)
 
 
-def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) -> Analysis:
+def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None, front_end: FrontEnd | None) -> Analysis:
     """analyze()'s stages in order; `host`: host_work() of the timeline's events, computing in a worker."""
     bounds, segmentation = find_steps(timeline, options.step_regex)
+    bounds, segmentation, served = follow_served(bounds, segmentation, front_end)
     if "process" in bounds.attrs:  # several ranks in one file: measure the one whose steps were found
         timeline = one_process(timeline, bounds.attrs["process"])
         host = None  # it holds the ops of every process: the anatomy reads the kept process's own
@@ -59,11 +64,15 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
     # one device (or a CPU trace): its busy blocks are the union over all devices, not merged a second time
     busy_all = next(iter(busy_by_device.values())) if len(devices) == 1 else busy_union(act.busy_start, act.busy_end)
     steps, work_step = measure_steps(bounds, act, busy_all)
-    itl = inter_token_latency_ns(steps)
+    itl = served_itl_ns(steps, served) if served is not None else inter_token_latency_ns(steps)
     outliers = outlier_mask(steps, itl, options.outlier_factor)
     gaps = find_gaps(act, busy_by_device, steps, options.gap_threshold_ns)
     summary = summarize(steps, act, busy_all, itl, outliers)
     summary, segmentation = with_batch_figures(summary, segmentation, steps, bounds.attrs.get("request_steps"))
+    requests = request_table(steps, summary, served)
+    summary = with_request_figures(summary, requests, steps, itl, outliers, served)
+    if warned := served_warnings(summary, steps, served):
+        segmentation = replace(segmentation, warnings=(*segmentation.warnings, *warned))
     findings = make_findings(steps, gaps, summary, outliers, options) + long_host_call(act, busy_all, steps)
     steps = steps.assign(itl_ns=itl, outlier=outliers)
     result = Analysis(
@@ -76,6 +85,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None) 
         busy_intervals=busy_by_device,
         time_origin_ns=act.first_ts,
         facts=trace_facts(timeline),
+        requests=requests,
     )
     if options.anatomy:
         from .anatomy import with_anatomy  # imports analysis.model, like this module

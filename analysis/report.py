@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..parsers.timeline import Timeline
 from .activity import busy_union
-from .composition import request_count
+from .composition import requests_of
 from .model import Analysis
 from .summary import contract_fields
 
@@ -43,10 +43,52 @@ def contract(timeline: Timeline, analysis: Analysis) -> dict:
             "warnings": list(analysis.segmentation.warnings),
             "evidence": list(analysis.segmentation.evidence),
         },
-        "requests": request_count(analysis.steps),
+        "requests": _request_count(analysis),
+        "request_list": request_list(analysis),
+        "front_end": None,  # the API server's trace read beside a worker's (the front door fills it for a folder)
         "steps": steps,
         "summary": summary,
         "findings": [{**_finding(f), **_finding_cost(f, analysis)} for f in analysis.findings],
+    }
+
+
+def _request_count(analysis: Analysis) -> int | None:
+    """Requests in the trace (issue 38): null where it cannot be known (the reason is in segmentation.warnings)."""
+    count = requests_of(analysis)
+    return None if count is None else int(count)
+
+
+def request_list(analysis: Analysis) -> list[dict]:
+    """One object per request (DESIGN.md, issue 38), null where the trace does not say."""
+    table = analysis.requests
+    if table is None:
+        return []
+    return [_request(row) for row in table.rows.itertuples(index=False)]
+
+
+def _request(row) -> dict:
+    def count(value) -> int | None:
+        return None if value is None or pd.isna(value) or value < 0 else int(value)
+
+    def ms(value) -> float | None:
+        return None if value is None or not math.isfinite(float(value)) else round(float(value), 4)
+
+    itl = None
+    if ms(row.itl_p50_ms) is not None:
+        itl = {"p50": ms(row.itl_p50_ms), "p90": ms(row.itl_p90_ms)}
+    return {
+        "request": int(row.request),
+        "arrival_us": row.arrival_ns / 1000.0 if row.arrival_ns >= 0 else None,
+        "first_step": count(row.first_step),
+        "last_step": count(row.last_step),
+        "steps": [int(s) for s in row.steps],
+        "prompt_tokens": count(row.prompt_tokens),
+        "output_tokens": count(row.output_tokens),
+        "queue_ms": ms(row.queue_ms),
+        "ttft_ms": ms(row.ttft_ms),
+        "ttft_from": row.ttft_from or None,
+        "itl_ms": itl,
+        "e2e_ms": ms(row.e2e_ms),
     }
 
 
@@ -105,7 +147,7 @@ def _step_time_split(row) -> dict:
 def _step_basics(row) -> dict:
     return {
         "kind": row.kind,
-        "request": int(row.request),
+        "request": int(row.request) if row.request >= 0 else None,
         "index": int(row.index),
         "start_us": row.start_ns / 1000.0,
         "end_us": row.end_ns / 1000.0,

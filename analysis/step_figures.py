@@ -23,7 +23,7 @@ def main_kind(steps: pd.DataFrame) -> str | None:
     for kind in MAIN_KIND_ORDER:
         if kind in present:
             return kind
-    others = sorted(present - {"empty"})
+    others = sorted(present - {"empty", "unknown"})  # a kind the trace does not decide describes nothing
     return others[0] if others else None
 
 

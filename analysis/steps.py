@@ -13,7 +13,7 @@ import pandas as pd
 from .activity import Activity, covered_time
 from .model import STEP_COLUMNS
 
-EXTRA_COLUMNS = ("token_ns", "graph_launches", "gpu_lead_ns", "gpu_tail_ns", "lead_host_ns")
+EXTRA_COLUMNS = ("token_ns", "graph_launches", "gpu_lead_ns", "gpu_tail_ns", "lead_host_ns", "chain")
 
 
 def measure_steps(
@@ -44,9 +44,10 @@ def measure_steps(
     np.maximum.at(work_end, work_step[attributed], act.work_end[attributed])
     host_end = np.minimum(b["host_end_ns"].to_numpy(), limit)
     token = np.maximum(np.maximum(work_end, host_end), start)
-    # Steps of one request tile the time line (start to next start, as ITL is read off a
-    # timeline); a request's last step ends with its token.
-    same_request = np.append(b["request"].to_numpy()[1:] == b["request"].to_numpy()[:-1], False)
+    # Steps of one request (a served run: of one run of steps, its chain) tile the time line (start to next start,
+    # as ITL is read off a timeline); a request's last step ends with its token.
+    chain = _chain(b)
+    same_request = np.append(chain[1:] == chain[:-1], False)
     end = np.where(same_request, np.append(start[1:], 0), token)
 
     # A step's time adds up: busy + idle = its span, lead and tail being the idle parts before its first
@@ -79,6 +80,7 @@ def measure_steps(
             "gpu_lead_ns": lead_ns,
             "gpu_tail_ns": tail_ns,
             "lead_host_ns": lead_host_ns.astype(np.int64),
+            "chain": chain,
         }
     )
     return steps[[*STEP_COLUMNS, *EXTRA_COLUMNS]], work_step
@@ -123,8 +125,8 @@ def _attribution_limits(b: pd.DataFrame, act: Activity) -> np.ndarray:
     host_end = b["host_end_ns"].to_numpy()
     n = len(b)
     next_start = np.append(start[1:], np.iinfo(np.int64).max)
-    same_request = np.append(b["request"].to_numpy()[1:] == b["request"].to_numpy()[:-1], False)
-    request = b["request"].to_numpy()
+    request = _chain(b)
+    same_request = np.append(request[1:] == request[:-1], False)
     tails = next_start - host_end
     # each request's median tail (within-request steps only), looked up for its last step: vectorised
     # in the number of requests (a trace of thousands of one-step requests must not loop over them)
@@ -137,6 +139,11 @@ def _attribution_limits(b: pd.DataFrame, act: Activity) -> np.ndarray:
     limit = np.where(same_request, next_start, 0)
     limit[last] = np.minimum(np.maximum(host_end[last] + np.maximum(tail, 0), start[last] + 1), ceiling)
     return limit
+
+
+def _chain(b: pd.DataFrame) -> np.ndarray:
+    """The runs of steps that tile: a served run's chains (analysis.serving), else each request's steps."""
+    return b["chain"].to_numpy() if "chain" in b else b["request"].to_numpy()
 
 
 def _place(times: np.ndarray, start: np.ndarray, limit: np.ndarray) -> np.ndarray:

@@ -87,7 +87,7 @@ class Summary:
     prefill_steps: int = field(default=0, metadata=CONTRACT)
     decode_steps: int = field(default=0, metadata=CONTRACT)
     ttft_ms: float | None = field(default=None, metadata=CONTRACT)  # median over requests
-    itl_ms: dict[str, float] | None = field(default=None, metadata=CONTRACT)  # p50, p90, p99, mean
+    itl_ms: dict[str, float] | None = field(default=None, metadata=CONTRACT)  # p50, p90, p99, mean, max
     decode_tokens_per_s: float | None = field(default=None, metadata=CONTRACT)
     gpu_busy_pct: float | None = field(default=None, metadata=CONTRACT)
     kernels_per_decode_step: float | None = field(default=None, metadata=CONTRACT)
@@ -122,6 +122,9 @@ class Summary:
     gpu_idle_per_step_us: float | None = field(default=None, metadata=CONTRACT)
     gpu_lead_per_step_us: float | None = field(default=None, metadata=CONTRACT)  # idle before the first device work
     gpu_tail_per_step_us: float | None = field(default=None, metadata=CONTRACT)  # idle after the last
+    # requests (issue 38, analysis.request_figures): TTFT over requests, and the steps whose kind is unknown
+    ttft_ms_dist: dict[str, float] | None = field(default=None, metadata=CONTRACT)  # p50, p90, p99, max
+    unknown_steps: int = field(default=0, metadata=CONTRACT)
 
 
 def contract_fields() -> tuple[str, ...]:
@@ -165,6 +168,7 @@ def summarize(
     if len(itl_kept):
         itl_ms = {q: float(np.percentile(itl_kept, p)) for q, p in (("p50", 50), ("p90", 90), ("p99", 99))}
         itl_ms["mean"] = float(itl_kept.mean())
+        itl_ms["max"] = float(itl_kept.max())
         tokens = batch[kept & (itl > 0)].sum()
         tokens_per_s = _rate(tokens, itl_kept.sum() / 1e3)
         rate_from = "inter-token latency"

@@ -106,18 +106,31 @@ def load(
     model: str | None = None,
     name: str | None = None,
     cache: bool = True,
-) -> Trace:
+) -> Trace | Run:
     """Read any trace Stepscope reads (Kineto JSON, Perfetto, nsys SQLite) and analyse it, through the front door:
-    the same answer as `stepscope analyze` (its report equals the CLI's JSON).
+    the same answer as `stepscope analyze` (its report equals the CLI's JSON). A folder (or glob) is read as
+    `analyze DIR` reads it: one trace (a serving engine's profile folder of one worker rank and its API server's
+    trace: the worker's trace with the front end's requests) gives a Trace, several ranks a Run.
 
     Read through the on-disk cache (STEPSCOPE_CACHE_DIR) like the command line and the app, so a notebook
     reopening a big trace maps it instead of parsing it; `cache=False` reads the file afresh. `model`: a preset
     name, model folder or config.json for a trace without run.json (as the CLI's --model).
     Raises stepscope.parsers.TraceError (or ValueError for a bad option) with a one-line reason."""
-    from ..analysis.front_door import NO_CACHE, USE_CACHE, open_trace
+    from ..analysis.front_door import NO_CACHE, USE_CACHE, OpenedRun, is_run_source, open_folder, open_trace
 
     options = AnalysisOptions.from_us(gap_threshold_us, step_regex=step_regex)
-    return Trace(open_trace(path, options, model=model, cache=USE_CACHE if cache else NO_CACHE, name=name))
+    policy = USE_CACHE if cache else NO_CACHE
+    if is_run_source(path):
+        opened = open_folder(path, options, model=model, cache=policy, name=name)
+        return Run(opened) if isinstance(opened, OpenedRun) else Trace(opened)
+    return Trace(open_trace(_single(path), options, model=model, cache=policy, name=name))
+
+
+def _single(path: str | os.PathLike) -> str:
+    """The one trace a folder or glob of one trace holds, or the path itself."""
+    from ..analysis.front_door import single_trace_of
+
+    return single_trace_of(path)
 
 
 @dataclass(frozen=True)

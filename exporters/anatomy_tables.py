@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis.composition import composition_table as composition_table_of
+from ..analysis.composition import requests_of
 from ..analysis.model import Analysis
 from ..analysis.number_format import format_value
 
@@ -13,7 +14,7 @@ from ..analysis.number_format import format_value
 def composition_table(analysis: Analysis) -> pd.DataFrame:
     """What the run's batches held (analysis.composition), one figure per row: steps by kind, sequences per decode
     step, prefill tokens per prefill-carrying step, requests, and for a speculative run its verify figures."""
-    table = composition_table_of(analysis.steps)
+    table = composition_table_of(analysis.steps, requests_of(analysis))
     rows = [(f"{kind} steps", n) for kind, n in table["steps"].items() if n]
     rows += [
         ("sequences per decode step (median)", table["sequences_per_decode_step"]),

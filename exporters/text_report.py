@@ -28,7 +28,7 @@ def render_text(report: dict) -> str:
         f"device   {report['device'] or 'unknown'}",
         f"events   {format_count(report['events'])}",
         f"steps    found by {seg['method']} (confidence {seg['confidence']:.2f}), "
-        f"{report['requests']} request(s), {len(report['steps'])} step(s)",
+        f"{_requests(report['requests'])} request(s), {len(report['steps'])} step(s)",
     ]
     lines += [f"warning  {w}" for w in seg["warnings"]]
     lines += composition_lines(report)
@@ -50,11 +50,11 @@ def render_text(report: dict) -> str:
                     for k in ("gpu_busy_us", "gpu_idle_us", "gpu_lead_us", "gpu_tail_us")
                 ),
             )
-            lines.append(
-                f"{i:>5} {st['kind']:<8} {st['request']:>3} {st['index']:>4} " + " ".join(f"{c:>10}" for c in cells)
-            )
+            request = "?" if st["request"] is None else st["request"]
+            lines.append(f"{i:>5} {st['kind']:<8} {request:>3} {st['index']:>4} " + " ".join(f"{c:>10}" for c in cells))
         if len(report["steps"]) > 40:
             lines.append(f"  ... {len(report['steps']) - 40} more (use --json for all)")
+    lines += request_lines(report)
     anatomy = summary.get("anatomy")
     if anatomy:
         lines += anatomy_lines(anatomy)
@@ -63,6 +63,48 @@ def render_text(report: dict) -> str:
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}{_cost(f)}" for f in report["findings"]]
     return plain("\n".join(lines) + "\n")  # a name's bidi controls and undecodable bytes printed as escapes
+
+
+def _requests(count) -> str:
+    return "unknown" if count is None else str(count)
+
+
+REQUEST_HEADS = ("arrival", "queue", "TTFT", "ITL p50", "e2e", "prompt", "output")
+
+
+def request_lines(report: dict, limit: int = 20) -> list[str]:
+    """A short table of the requests (issue 38) when the trace holds more than one or says when one arrived: its steps,
+    queueing, TTFT (from its arrival, or `*` from its first step), ITL and end to end; `-` where the trace does not
+    say."""
+    rows = report.get("request_list") or []
+    if len(rows) < 2 and not any(r.get("arrival_us") is not None for r in rows):
+        return []
+    first = min((r["arrival_us"] for r in rows if r.get("arrival_us") is not None), default=None)
+    lines = ["", f"{'req':>4} {'steps':>9} " + " ".join(f"{h:>9}" for h in REQUEST_HEADS)]
+    for r in rows[:limit]:
+        steps = f"{r['first_step']}-{r['last_step'] if r['last_step'] is not None else '?'}"
+        if r["first_step"] is None:
+            steps = "queued"
+        ttft = _ms(r["ttft_ms"]) + ("*" if r.get("ttft_from") == "first_step" else "")
+        cells = (
+            _ms(r["arrival_us"] / 1000 - first / 1000)
+            if r.get("arrival_us") is not None and first is not None
+            else MISSING,
+            _ms(r["queue_ms"]),
+            ttft,
+            _ms((r.get("itl_ms") or {}).get("p50")),
+            _ms(r["e2e_ms"]),
+            MISSING if r["prompt_tokens"] is None else str(r["prompt_tokens"]),
+            MISSING if r["output_tokens"] is None else str(r["output_tokens"]),
+        )
+        lines.append(f"{r['request']:>4} {steps:>9} " + " ".join(f"{c:>9}" for c in cells))
+    if len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more (use --json for all)")
+    return lines
+
+
+def _ms(value) -> str:
+    return MISSING if value is None else format_value(value, "ms")
 
 
 def composition_lines(report: dict) -> list[str]:

@@ -187,3 +187,72 @@ def rank_timelines(paths: list[Path], timelines: list[Timeline]) -> RankedRun:
         clock_note=note,
         order=tuple(order),
     )
+
+
+# A serving engine's profile folder (issue 38): vLLM writes one trace per worker rank (`rank0.<id>.pt.trace.json.gz`;
+# older versions `<ts>-rank-0.<id>...`) and one for its API server (`<host>_<pid>.async_llm.<id>.pt.trace.json.gz`),
+# the run's front end, not a rank. The <id> is when the file was written, different for every file of one capture.
+FRONT_END_NAME = re.compile(r"\.async_llm\.", re.IGNORECASE)
+FRONT_END_FRAME = re.compile(r"(?:^|/)v1/engine/(?:async_llm|output_processor|core_client)\.py\(\d+\): ")
+SERVING_WORKER_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?\d+\.\d+\.pt\.trace\.json", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ServingFolder:
+    """Which of a folder's files are worker ranks and which the API server's (positions into the files given)."""
+
+    workers: tuple[int, ...]
+    front_ends: tuple[int, ...]
+
+
+def split_front_ends(paths: list[Path], timelines: list[Timeline]) -> ServingFolder:
+    """The files that are an API server's trace (by vLLM's name for it, or by its frames: vLLM's engine client and no
+    rank) and the others, the ranks. Raises TraceError, one line, when the folder holds more than one capture: a
+    serving folder with a rank twice, or with files whose time ranges do not overlap."""
+    front = [i for i, (p, t) in enumerate(zip(paths, timelines, strict=True)) if _is_front_end(p, t)]
+    workers = [i for i in range(len(paths)) if i not in front]
+    if not workers:
+        return ServingFolder(tuple(range(len(paths))), ())
+    serving = bool(front) or all(SERVING_WORKER_NAME.search(paths[i].name) for i in workers)
+    if serving and len(paths) > 1:
+        _one_capture(paths, timelines, workers)
+    return ServingFolder(tuple(workers), tuple(front))
+
+
+def _is_front_end(path: Path, timeline: Timeline) -> bool:
+    if FRONT_END_NAME.search(path.name):
+        return True
+    if _distributed(timeline)[0] is not None or rank_from_name(path.name) is not None:
+        return False
+    names = timeline.events["name"]
+    categories = names.cat.categories if hasattr(names, "cat") else names.unique()
+    return any(FRONT_END_FRAME.search(str(c)) for c in categories)
+
+
+def _one_capture(paths: list[Path], timelines: list[Timeline], workers: list[int]) -> None:
+    ranks = [(_distributed(timelines[i])[0], rank_from_name(paths[i].name)) for i in workers]
+    numbers = [r if r is not None else (n[0] if n else None) for r, n in ranks]
+    seen: dict[int, str] = {}
+    for i, rank in zip(workers, numbers, strict=True):
+        if rank is not None and rank in seen:
+            raise TraceError(
+                f"the folder holds more than one capture: rank {rank} twice ({seen[rank]}, {paths[i].name}); "
+                "analyze each capture's files on their own"
+            )
+        if rank is not None:
+            seen[rank] = paths[i].name
+    spans = [_span(t) for t in timelines]
+    first = max(range(len(paths)), key=lambda i: spans[i][0])
+    last = min(range(len(paths)), key=lambda i: spans[i][1])
+    if spans[first][0] >= spans[last][1]:
+        raise TraceError(
+            f"the folder holds more than one capture: {paths[first].name} begins after {paths[last].name} ends; "
+            "analyze each capture's files on their own"
+        )
+
+
+def _span(timeline: Timeline) -> tuple[int, int]:
+    ev = timeline.events
+    if not len(ev):
+        return 0, 0
+    return int(ev["ts"].min()), int((ev["ts"] + ev["dur"]).max())

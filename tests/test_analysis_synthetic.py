@@ -49,7 +49,7 @@ def test_summary_ttft_itl_and_rates():
     s = _analyze(synthetic_generation(decode_steps=6)).summary
     assert s.prefill_steps == 1 and s.decode_steps == 6
     assert s.ttft_ms == pytest.approx(0.075)
-    assert s.itl_ms == pytest.approx({"p50": 0.105, "p90": 0.105, "p99": 0.105, "mean": 0.105})
+    assert s.itl_ms == pytest.approx({"p50": 0.105, "p90": 0.105, "p99": 0.105, "mean": 0.105, "max": 0.105})
     assert s.decode_tokens_per_s == pytest.approx(1 / 105e-6)
     assert s.kernels_per_decode_step == 5 and s.launches_per_decode_step == 6
     assert s.gpu_idle_per_decode_step_us == pytest.approx(54.0)

@@ -63,6 +63,7 @@ SUMMARY_KEYS = {
     "gpu_idle_per_step_us",
     "gpu_lead_per_step_us",
     "gpu_tail_per_step_us",
+    *("ttft_ms_dist", "unknown_steps"),  # issue 38's (2026-12-03)
 }  # anatomy: issue 12's; memory: 25's; mixed_steps, verify_steps, draft_steps, speculative: 24's; gaps: 23's
 
 
@@ -88,13 +89,14 @@ def test_json_contract_on_a_synthetic_generation(tmp_path):
         "findings",
         *("device_source", "engine", "engine_source"),  # added by issue 29 (2026-12-01)
         "on_gpu",  # added by issue 30 (2026-12-01)
+        *("request_list", "front_end"),  # added by issue 38 (2026-12-03)
     }
     assert report["format"] == "kineto-json" and report["device"] == "Synthetic GPU"
     assert set(report["segmentation"]) == {"method", "confidence", "warnings", "evidence"}
     assert report["segmentation"]["evidence"] and all(isinstance(e, str) for e in report["segmentation"]["evidence"])
     assert report["steps"] and all(set(s) == STEP_KEYS for s in report["steps"])
     assert set(report["summary"]) == SUMMARY_KEYS
-    assert set(report["summary"]["itl_ms"]) == {"p50", "p90", "p99", "mean"}
+    assert set(report["summary"]["itl_ms"]) == {"p50", "p90", "p99", "mean", "max"}  # max: issue 38's
     assert all(set(f) == {"id", "severity", "title", "detail", "cost_us", "cost_pct"} for f in report["findings"])
     assert [s["kind"] for s in report["steps"]] == ["prefill"] + ["decode"] * 5
     assert report["summary"]["memory"] is None  # no memory events in this trace

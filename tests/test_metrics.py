@@ -65,6 +65,9 @@ def test_contract_keys_and_cards_are_unchanged():
         "gpu_idle_per_step_us",
         "gpu_lead_per_step_us",
         "gpu_tail_per_step_us",
+        # added 2026-12-03 (issue 38): TTFT over requests, steps of unknown kind
+        "ttft_ms_dist",
+        "unknown_steps",
     )
     assert [m.card for m in HEADLINE] == [
         "TTFT",

@@ -41,6 +41,7 @@ from .device_patterns import graph_replays, kernel_pattern, nothing
 from .embedding import embedding_lookup
 from .frames import BOUNDARY_COLUMNS, Found, Views, boundary_frame
 from .host_forwards import host_forwards
+from .served import observe_served
 
 Strategy = Callable[[Views], Found | None]
 
@@ -67,6 +68,7 @@ def find_steps(timeline: Timeline, step_regex: str | None = None) -> tuple[pd.Da
     views = Views(timeline, step_regex)
     found = next((f for f in (strategy(views) for strategy in STRATEGIES) if f is not None), None) or nothing(views)
     found = compose(views, found)  # what each forward holds: sequences, prefill and decode, draft or target
+    found = observe_served(views, found)  # a serving engine's packed batches: what each step's trace says of them
     # what the trace holds that no strategy may trust: numbers too large in step names, malformed shapes
     ev = timeline.events
     names = _annotation_names(ev)

@@ -1,5 +1,6 @@
 """`python -m app.cli analyze TRACE|DIR|GLOB [--json]`: steps, gaps, summary and findings of one trace, or of
-every rank of a multi-rank run (a folder or glob holding more than one trace) side by side."""
+every rank of a multi-rank run (a folder or glob holding more than one trace) side by side; a serving engine's
+profile folder of one worker rank and its API server's trace is that one trace, with the front end's requests."""
 
 from __future__ import annotations
 
@@ -31,15 +32,18 @@ def define_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Print the JSON contract (DESIGN.md) or its readable form. Raises TraceError/ValueError on bad input."""
-    from ...analysis.front_door import is_run_source, open_report, open_run, single_trace_of
+    from ...analysis.front_door import OpenedRun, is_run_source, open_folder, open_report, single_trace_of
 
     options = analysis_options(args)  # before reading: a bad value or --categories file fails fast
     if is_run_source(args.trace):
         from ...exporters.text_report import render_ranks_text
 
-        run = open_run(args.trace, options, **given_args(args))
-        _print_notes(run.notes)
-        return _emit(run.report, args.json, render_ranks_text)
+        # several ranks: the ranks object; one worker rank beside a serving engine's API server: that trace's object
+        opened = open_folder(args.trace, options, **given_args(args))
+        _print_notes(opened.notes)
+        if isinstance(opened, OpenedRun):
+            return _emit(opened.report, args.json, render_ranks_text)
+        return _emit(opened.report, args.json, _render_text)
     from .read_progress import read_progress_for
 
     trace = single_trace_of(args.trace)

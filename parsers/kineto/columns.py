@@ -95,6 +95,11 @@ SHAPE_OPS = frozenset(
         "aten::_scaled_dot_product_cudnn_attention",
         "aten::_scaled_dot_product_flash_attention_for_cpu",
         "aten::triu_",
+        # a packed batch's per-sequence metadata (query start locations [S + 1], sequence lengths [S], block table
+        # [S, blocks]) on serving engines' attention ops: step_finding.packed_metadata (issue 38)
+        "_C::cpu_attention_with_kv_cache",
+        "_vllm_fa2_C::varlen_fwd",
+        "_vllm_fa3_C::fwd",
     }
 )
 
