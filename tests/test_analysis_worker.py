@@ -72,7 +72,7 @@ def test_the_worker_gives_the_serial_analysis(name, monkeypatch):
     threads = _recording_worker(monkeypatch)
     threaded = analyze(timeline, AnalysisOptions())
     assert len(threads) == 1 and threads[0].startswith("stepscope-host-work")  # the worker did run
-    serial = pipeline._analyze(timeline, AnalysisOptions(), None)  # the anatomy computes the host work itself
+    serial = pipeline._analyze(timeline, AnalysisOptions(), None, None)  # the anatomy computes the host work itself
     assert len(threads) == 1
     assert threaded.anatomy is not None and len(threaded.anatomy.work) > 0
     _assert_same(threaded, serial)
@@ -138,4 +138,4 @@ def test_one_process_of_several_reads_its_own_host_ops(monkeypatch, tmp_path):
     assert threaded.steps["kind"].tolist() == ["prefill"] + ["decode"] * 5
     assert len(threaded.anatomy.work) == 6 * 7  # process 100's ops only, of 10 * 7
     assert int(kind_mask(timeline.events, ["cpu_op"]).sum()) == 10 * 7
-    _assert_same(threaded, pipeline._analyze(timeline, AnalysisOptions(), None))
+    _assert_same(threaded, pipeline._analyze(timeline, AnalysisOptions(), None, None))

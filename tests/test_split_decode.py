@@ -502,10 +502,20 @@ def test_a_garbled_result_file_falls_back(monkeypatch):
     def garbled(self, records):
         return original(self, [(index, offset + 1, length) for index, offset, length in records])
 
-    monkeypatch.setattr(PieceChannel, "received", garbled)
+    take_pieces = split_decode.take_pieces
+
+    def others_only(*args, publish=None, **kwargs):  # this process takes none: the other decodes every piece
+        return take_pieces(*args, publish=publish, **kwargs) if publish is not None else {}
+
     data = _doc_bytes(_events(400))
-    with pytest.raises(split_decode.SplitNotPossibleError):
-        two_processes.decode_in_two([data])
+    with monkeypatch.context() as patch:
+        # The other process must take pieces for its records to be read at all: it is started as a fork (an
+        # earlier test's live thread would make it a fresh interpreter, which the patches do not reach).
+        patch.setattr(two_processes.threading, "active_count", lambda: 1)
+        patch.setattr(split_decode, "take_pieces", others_only)
+        patch.setattr(PieceChannel, "received", garbled)
+        with pytest.raises(split_decode.SplitNotPossibleError):
+            two_processes.decode_in_two([data])
     _assert_same(read_chrome_trace([data]), _serial(data, monkeypatch))
 
 
