@@ -83,8 +83,9 @@ def _joined_hits(names: list[str], text: str, case_sensitive: bool) -> np.ndarra
     return hits
 
 
-def matching_rows(events: pd.DataFrame, query: FindQuery) -> np.ndarray:
-    """Positions of the events whose name matches, in ts order."""
+def matching_rows(events: pd.DataFrame, query: FindQuery) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of the events whose name matches, in ts order; per code of the name column, and a last entry for
+    code -1, whether that name matches: what a view looks a drawn event's name up in)."""
     query = checked(query)
     column = events["name"]
     names = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column.astype(str))
@@ -94,28 +95,48 @@ def matching_rows(events: pd.DataFrame, query: FindQuery) -> np.ndarray:
         from .event_rows import kind_mask
 
         mask &= kind_mask(events, query.kinds)
-    return np.flatnonzero(mask)
+    return np.flatnonzero(mask), hit
 
 
-def find_events(timeline: Timeline, index: WorkIndex, query: FindQuery) -> pd.DataFrame:
-    """One row per matching event (FIND_COLUMNS): start in ms from the trace's start, duration in us, name, kind,
-    step (-1 outside steps); attrs `rows` (their positions in the events) and `query`."""
+@dataclass(frozen=True)
+class Found:
+    """The matches of a query: the table (FIND_COLUMNS), their rows in the events, and per name code whether the
+    name matches (matching_rows'), for a view that marks the events it draws."""
+
+    query: FindQuery
+    frame: pd.DataFrame
+    rows: np.ndarray
+    hits: np.ndarray
+
+
+def find(timeline: Timeline, index: WorkIndex, query: FindQuery) -> Found:
+    """Every event whose name matches `query`: one row each (FIND_COLUMNS): start in ms from the trace's start,
+    duration in us, name, kind, step (-1 outside steps)."""
     events = timeline.events
-    rows = matching_rows(events, query)
+    rows, hits = matching_rows(events, query)
     ts = events["ts"].to_numpy()[rows]
     dur = events["dur"].to_numpy()[rows]
     frame = pd.DataFrame(
         {
             "start_ms": (ts - index.origin_ns) / 1e6,
             "dur_us": dur / 1e3,
-            "name": events["name"].array.take(rows).astype(object) if len(rows) else np.empty(0, dtype=object),
-            "kind": events["kind"].array.take(rows).astype(object) if len(rows) else np.empty(0, dtype=object),
+            "name": _taken(events["name"], rows),  # categorical, as in the events: no string per match
+            "kind": _taken(events["kind"], rows),
             "step": steps_of(index, rows, ts),
         },
         columns=list(FIND_COLUMNS),
     )
-    frame.attrs.update(rows=rows, query=query)
-    return frame
+    return Found(query, frame, rows, hits)
+
+
+def find_events(timeline: Timeline, index: WorkIndex, query: FindQuery) -> pd.DataFrame:
+    """find()'s table: what `stepscope.load(path).find(...)` returns."""
+    return find(timeline, index, query).frame
+
+
+def _taken(column: pd.Series, rows: np.ndarray):
+    values = column.array
+    return values.take(rows) if isinstance(values, pd.Categorical) else column.to_numpy(dtype=object)[rows]
 
 
 def steps_of(index: WorkIndex, rows: np.ndarray, ts: np.ndarray) -> np.ndarray:

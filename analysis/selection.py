@@ -20,7 +20,7 @@ import pandas as pd
 from ..parsers.timeline import Timeline
 from .activity import busy_union
 from .categories import categorize
-from .event_find import FindQuery, find_events, per_step
+from .event_find import FindQuery, find, per_step
 from .event_window import WINDOW_COLUMNS, WorkIndex, range_window, steps_window
 from .layers import LayerResult
 from .model import Analysis
@@ -101,9 +101,9 @@ def select(timeline: Timeline, analysis: Analysis, index: WorkIndex, selection: 
 def _matches(timeline: Timeline, analysis: Analysis, index: WorkIndex, selection: Selection) -> SelectionAnswer:
     """Every match of a find as one selection: the matches by name, the time at least one of them runs (busy) in
     the span from the first's start to the last's end (wall), and their spread over the steps."""
-    found = find_events(timeline, index, selection.query)
+    matches = find(timeline, index, selection.query)
+    found, rows = matches.frame, matches.rows
     table = matches_table(found)
-    rows = found.attrs["rows"]
     ts = timeline.events["ts"].to_numpy()[rows]
     ends = ts + timeline.events["dur"].to_numpy()[rows]
     blocks = busy_union(ts, ends)
@@ -135,7 +135,7 @@ def matches_table(found: pd.DataFrame) -> pd.DataFrame:
     """The matches of a find grouped by name, as a window's kernel table (WINDOW_COLUMNS)."""
     if found.empty:
         return pd.DataFrame(columns=list(WINDOW_COLUMNS))
-    grouped = found.groupby("name", sort=False).agg(count=("name", "size"), total_us=("dur_us", "sum"))
+    grouped = found.groupby("name", sort=False, observed=True).agg(count=("name", "size"), total_us=("dur_us", "sum"))
     names = pd.Series(grouped.index.astype(str), dtype=object)
     short, category = categorize(names)
     total = grouped["total_us"].to_numpy(dtype=float)

@@ -16,7 +16,7 @@ segment: 2,900 elements against 27), 1.1 s as WebGL; 10,000 as WebGL took 2.1 s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -57,6 +57,7 @@ class LaneSet:
     lanes: list[str]
     note: str = ""
     webgl: bool = True  # False: SVG rectangles (the overview; see the module's docstring)
+    drawn: list = field(default_factory=list)  # (lane y, the events drawn on it): what a find highlights
 
     def add_segments(
         self,
@@ -385,25 +386,16 @@ def detail_lanes(
             if len(sub):
                 trace = _event_trace(sub, steps, step_labels, origin, y, color, f"{label} s{stream}", window=ev)
                 lanes.traces.append(trace)
+                lanes.drawn.append((y, sub))
     if gpu.empty:
         for tid, part in host.groupby("tid", sort=True):
-            lanes.traces.append(
-                _event_trace(
-                    part,
-                    steps,
-                    step_labels,
-                    origin,
-                    lanes.lane(f"host ops (thread {tid})"),
-                    palette.HOST,
-                    f"host ops t{tid}",
-                )
-            )
+            y = lanes.lane(f"host ops (thread {tid})")
+            lanes.traces.append(_event_trace(part, steps, step_labels, origin, y, palette.HOST, f"host ops t{tid}"))
+            lanes.drawn.append((y, part))
     elif len(host):
-        lanes.traces.append(
-            _event_trace(
-                host, steps, step_labels, origin, lanes.lane("host launch calls"), palette.HOST, "host launch calls"
-            )
-        )
+        y = lanes.lane("host launch calls")
+        lanes.traces.append(_event_trace(host, steps, step_labels, origin, y, palette.HOST, "host launch calls"))
+        lanes.drawn.append((y, host))
     _communication_lane(lanes, gpu if len(gpu) else host, steps, step_labels, origin, ev)
     return lanes
 
@@ -430,18 +422,10 @@ def _communication_lane(lanes: LaneSet, drawn: pd.DataFrame, steps, step_labels,
     _, category = categorize(drawn["name"].astype(str))
     comm = drawn[np.asarray(category, dtype=object) == "communication"]
     if len(comm):
-        lanes.traces.append(
-            _event_trace(
-                comm,
-                steps,
-                step_labels,
-                origin,
-                lanes.lane(COMM_LANE),
-                palette.CATEGORY["communication"],
-                "collectives",
-                window=window,
-            )
-        )
+        y = lanes.lane(COMM_LANE)
+        color = palette.CATEGORY["communication"]
+        lanes.traces.append(_event_trace(comm, steps, step_labels, origin, y, color, "collectives", window=window))
+        lanes.drawn.append((y, comm))
 
 
 def _layer_traces(lanes: LaneSet, analysis: Analysis, origin: int, lo: int, hi: int) -> None:
