@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from ..analysis.kernel_names import distinct_short_names
-from ..analysis.number_format import convert, format_count, format_value, shared_unit
+from ..analysis.number_format import convert, format_count, format_value, shared_unit, sig
 from ..analysis.selection import Selection, SelectionAnswer, diff, select
 from ..exporters.safe_text import for_markdown
 from . import tables
@@ -96,12 +96,14 @@ def panel(bench: Bench) -> None:
         st.error(for_markdown(exc))
         return
     with st.container(key=bench.key("selection_answer")):
-        _show(bench, answer)
-    _pin_row(bench, selection)
+        _cards(bench, answer)
+        _pin_row(bench, selection)
+        _tables(bench, answer)
     pinned = bench.pinned
     if pinned is not None and pinned != selection:
         try:
-            _diff_section(bench, _answer(bench, pinned), answer)
+            with st.container(key=bench.key("selection_diff")):
+                _diff_section(bench, _answer(bench, pinned), answer)
         except ValueError as exc:
             st.error(f"A cannot be read: {for_markdown(exc)}")
 
@@ -110,40 +112,62 @@ def _answer(bench: Bench, selection: Selection) -> SelectionAnswer:
     return select(bench.loaded.timeline, bench.loaded.analysis, bench.index, selection)
 
 
-def _show(bench: Bench, answer: SelectionAnswer) -> None:
+def _cards(bench: Bench, answer: SelectionAnswer) -> None:
+    """What is selected, in words and place, then wall, busy and idle time and the count."""
     kernels, attrs = answer.kernels, answer.kernels.attrs
-    on_gpu, matches = bench.index.on_gpu, answer.selection.kind == "matches"
+    matches = answer.selection.kind == "matches"
     st.markdown(
         f"**{for_markdown(answer.selection.label or answer.selection.kind)}** · "
         f"{attrs['start_ms']:,.3f} to {attrs['end_ms']:,.3f} ms from the trace's start"
     )
-    busy_word = "Matches running" if matches else ("GPU busy" if on_gpu else "Host busy")
-    idle_word = "None running" if matches else "Idle"
-    unit = "matches" if matches else bench.index.unit
+    busy_word = "Matches running" if matches else ("GPU busy" if bench.index.on_gpu else "Host busy")
+    unit = _unit(bench, answer)
     cards = st.columns(4)
     cards[0].metric("Wall", format_value(attrs["wall_us"], "us"))
     cards[1].metric(busy_word, format_value(attrs["busy_us"], "us"))
-    cards[2].metric(idle_word, format_value(attrs["idle_us"], "us"))
-    cards[3].metric(unit[:1].upper() + unit[1:], format_count(int(kernels["count"].sum())))
-    left, right = st.columns([3, 2])
-    with left:
-        st.markdown(f"**{'Matches' if matches else unit[:1].upper() + unit[1:]} by name**")
-        _kernel_table(kernels, bench.key("sel_kernels"))
-    with right:
-        st.markdown("**By category**")
-        _time_table(answer.categories.rename(columns={"total_us": "time_us"}), bench.key("sel_categories"))
-        if attrs.get("copies"):
-            st.caption(f"Also {attrs['copies']:,} copies and sets, {format_value(attrs['copies_us'], 'us')}.")
+    cards[2].metric("None running" if matches else "Idle", format_value(attrs["idle_us"], "us"))
+    cards[3].metric(unit, format_count(int(kernels["count"].sum())))
+
+
+def _unit(bench: Bench, answer: SelectionAnswer) -> str:
+    unit = "matches" if answer.selection.kind == "matches" else bench.index.unit
+    return unit[:1].upper() + unit[1:]
+
+
+def _tables(bench: Bench, answer: SelectionAnswer) -> None:
+    """The selection's tables, one tab each: by name, by category, host calls, the steps' anatomy, per step."""
+    parts = [(f"{_unit(bench, answer)} by name", _by_name), ("By category", _by_category)]
     if not answer.host.empty:
-        st.markdown("**CPU ops and runtime calls** starting inside it (launches are runtime or driver calls)")
-        _time_table(answer.host.rename(columns={"total_us": "time_us"}), bench.key("sel_host"))
+        parts.append(("CPU ops and runtime calls", _host_calls))
     if answer.anatomy is not None and not answer.anatomy.empty:
-        _anatomy(bench, answer)
+        parts.append(("Anatomy of these steps", _anatomy))
     if answer.per_step is not None and not answer.per_step.empty:
-        st.markdown("**Per step**")
-        per_step = answer.per_step.rename(columns={"total_us": "time_us", "first_ms": "first start_ms"})
-        per_step["step"] = per_step["step"].astype("Int64").mask(per_step["step"] < 0)  # empty: outside steps
-        _time_table(per_step, bench.key("sel_per_step"))
+        parts.append(("Per step", _per_step))
+    for tab, (_, show) in zip(st.tabs([label for label, _ in parts]), parts, strict=True):
+        with tab:
+            show(bench, answer)
+
+
+def _by_name(bench: Bench, answer: SelectionAnswer) -> None:
+    _kernel_table(answer.kernels, bench.key("sel_kernels"))
+
+
+def _by_category(bench: Bench, answer: SelectionAnswer) -> None:
+    _time_table(answer.categories.rename(columns={"total_us": "time_us"}), bench.key("sel_categories"))
+    attrs = answer.kernels.attrs
+    if attrs.get("copies"):
+        st.caption(f"Also {attrs['copies']:,} copies and sets, {format_value(attrs['copies_us'], 'us')}.")
+
+
+def _host_calls(bench: Bench, answer: SelectionAnswer) -> None:
+    st.caption("Host ops and runtime calls starting inside it (launches are runtime or driver calls).")
+    _time_table(answer.host.rename(columns={"total_us": "time_us"}), bench.key("sel_host"))
+
+
+def _per_step(bench: Bench, answer: SelectionAnswer) -> None:
+    per_step = answer.per_step.rename(columns={"total_us": "time_us", "first_ms": "first start_ms"})
+    per_step["step"] = per_step["step"].astype("Int64").mask(per_step["step"] < 0)  # empty: outside steps
+    _time_table(per_step, bench.key("sel_per_step"))
 
 
 def _kernel_table(kernels: pd.DataFrame, key: str) -> None:
@@ -194,19 +218,19 @@ def _time_table(frame: pd.DataFrame, key: str) -> None:
 def _anatomy(bench: Bench, answer: SelectionAnswer) -> None:
     """Whole steps: their categories as "Inside a step" counts them, and the layers of the anatomy's step."""
     anat = bench.loaded.analysis.anatomy
-    with st.expander("Anatomy of these steps (categories as Inside a step counts them, layers)", expanded=True):
-        _time_table(answer.anatomy, bench.key("sel_anatomy"))
-        layers = answer.layers
-        if layers is not None and layers.layers:
-            per = (layers.layer_us or {}).get("p50")
-            st.markdown(
-                f"Step {answer.layers_step} (the anatomy's step) has **{layers.layers} layers**, "
-                f"{layers.kernels_per_layer} {bench.index.unit} each, {format_value(per, 'us')} per layer (median)."
-            )
-        elif anat is not None and anat.median_step is not None:
-            st.caption(f"Layers are counted in {for_markdown(anat.role)}; select it to see them here.")
-        if not bench.index.on_gpu:
-            st.caption("CPU trace: host ops by self time, each op's time counted in its nearest categorised caller.")
+    st.caption("Categories as Inside a step counts them, summed over these steps.")
+    _time_table(answer.anatomy, bench.key("sel_anatomy"))
+    layers = answer.layers
+    if layers is not None and layers.layers:
+        per = (layers.layer_us or {}).get("p50")
+        st.markdown(
+            f"Step {answer.layers_step} (the anatomy's step) has **{layers.layers} layers**, "
+            f"{layers.kernels_per_layer} {bench.index.unit} each, {format_value(per, 'us')} per layer (median)."
+        )
+    elif anat is not None and anat.median_step is not None:
+        st.caption(f"Layers are counted in {for_markdown(anat.role)}; select it to see them here.")
+    if not bench.index.on_gpu:
+        st.caption("CPU trace: host ops by self time, each op's time counted in its nearest categorised caller.")
 
 
 def _pin_row(bench: Bench, selection: Selection) -> None:
@@ -260,8 +284,10 @@ def _diff_table(frame: pd.DataFrame, key: str) -> None:
             f"B - A ({unit})": [convert(v, "us", unit) for v in frame["delta_us"]],
         }
     )
-    shown = tables.shown_frame(tables.rounded(shown))
+    shown = tables.shown_frame(shown)
     verdict = np.where(frame["delta_us"] < 0, "better", np.where(frame["delta_us"] > 0, "worse", ""))
-    styled = shown.style.apply(lambda col: [VERDICT_COLOR.get(v, "") for v in verdict], subset=[f"B - A ({unit})"])
+    times = [f"A ({unit})", f"B ({unit})", f"B - A ({unit})"]
+    styled = shown.style.format({"count A": "{:,.0f}", "count B": "{:,.0f}", **dict.fromkeys(times, sig)})
+    styled = styled.apply(lambda col: [VERDICT_COLOR.get(v, "") for v in verdict], subset=[times[-1]])
     height = min(35 * (min(len(shown), 12) + 1) + 3, 460)
     st.dataframe(styled, width="stretch", hide_index=True, key=key, height=height)
