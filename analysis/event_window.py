@@ -16,6 +16,7 @@ start, groups on the names' categorical codes; no loop over events.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -150,9 +151,16 @@ def _event_rows(timeline: Timeline, on_gpu: bool, n: int, order: np.ndarray | No
     return rows if order is None else rows[order]
 
 
+MAX_MS = 1e12  # about 32 years: a time beyond it is a typing error, and its ns would not fit the clock's int64
+
+
 def ms_to_ns(index: WorkIndex, ms: float) -> int:
-    """A time in ms from the trace's start (the app's clock) on the trace's own clock in ns."""
-    return index.origin_ns + round(float(ms) * 1e6)
+    """A time in ms from the trace's start (the app's clock) on the trace's own clock in ns; ValueError (one line)
+    for one that is not a finite number within MAX_MS of the start."""
+    value = float(ms)
+    if not math.isfinite(value) or abs(value) > MAX_MS:
+        raise ValueError(f"{ms!r} ms is not a time in the trace (a finite number of ms from its start)")
+    return index.origin_ns + round(value * 1e6)
 
 
 def range_window(index: WorkIndex, lo: int, hi: int) -> pd.DataFrame:

@@ -36,7 +36,7 @@ class FindState:
 
 def find_box(bench: Bench) -> FindState | None:
     """The Find row: the query, its count, Previous / Next / Select all; the matches per step folded below."""
-    left, middle, right = st.columns([4, 1.3, 7], vertical_alignment="bottom")
+    left, middle, right = st.columns([3.2, 1, 7.8], vertical_alignment="bottom")
     text = left.text_input(
         "Find in event names",
         key=bench.key("find_text"),

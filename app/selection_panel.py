@@ -10,6 +10,8 @@ safe_text.plain) or safe_text.for_markdown.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -31,7 +33,7 @@ def on_box(bench: Bench, chart_key: str) -> None:
     event = bench.state.get(chart_key) or {}
     boxes = (event.get("selection") or {}).get("box") or []
     xs = [float(x) for x in (boxes[-1].get("x") or [])] if boxes else []
-    if len(xs) >= 2:
+    if len(xs) >= 2 and all(math.isfinite(x) for x in xs):
         lo, hi = min(xs), max(xs)
         label = f"{lo:,.3f} to {hi:,.3f} ms (dragged)"
         bench.select(Selection.of_range(bench.ns(lo), bench.ns(hi), label))
@@ -48,7 +50,10 @@ def controls(bench: Bench, detail: tuple[int, int]) -> None:
         end = b.number_input("end (ms)", value=round(bench.ms(detail[1]), 3), format="%.3f", step=0.1)
         if st.form_submit_button("Select range", icon=":material/straighten:"):
             lo, hi = sorted((float(start), float(end)))
-            bench.select(Selection.of_range(bench.ns(lo), bench.ns(hi), f"{lo:,.3f} to {hi:,.3f} ms"))
+            try:
+                bench.select(Selection.of_range(bench.ns(lo), bench.ns(hi), f"{lo:,.3f} to {hi:,.3f} ms"))
+            except ValueError as exc:
+                st.error(for_markdown(exc))
     if len(steps):
         with right.container(border=True):
             _step_picker(bench, steps)

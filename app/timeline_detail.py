@@ -7,8 +7,11 @@ reruns the panel alone; a find, Next or a drag on the detail reruns both.
 Speed, measured on this 2-core machine (bench/timeline_tools_bench.py):
 - the detail's lanes (their hover texts: about a second for 20,000 events) and the figure made of them are kept per
   answer, range, find and match (st.cache_resource), so a rerun that changes none of them does not build them;
-- a selection does not change the figure: a changed figure is a new chart element, drawn again from scratch (its
-  WebGL lanes took seconds of the browser's time here); the drag's own box stays drawn;
+- the lanes are SVG rectangles, not WebGL: Plotly redraws every WebGL trace of a figure on each move of a box
+  selection (a drag of 8 moves over 20,000 events took 17.6 s in headless Chromium without a GPU, 0.35 s as SVG;
+  exporters/figures/timeline.py);
+- a selection does not change the figure: a changed figure is a new chart element, drawn again from scratch; the
+  drag's own box stays drawn;
 - the panel is written before the chart is (into a slot above it), so its answer does not wait for the chart's
   JSON, and the find's count line is written before both.
 """
@@ -36,7 +39,7 @@ FIGURES_KEPT = 8  # detail figures kept for the server (each a few MB: 20,000 se
 @st.cache_resource(max_entries=FIGURES_KEPT, show_spinner=False)
 def _lanes(answer_id: str, lo: int, hi: int, _loaded: LoadedTrace) -> LaneSet:
     """The detail's lanes of [lo, hi) for this answer (read only: figures are made from them, never change them)."""
-    return detail_lanes(_loaded.timeline, _loaded.analysis, lo, hi)
+    return detail_lanes(_loaded.timeline, _loaded.analysis, lo, hi, webgl=False)  # SVG: see the module's docstring
 
 
 @st.cache_resource(max_entries=FIGURES_KEPT, show_spinner=False)

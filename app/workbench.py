@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from ..analysis.event_find import FindQuery, Found, find
-from ..analysis.event_window import WorkIndex, work_index
+from ..analysis.event_window import WorkIndex, ms_to_ns, work_index
 from ..analysis.selection import Selection
 from .cache import MAX_OPENED, LoadedTrace
 
@@ -75,4 +75,5 @@ class Bench:
         return (int(ns) - self.index.origin_ns) / 1e6
 
     def ns(self, ms: float) -> int:
-        return self.index.origin_ns + round(float(ms) * 1e6)
+        """ms from the trace's start as ns on its clock; ValueError (one line) for a time outside any trace."""
+        return ms_to_ns(self.index, ms)

@@ -121,7 +121,7 @@ def _select_step(page, step: int) -> None:
 
 
 def _detail_traces(page) -> list[dict]:
-    script = "(s) => document.querySelector(s)._fullData.map(d => ({name: d.name, opacity: d.opacity, type: d.type}))"
+    script = "(s) => document.querySelector(s)._fullData.map(d => ({name: d.name, opacity: d.opacity, fill: d.fill}))"
     return page.evaluate(script, DETAIL)
 
 
@@ -172,7 +172,7 @@ def test_find_on_the_sample_counts_what_the_api_finds_and_marks_it(page):
     traces = _detail_traces(page)
     marked = [t for t in traces if t["name"] == "matches"]
     assert marked and all(t["opacity"] in (None, 1) for t in marked)
-    lanes = [t for t in traces if t["type"] == "scattergl" and t["name"] != "matches"]
+    lanes = [t for t in traces if t["fill"] == "toself" and t["name"] != "matches"]  # SVG rectangles
     assert lanes and all(t["opacity"] < 0.5 for t in lanes), traces  # the rest dimmed
     page.get_by_role("button", name="Next").click()
     page.wait_for_function(

@@ -120,6 +120,10 @@ def test_windows_refuse_what_they_cannot_read():
         trace.window(0, 1, steps=[0])
     with pytest.raises(ValueError, match="start_ms and end_ms"):
         trace.window(0)
+    with pytest.raises(ValueError, match="not a time in the trace"):
+        trace.window(0, float("inf"))
+    with pytest.raises(ValueError, match="not a time in the trace"):
+        trace.window(-1e300, 5)
 
 
 def _cli(*args) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from . import palette
 from .hover import HOVERLABEL, event_hover
-from .timeline import LANE_WIDTH_PX, LaneSet, _ms, _segments, lanes_figure
+from .timeline import LANE_WIDTH_PX, LaneSet, _ms, lanes_figure
 
 MATCH = "#f03e3e"  # a match: the one bright colour on a dimmed timeline
 DIMMED = 0.22  # opacity of everything that does not match while a find is on
@@ -36,9 +36,8 @@ def detail_figure(
     drawn = 0
     if hits is not None:
         fig.update_traces(opacity=DIMMED)
-        matched = match_traces(lanes, hits, origin)
+        matched, drawn = match_traces(lanes, hits, origin)
         fig.add_traces(matched)
-        drawn = sum(len(t.x) // 4 for t in matched)
     fig.update_layout(dragmode=dragmode, selectdirection="h")
     if focus_ms is not None:
         mid = (focus_ms[0] + focus_ms[1]) / 2
@@ -49,9 +48,11 @@ def detail_figure(
     return fig, drawn
 
 
-def match_traces(lanes: LaneSet, hits: np.ndarray, origin: int) -> list:
-    """The drawn events whose name matches, again on their own lanes, in the match colour: one trace per lane."""
-    traces = []
+def match_traces(lanes: LaneSet, hits: np.ndarray, origin: int) -> tuple[list, int]:
+    """The drawn events whose name matches, again on their own lanes, in the match colour and drawn the way the
+    lanes are (WebGL lines or SVG rectangles); (the traces, how many events they draw)."""
+    marks = LaneSet([], list(lanes.lanes), webgl=lanes.webgl)
+    count = 0
     for y, events in lanes.drawn:
         mask = _matching(events["name"], hits)
         if not mask.any():
@@ -59,11 +60,12 @@ def match_traces(lanes: LaneSet, hits: np.ndarray, origin: int) -> list:
         part = events[mask]
         ts, dur = part["ts"].to_numpy(), part["dur"].to_numpy()
         hover = event_hover(part, np.full(len(part), "a match"), origin)
-        trace = _segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, MATCH, "matches", LANE_WIDTH_PX)
+        marks.add_segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, MATCH, "matches", LANE_WIDTH_PX)
+        count += len(part)
+    for i, trace in enumerate(marks.traces):  # one legend entry for every lane's matches
         trace.legendgroup = "matches"
-        trace.showlegend = not traces
-        traces.append(trace)
-    return traces
+        trace.showlegend = i == 0
+    return marks.traces, count
 
 
 def _matching(names: pd.Series, hits: np.ndarray) -> np.ndarray:
