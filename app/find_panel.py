@@ -117,7 +117,8 @@ def _matches_section(bench: Bench, found: Found, at: int | None) -> None:
     if frame.empty:
         return
     table = per_step(frame, bench.loaded.analysis.steps)
-    with st.expander(f"Matches per step ({len(table):,} rows) and over the whole run"):
+    rows = f"{len(table):,} row{'s' if len(table) != 1 else ''}"
+    with st.expander(f"Matches per step ({rows}) and over the whole run"):
         span_ms = bench.ms(int(bench.loaded.timeline.events["ts"].to_numpy()[-1]))
         focus = float(frame["start_ms"].iloc[at]) if at is not None else None
         strip = timeline_marks.match_strip(frame["start_ms"].to_numpy(), frame["dur_us"].to_numpy(), span_ms, focus)

@@ -7,7 +7,7 @@ waits for the kernel detail. Then, each action several times (`--rounds`):
 
 - find: type a name into Find and press Enter; "answer" is when the count line ("N matches in M steps") shows the
   count the API gives for the same query (`stepscope.load(path).find(text)`, read in this process: a mismatch is
-  an error), "drawn" when the kernel detail has been drawn again with the matches marked;
+  an error), "drawn" when the kernel detail has been drawn again (with the matches in its range marked);
 - select (drag): Select mode on, a drag across the middle third of the detail; "answer" is when the Selection
   panel shows the dragged range;
 - select (typed): a start and an end typed, Select range clicked; "answer" is when the panel shows that range;
@@ -54,14 +54,14 @@ _ANSWERED = """
   return true;
 }
 """
-# True (and notes the time two animation frames later) once the detail has been drawn with the matches marked.
+# True (and notes the time two animation frames later) once the detail has been drawn again: a find changes the figure,
+# which Streamlit draws in a new chart element or plots again in the same one (window.__gd0, from before the action).
 _DRAWN = """
-({sel, matches}) => {
+({sel}) => {
   if (window.__drawn !== null) return true;
   const gd = document.querySelector(sel);
-  if (!gd || !gd._fullData) return false;
-  const marked = gd._fullData.some(d => d.name === 'matches');
-  if (marked !== matches) return false;
+  const fresh = gd && gd !== window.__gd0 && gd._fullData && gd.querySelector('.main-svg');
+  if (!fresh && !(gd === window.__gd0 && window.__plotted)) return false;
   if (!window.__drawnAsked) {
     window.__drawnAsked = true;
     requestAnimationFrame(() => requestAnimationFrame(() => { window.__drawn = performance.now(); }));
@@ -99,7 +99,11 @@ class Page:
         self.timing_log = timing_log
 
     def _start(self) -> tuple[float, float, float]:
-        self.page.evaluate("window.__answer = null; window.__drawn = null; window.__drawnAsked = false;")
+        self.page.evaluate(
+            f"window.__answer = null; window.__drawn = null; window.__drawnAsked = false; window.__plotted = false;"
+            f" const gd0 = window.__gd0 = document.querySelector('{DETAIL}');"
+            " if (gd0 && gd0.on) gd0.on('plotly_afterplot', () => { window.__plotted = true; });"
+        )
         return time.time(), self.page.evaluate("performance.now()"), _browser_cpu_s()
 
     def _answered(self, sel: str, text: str, before: str | None = None) -> None:
@@ -125,7 +129,7 @@ class Page:
         box = self.page.get_by_role("textbox", name="Find in event names")
         box.fill(text)
         started = self._start()
-        self.page.evaluate(_DRAWN_LOOP, {"sel": DETAIL, "matches": expected > 0})
+        self.page.evaluate(_DRAWN_LOOP, {"sel": DETAIL})
         box.press("Enter")
         word = "match" if expected == 1 else "matches"
         self._answered("[class*='st-key-find_row_']", f"{expected:,} {word} in" if expected else "no match")
