@@ -7,11 +7,15 @@ of a few steps. The frame is sorted by ts (parsers.timeline), so a range is a bi
 slice: the rows outside the range are never read, and the slice is a view, not a copy.
 
 A window's contents are the analysis' own work items (analysis.anatomy's `work`: kernels, copies and sets on a GPU
-trace; host ops on a CPU trace, the leaf ones counted as kernels, as analysis/steps.py counts them), placed in steps
-the way the steps were measured, and its busy time is analysis.activity.covered_time over the same busy blocks a
-step's `gpu_busy_ns` is measured on. So `window(steps=[i])` says what step i's row says: busy equal to its
-gpu_busy, counts summing to its kernels. Everything is done on arrays: binary searches on the work sorted by
-start, groups on the names' categorical codes; no loop over events.
+trace; host ops on a CPU trace, the leaf ones counted as kernels, as analysis/steps.py counts them), each in the step
+the anatomy placed it in (by the host time of its launch call, as analysis/steps.py places work; the anatomy bounds a
+step by its end where steps.py bounds a request's last step by its host range and the request's usual tail, so a
+kernel launched between the two could be counted differently: tests/test_window_contents.py checks that every step
+of the samples, real traces and captures gets the same count both ways). Its busy time is
+analysis.activity.covered_time over the same busy blocks a step's `gpu_busy_ns` is measured on. So
+`window(steps=[i])` says what step i's row says: busy equal to its gpu_busy, counts summing to its kernels.
+Everything is done on arrays: binary searches on the work sorted by start, groups on the names' categorical codes;
+no loop over events.
 """
 
 from __future__ import annotations
@@ -83,8 +87,9 @@ class WorkIndex:
     step: np.ndarray  # row in analysis.steps of the step that owns the item, -1 outside steps
     busy_start: np.ndarray  # the busy blocks steps are measured on (every device merged)
     busy_end: np.ndarray
-    step_start: np.ndarray  # analysis.steps' start_ns and end_ns
+    step_start: np.ndarray  # analysis.steps' start_ns, end_ns and kernels
     step_end: np.ndarray
+    step_kernels: np.ndarray
     origin_ns: int  # the app's clock: ms are counted from here (analysis.time_origin_ns)
     on_gpu: bool
     event_rows: np.ndarray | None  # each item's row in the timeline's events, None where they do not line up
@@ -126,6 +131,7 @@ def work_index(timeline: Timeline, analysis: Analysis) -> WorkIndex:
         **dict(zip(("busy_start", "busy_end"), _busy_blocks(analysis), strict=True)),
         step_start=steps["start_ns"].to_numpy(dtype=np.int64),
         step_end=steps["end_ns"].to_numpy(dtype=np.int64),
+        step_kernels=steps["kernels"].to_numpy(dtype=np.int64),
         origin_ns=int(analysis.time_origin_ns),
         on_gpu=bool(anat.on_gpu),
         event_rows=_event_rows(timeline, anat.on_gpu, len(start), order),
@@ -200,6 +206,12 @@ def steps_window(index: WorkIndex, steps: Iterable[int]) -> pd.DataFrame:
     frame = _kernel_table(index, rows, clipped)
     frame.attrs.update(_attrs(index, rows, clipped, wall_ns=int((ends - starts).sum()), busy_ns=busy, span=span))
     frame.attrs["steps"] = chosen.tolist()
+    counted = int(index.kernel[rows].sum())
+    if counted != int(index.step_kernels[chosen].sum()):  # the anatomy placed some work elsewhere (the docstring)
+        frame.attrs["notes"] = [
+            f"{counted:,} {index.unit} placed in these steps by the anatomy, "
+            f"{int(index.step_kernels[chosen].sum()):,} by the steps' own count: a launch near a request's end"
+        ]
     return frame
 
 

@@ -67,19 +67,24 @@ def _count_row(bench: Bench, found: Found, at: int | None) -> None:
     row.markdown(f"**{count_line(found.frame)}**{where}", width="content")
     empty = found.frame.empty
     tag = bench.tag
+    for label, icon, delta in (("Previous", "arrow_back", -1), ("Next", "arrow_forward", 1)):
+        row.button(
+            label,
+            key=f"find_{label.lower()}_{tag}",
+            icon=f":material/{icon}:",
+            disabled=empty,
+            on_click=_step,
+            args=(bench, found, delta),
+        )
     row.button(
-        "Previous", key=f"find_prev_{tag}", icon=":material/arrow_back:", disabled=empty, on_click=_step,
-        args=(bench, found, -1),
-    )  # fmt: skip
-    row.button(
-        "Next", key=f"find_next_{tag}", icon=":material/arrow_forward:", disabled=empty, on_click=_step,
-        args=(bench, found, 1),
-    )  # fmt: skip
-    row.button(
-        "Select all matches", key=f"find_all_{tag}", icon=":material/select_all:", disabled=empty,
-        on_click=_select_all, args=(bench, found),
+        "Select all matches",
+        key=f"find_all_{tag}",
+        icon=":material/select_all:",
+        disabled=empty,
+        on_click=_select_all,
+        args=(bench, found),
         help="Make every match the selection: the panel below sums them by name and per step.",
-    )  # fmt: skip
+    )
 
 
 def _step(bench: Bench, found: Found, delta: int) -> None:

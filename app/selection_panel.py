@@ -132,6 +132,8 @@ def _cards(bench: Bench, answer: SelectionAnswer) -> None:
     cards[1].metric(busy_word, format_value(attrs["busy_us"], "us"))
     cards[2].metric("None running" if matches else "Idle", format_value(attrs["idle_us"], "us"))
     cards[3].metric(unit, format_count(int(kernels["count"].sum())))
+    for note in attrs.get("notes", []):
+        st.caption(for_markdown(note))
 
 
 def _unit(bench: Bench, answer: SelectionAnswer) -> str:

@@ -141,6 +141,7 @@ class Page:
         if select.get_attribute("aria-checked") != "true":
             select.click()
             self._settled()
+        self.page.wait_for_selector(f"{DETAIL} .nsewdrag", state="visible", timeout=TIMEOUT_MS)  # drawn again
         drag = self.page.locator(f"{DETAIL} .nsewdrag").first.bounding_box()
         before = self._panel_text()
         x0 = drag["x"] + drag["width"] * (0.30 + 0.02 * index)

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,7 @@ def test_a_steps_window_says_what_its_step_row_says(name, synthetic_graphs):
         assert window.attrs["busy_us"] == row["gpu_busy_us"]  # the same blocks, the same function
         assert window.attrs["idle_us"] == pytest.approx(row["gpu_idle_us"], abs=1e-6)
         assert int(window["count"].sum()) == row["kernels"]
+        assert "notes" not in window.attrs
         start, end = trace.steps["start_ns"].iloc[i], trace.steps["end_ns"].iloc[i]
         assert window.attrs["wall_us"] == (end - start) / 1e3
         # clipped durations, by a plain mask over the work items: the step's own kernels cut to its span
@@ -197,3 +199,12 @@ def test_a_range_selection_and_the_window_function_agree():
     assert set(answer.categories["category"]) == set(direct.attrs["categories"])
     whole_steps = steps_window(index, [1, 2])
     assert whole_steps.attrs["steps"] == [1, 2]
+
+
+def test_a_steps_window_says_when_its_count_is_not_the_steps_own():
+    """Where the anatomy placed work in another step than the steps' count did (event_window's docstring), the
+    window says so rather than showing two counts as one."""
+    trace = stepscope.load(CPU_SAMPLE)
+    index = replace(trace._work, step_kernels=trace._work.step_kernels + 1)
+    window = steps_window(index, [2])
+    assert "by the steps' own count" in window.attrs["notes"][0]
