@@ -36,7 +36,7 @@ class FindState:
 
 def find_box(bench: Bench) -> FindState | None:
     """The Find row: the query, its count, Previous / Next / Select all; the matches per step folded below."""
-    left, middle, right = st.columns([3.2, 1, 7.8], vertical_alignment="bottom")
+    left, right = st.columns([6, 1], vertical_alignment="bottom")
     text = left.text_input(
         "Find in event names",
         key=bench.key("find_text"),
@@ -44,19 +44,18 @@ def find_box(bench: Bench) -> FindState | None:
         max_chars=MAX_PATTERN_CHARS,
         help=FIND_HELP,
     )
-    regex = middle.toggle("regex", key=bench.key("find_regex"))
+    regex = right.toggle("regex", key=bench.key("find_regex"))
     if not text:
         return None
     query = FindQuery(text, regex=regex)
     try:
         found = bench.found(query)
     except ValueError as exc:
-        right.error(for_markdown(exc))
+        st.error(for_markdown(exc))
         return None
     memo = bench.state.get(bench.key("find_at"))
     at = memo[1] if memo is not None and memo[0] == query and memo[1] < len(found.frame) else None
-    with right:
-        _count_row(bench, found, at)
+    _count_row(bench, found, at)
     _matches_section(bench, found, at)
     return FindState(found, at)
 

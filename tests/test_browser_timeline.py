@@ -201,8 +201,9 @@ def test_a_step_and_a_pinned_step_give_busy_and_a_diff(page):
     assert cards["Host ops"] == format_count(row["kernels"])
     page.get_by_text("B - A: step 5").wait_for(timeout=PAGE_TIMEOUT_MS)
     _settled(page, 2000)
-    _shoot(page, "diff", "[class*='st-key-selection_answer_']")
+    _shoot(page, "selection", ANSWER)
     assert page.locator("[class*='st-key-selection_diff_']").count() == 1
+    _shoot(page, "diff", "[class*='st-key-selection_diff_']")
 
 
 def test_a_drag_in_select_mode_selects_that_range(page):
