@@ -265,8 +265,8 @@ def _diff_section(bench: Bench, a: SelectionAnswer, b: SelectionAnswer) -> None:
         f"{for_markdown(a.selection.label or a.selection.kind)}"
     )
     st.caption(
-        "Each table in one unit. Green: B takes less time than A; red: more. Status as Compare's op diff: appeared, "
-        "disappeared, changed (count, or time by more than 10% and 1 us), same."
+        "Each table in one unit. Green: B takes less time than A; red: more (rows that changed). Status as Compare's "
+        "op diff: appeared, disappeared, changed (count, or time by more than 10% and 1 us), same."
     )
     left, right = st.columns([3, 2])
     with left:
@@ -292,7 +292,10 @@ def _diff_table(frame: pd.DataFrame, key: str) -> None:
         }
     )
     shown = tables.shown_frame(shown)
-    verdict = np.where(frame["delta_us"] < 0, "better", np.where(frame["delta_us"] > 0, "worse", ""))
+    changed = frame["status"].to_numpy() != "same"  # a row within the op diff's noise is not coloured
+    verdict = np.where(
+        changed & (frame["delta_us"] < 0), "better", np.where(changed & (frame["delta_us"] > 0), "worse", "")
+    )
     times = [f"A ({unit})", f"B ({unit})", f"B - A ({unit})"]
     styled = shown.style.format({"count A": "{:,.0f}", "count B": "{:,.0f}", **dict.fromkeys(times, sig)})
     styled = styled.apply(lambda col: [VERDICT_COLOR.get(v, "") for v in verdict], subset=[times[-1]])

@@ -157,7 +157,7 @@ def _shoot(page, name: str, anchor: str) -> None:
         page.locator(anchor).first.scroll_into_view_if_needed()
         page.evaluate(
             "(sel) => { const m = document.querySelector(\"[data-testid='stMain']\");"
-            " const el = document.querySelector(sel); m.scrollBy(0, el.getBoundingClientRect().top - 110); }",
+            " const el = document.querySelector(sel); m.scrollBy(0, el.getBoundingClientRect().top - 90); }",
             anchor,
         )
         page.wait_for_timeout(1500)
@@ -180,7 +180,7 @@ def test_find_on_the_sample_counts_what_the_api_finds_and_marks_it(page):
         timeout=PAGE_TIMEOUT_MS,
     )
     _settled(page, 2000)
-    _shoot(page, "find", "[class*='st-key-find_row_']")
+    _shoot(page, "find", "[class*='st-key-find_text_']")
     page.get_by_role("button", name="Select all matches").click()
     page.wait_for_selector(ANSWER, timeout=PAGE_TIMEOUT_MS)
     _settled(page, 2000)
@@ -241,7 +241,7 @@ def test_real_gpu_traces_find_and_a_step_are_the_apis(page, name):
     cards = _metrics(page)
     assert cards["GPU busy"] == format_value(row["gpu_busy_us"], "us")
     assert cards["Kernels"] == format_count(row["kernels"])
-    _shoot(page, f"gpu_{name.split('_')[1]}", "[class*='st-key-find_row_']")
+    _shoot(page, f"gpu_{name.split('_')[1]}", "[class*='st-key-find_text_']")
 
 
 def test_a_kernel_named_like_markup_fires_nothing(page):
