@@ -127,6 +127,7 @@ class Page:
 
     def find(self, text: str, expected: int) -> dict:
         box = self.page.get_by_role("textbox", name="Find in event names")
+        box.wait_for(timeout=TIMEOUT_MS)  # on a loaded machine the page may still be drawing
         box.fill(text)
         started = self._start()
         self.page.evaluate(_DRAWN_LOOP, {"sel": DETAIL})
