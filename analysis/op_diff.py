@@ -63,8 +63,20 @@ def op_diff(a: Analysis, b: Analysis, top: int = TOP) -> dict:
     out = {"unit": unit, "a_kind": kind_a, "b_kind": kind_b, "a_steps": n_a, "b_steps": n_b, "rows": [], "changed": 0}
     if not n_a or not n_b:
         return out
-    both = ops_a.merge(ops_b, on="name", how="outer", suffixes=("_a", "_b"))
-    both["category"] = both["category_a"].fillna(both["category_b"])
+    both = compare_rows(ops_a, ops_b)
+    changed = both[both["status"] != "same"]
+    out["changed"] = len(changed)
+    out["rows"] = [_row(r) for r in changed.head(top).itertuples(index=False)]
+    return out
+
+
+def compare_rows(ops_a: pd.DataFrame, ops_b: pd.DataFrame, key: str = "name") -> pd.DataFrame:
+    """Every row of two tables (`key`, category, count, us) side by side: key, category, status ("appeared",
+    "disappeared", "changed" or "same": a count that differs, or a time moved by more than CHANGE_SHARE and
+    MIN_DELTA_US), count_a, count_b, us_a, us_b, delta_us (B - A); largest time change first."""
+    both = ops_a.merge(ops_b, on=key, how="outer", suffixes=("_a", "_b"))
+    if key != "category":
+        both["category"] = both["category_a"].fillna(both["category_b"])
     for col in ("count_a", "count_b", "us_a", "us_b"):
         both[col] = both[col].fillna(0.0)
     delta = both["us_b"] - both["us_a"]
@@ -79,11 +91,9 @@ def op_diff(a: Analysis, b: Analysis, top: int = TOP) -> dict:
         default="same",
     )
     both = both.assign(status=status, delta_us=delta)
-    changed = both[both["status"] != "same"]
-    changed = changed.reindex(changed["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
-    out["changed"] = len(changed)
-    out["rows"] = [_row(r) for r in changed.head(top).itertuples(index=False)]
-    return out
+    both = both.reindex(both["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
+    columns = [key, "category", "status", "count_a", "count_b", "us_a", "us_b", "delta_us"]
+    return both[list(dict.fromkeys(columns))].reset_index(drop=True)
 
 
 def _row(r) -> dict:

@@ -8,7 +8,9 @@ if "." not in __name__:  # imported by its bare folder name in a checkout: be th
     alias_this(__name__)
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -65,6 +67,42 @@ class Trace:
     def notes(self) -> tuple[str, ...]:
         """What the command line prints on stderr: why no roofline, which model was used."""
         return self.opened.notes
+
+    def window(
+        self, start_ms: float | None = None, end_ms: float | None = None, *, steps: Iterable[int] | None = None
+    ) -> pd.DataFrame:
+        """What a window of the run holds, one row per kernel name (host op on a CPU trace): name, short_name,
+        category, count, total_us, mean_us, share_pct; `.attrs` wall_us, busy_us, idle_us (as a step's), unit,
+        kernels, categories. Either a time range (ms from the trace's start, the app's clock) or `steps` (rows of
+        `.steps`: the work they own, clipped to their spans). The same computation as the app's Selection panel
+        and `analyze --window` (analysis/event_window.py)."""
+        from ..analysis.event_window import ms_to_ns, range_window, steps_window
+
+        if steps is not None:
+            if start_ms is not None or end_ms is not None:
+                raise ValueError("give a time range or steps, not both")
+            return steps_window(self._work, steps)
+        if start_ms is None or end_ms is None:
+            raise ValueError("give start_ms and end_ms (ms from the trace's start), or steps=[...]")
+        return range_window(self._work, ms_to_ns(self._work, start_ms), ms_to_ns(self._work, end_ms))
+
+    def find(
+        self, text: str, regex: bool = False, *, case_sensitive: bool = False, kinds: Iterable[str] | None = None
+    ) -> pd.DataFrame:
+        """Every event whose name holds `text` (case ignored unless `case_sensitive`), or matches it as an RE2
+        regex with `regex=True`: one row each, start_ms, dur_us, name, kind, step (-1 outside steps). `kinds`:
+        only events of these kinds ("kernel", "cpu_op", "runtime", ...). The app's Find box gives the same rows."""
+        from ..analysis.event_find import FindQuery, find_events
+
+        query = FindQuery(text, regex, case_sensitive, tuple(kinds) if kinds is not None else None)
+        return find_events(self.timeline, self._work, query)
+
+    @cached_property
+    def _work(self):
+        """The analysis' work items indexed for windows and finds (built on first use, kept with the trace)."""
+        from ..analysis.event_window import work_index
+
+        return work_index(self.timeline, self.analysis)
 
     def html_report(self, path: str | os.PathLike, vs: Trace | None = None) -> Path:
         """Write the self-contained HTML report (plotly.js inside, opens offline); returns its path."""

@@ -32,7 +32,9 @@ def serve_cached_analyze(argv: Sequence[str]) -> int | None:
             args, unknown = parser.parse_known_args(argv[1:])
     except (argparse.ArgumentError, SystemExit, ValueError):
         return None
-    if unknown or args.no_cache or args.categories or args.model or args.gpu or not os.path.isfile(args.trace):
+    if unknown or args.no_cache or args.categories or args.model or args.gpu or args.window is not None:
+        return None
+    if not os.path.isfile(args.trace):
         return None
     if not math.isfinite(args.gap_threshold_us):  # inf, nan: the full command's check words the error
         return None

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+# a change that is better green, worse red: Compare's metric table and the Selection panel's B - A diff
+VERDICT_COLOR = {"better": "color: #2b8a3e; font-weight: 600", "worse": "color: #c92a2a; font-weight: 600"}
+
 CSS = """
 <style>
 /* the first screen: the content starts just under Streamlit's header bar (3.75rem), the title is small */

@@ -59,6 +59,7 @@ def render_text(report: dict) -> str:
     if anatomy:
         lines += anatomy_lines(anatomy)
     lines += memory_lines(summary.get("memory"))
+    lines += window_lines(report.get("window"))
     if report["findings"]:
         lines.append("")
         lines += [f"[{f['severity']}] {f['title']}: {f['detail']}{_cost(f)}" for f in report["findings"]]
@@ -175,6 +176,30 @@ def anatomy_lines(anatomy: dict) -> list[str]:
     elif roof:
         lines.append(f"per-category roofline: {roof.get('status')}")
     lines += [f"note     {n}" for n in anatomy.get("notes") or []]
+    return lines
+
+
+WINDOW_ROWS = 20  # kernels listed for a window (--json has them all)
+
+
+def window_lines(window: dict | None) -> list[str]:
+    """`analyze --window A:B`: the window's wall, busy and idle time and its heaviest kernels."""
+    if not window:
+        return []
+    unit = window.get("unit") or "kernels"
+    kernels = window.get("kernels") or []
+    lines = [
+        "",
+        f"window   {window['start_ms']:g} to {window['end_ms']:g} ms: wall {format_value(window['wall_us'], 'us')}, "
+        f"busy {format_value(window['busy_us'], 'us')}, idle {format_value(window['idle_us'], 'us')}, "
+        f"{format_count(sum(k['count'] for k in kernels))} {unit}",
+        f"{'count':>9}{'time':>12}{'share':>8}  name",
+    ]
+    for k in kernels[:WINDOW_ROWS]:
+        time, share = format_value(k["total_us"], "us"), format_value(k["share_pct"], "%")
+        lines.append(f"{format_count(k['count']):>9}{time:>12}{share:>8}  {k['short_name']}")
+    if len(kernels) > WINDOW_ROWS:
+        lines.append(f"  ... {len(kernels) - WINDOW_ROWS} more (use --json for all)")
     return lines
 
 

@@ -18,6 +18,7 @@ from .. import (
     report_panel,
     roofline_panel,
     tables,
+    timeline_detail,
 )
 from ..analysis_settings import settings_expander
 from ..logdir import configured_logdir
@@ -72,44 +73,6 @@ def _pick_source() -> TraceSource | None:
     return by_key[picked]
 
 
-def _detail_window(loaded) -> tuple[int, int]:
-    """The range drawn at kernel level: a range of steps, or a time window when there are no steps."""
-    steps = loaded.analysis.steps
-    if len(steps) >= 2:
-        last = len(steps) - 1
-        anat = loaded.analysis.anatomy
-        default = (0, min(last, 3))
-        if anat is not None and anat.layers.layers and anat.median_step is not None:
-            default = (anat.median_step, anat.median_step)  # open on the step drawn as layers
-        key = f"detail_steps_{loaded.answer_id}"
-        first_row, last_row = st.slider(
-            "Steps drawn at kernel level",
-            0,
-            last,
-            None if key in st.session_state else default,  # a finding's Zoom may have set it
-            key=key,
-            help="Pick a few steps: the detail view draws every kernel and launch call in them (up to a budget). "
-            "The step the anatomy reads (the median decode step, else the median of the main kind) is also drawn "
-            "as layers when it is in the range.",
-        )
-        return int(steps["start_ns"].iloc[first_row]), int(steps["end_ns"].iloc[last_row])
-    if len(steps) == 1:
-        return int(steps["start_ns"].iloc[0]), int(steps["end_ns"].iloc[0])
-    ts = loaded.timeline.events["ts"].to_numpy()
-    origin = loaded.analysis.time_origin_ns
-    span_ms = max(float((ts[-1] - origin) / 1e6), 0.001)
-    default_end = float((ts[min(len(ts) - 1, timeline.DETAIL_EVENT_BUDGET)] - origin) / 1e6)
-    key = f"detail_ms_{loaded.answer_id}"
-    lo_ms, hi_ms = st.slider(
-        "Time window drawn at kernel level (ms)",
-        0.0,
-        span_ms,
-        None if key in st.session_state else (0.0, max(default_end, span_ms / 1000)),
-        key=key,
-    )
-    return origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6) + 1
-
-
 def _empty_timeline() -> None:
     """The timeline's frame on the landing page, before any trace is open: where the timeline will be drawn.
 
@@ -142,18 +105,7 @@ def _timeline_section(loaded) -> None:
         st.plotly_chart(_zoomed(overview, loaded), width="stretch", key="overview_timeline")
     if note:
         st.caption(note)
-    if loaded.timeline.events.empty:
-        return
-    lo, hi = _detail_window(loaded)
-    detail, note = timeline.detail_figure(loaded.timeline, loaded.analysis, lo, hi)
-    st.plotly_chart(detail, width="stretch", key="detail_timeline")
-    anat = loaded.analysis.anatomy
-    if anat is not None and anat.layers.layers and anat.median_step is not None:
-        note = (note or "") + (
-            f"The layers lane shows {anat.role or f'step {anat.median_step}'} as its "
-            f"{anat.layers.layers} layers when it is in the range. "
-        )
-    st.caption((note or "") + "Drag to zoom, double-click to reset; hover a segment for its name, length and step.")
+    timeline_detail.section(loaded)  # the kernel detail, Find and the Selection panel (one fragment)
 
 
 def _step_section(loaded) -> None:

@@ -14,6 +14,7 @@ from ...parsers import TraceError
 from .. import components, logdir_panel, report_panel, tables
 from ..navigation import COMPARE_KEYS
 from ..source_loading import load_source
+from ..style import VERDICT_COLOR
 from ..tables import shown_frame
 from ..trace_sources import TraceSource, all_sources, default_pair
 from ..upload_box import upload_box
@@ -144,9 +145,6 @@ def _composition_section(result, name_a: str, name_b: str) -> None:
         return
     st.markdown("**Batches**")
     tables.show(rows.drop(columns="key").rename(columns={"a": f"A: {name_a}", "b": f"B: {name_b}", "delta": "B - A"}))
-
-
-VERDICT_COLOR = {"better": "color: #2b8a3e; font-weight: 600", "worse": "color: #c92a2a; font-weight: 600"}
 
 
 def _metric_table(result, name_a: str, name_b: str, on_gpu: bool = True) -> None:

@@ -6,7 +6,11 @@ time window, capped at a budget of events. Segments are lines with None
 separators (one trace per lane and colour); each segment is hoverable at its
 middle point (labels on every point would quadruple the figure's size).
 
-The detail view draws them with WebGL (Scattergl: 20,000 events stay interactive). The overview, the first
+The detail view draws them with WebGL (Scattergl: 20,000 events stay interactive), or, on the Analyze page, as SVG
+rectangles like the overview: there a box selection (issue 42) would redraw every WebGL trace on each move of the
+mouse (measured in headless Chromium without a GPU on 20,000 events of the 1.09M-event bench trace: a drag of 8
+moves took 17.6 s with WebGL, 0.35 s as SVG; a zoom redrew in 4.6 s against 1.7 s; the first draw took about the
+same). The overview, the first
 chart a trace shows, draws each lane's segments as rectangles of ONE filled SVG path (plus an invisible trace of
 their middle points that carries the hover text), within a budget of about two segments per pixel column.
 Measured in headless Chromium without a GPU (WebGL done in software) on this module's overview of a 1M-event
@@ -16,7 +20,7 @@ segment: 2,900 elements against 27), 1.1 s as WebGL; 10,000 as WebGL took 2.1 s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -57,6 +61,7 @@ class LaneSet:
     lanes: list[str]
     note: str = ""
     webgl: bool = True  # False: SVG rectangles (the overview; see the module's docstring)
+    drawn: list = field(default_factory=list)  # (lane y, the events drawn on it): what a find highlights
 
     def add_segments(
         self,
@@ -351,14 +356,17 @@ def detail_lanes(
     hi: int,
     origin: int | None = None,
     budget: int = DETAIL_EVENT_BUDGET,
+    webgl: bool = True,
 ) -> LaneSet:
     """Kernel-level lanes for events starting in [lo, hi): GPU streams, then host launch calls.
 
     A CPU-only trace has no GPU lanes; its host ops get one lane per thread instead.
-    Beyond the budget the longest events are kept and the note says so.
+    Beyond the budget the longest events are kept and the note says so. `webgl=False` draws every lane as SVG
+    rectangles, as the overview does (the Analyze page's detail, where a box selection would otherwise redraw
+    every WebGL trace: app/timeline_detail.py).
     """
     origin = analysis.time_origin_ns if origin is None else origin
-    lanes = LaneSet([], [])
+    lanes = LaneSet([], [], webgl=webgl)
     _phase_traces(lanes, analysis, origin, (lo, hi))
     _layer_traces(lanes, analysis, origin, lo, hi)
     ev = _window_events(timeline, lo, hi)
@@ -383,27 +391,14 @@ def detail_lanes(
         ):
             sub = part[mask]
             if len(sub):
-                trace = _event_trace(sub, steps, step_labels, origin, y, color, f"{label} s{stream}", window=ev)
-                lanes.traces.append(trace)
+                _event_trace(lanes, sub, steps, step_labels, origin, y, color, f"{label} s{stream}", window=ev)
     if gpu.empty:
         for tid, part in host.groupby("tid", sort=True):
-            lanes.traces.append(
-                _event_trace(
-                    part,
-                    steps,
-                    step_labels,
-                    origin,
-                    lanes.lane(f"host ops (thread {tid})"),
-                    palette.HOST,
-                    f"host ops t{tid}",
-                )
-            )
+            y = lanes.lane(f"host ops (thread {tid})")
+            _event_trace(lanes, part, steps, step_labels, origin, y, palette.HOST, f"host ops t{tid}")
     elif len(host):
-        lanes.traces.append(
-            _event_trace(
-                host, steps, step_labels, origin, lanes.lane("host launch calls"), palette.HOST, "host launch calls"
-            )
-        )
+        y = lanes.lane("host launch calls")
+        _event_trace(lanes, host, steps, step_labels, origin, y, palette.HOST, "host launch calls")
     _communication_lane(lanes, gpu if len(gpu) else host, steps, step_labels, origin, ev)
     return lanes
 
@@ -430,18 +425,9 @@ def _communication_lane(lanes: LaneSet, drawn: pd.DataFrame, steps, step_labels,
     _, category = categorize(drawn["name"].astype(str))
     comm = drawn[np.asarray(category, dtype=object) == "communication"]
     if len(comm):
-        lanes.traces.append(
-            _event_trace(
-                comm,
-                steps,
-                step_labels,
-                origin,
-                lanes.lane(COMM_LANE),
-                palette.CATEGORY["communication"],
-                "collectives",
-                window=window,
-            )
-        )
+        y = lanes.lane(COMM_LANE)
+        color = palette.CATEGORY["communication"]
+        _event_trace(lanes, comm, steps, step_labels, origin, y, color, "collectives", window=window)
 
 
 def _layer_traces(lanes: LaneSet, analysis: Analysis, origin: int, lo: int, hi: int) -> None:
@@ -462,19 +448,12 @@ def _layer_traces(lanes: LaneSet, analysis: Analysis, origin: int, lo: int, hi: 
     for parity, color in ((0, palette.LAYER_EVEN), (1, palette.LAYER_ODD)):
         mask = np.arange(n) % 2 == parity
         if mask.any():
-            lanes.traces.append(
-                _segments(
-                    _ms(starts[mask], origin),
-                    _ms(ends[mask], origin),
-                    y,
-                    hover[mask].tolist(),
-                    color,
-                    "layers" if parity == 0 else "layers (odd)",
-                )
-            )
+            name = "layers" if parity == 0 else "layers (odd)"
+            lanes.add_segments(_ms(starts[mask], origin), _ms(ends[mask], origin), y, hover[mask].tolist(), color, name)
 
 
 def _event_trace(
+    lanes: LaneSet,
     events: pd.DataFrame,
     steps: pd.DataFrame,
     step_labels: np.ndarray,
@@ -483,14 +462,16 @@ def _event_trace(
     color: str,
     name: str,
     window: pd.DataFrame | None = None,
-):
-    """One lane's events; `window`: the range's events, where a GPU event's launching call is looked up."""
+) -> None:
+    """One lane's events drawn on lane y (and kept in lanes.drawn); `window`: the range's events, where a GPU
+    event's launching call is looked up."""
     ts = events["ts"].to_numpy()
     dur = events["dur"].to_numpy()
     row = _step_of(ts, steps)
     step_text = np.where(row >= 0, step_labels[np.clip(row, 0, None)] if len(step_labels) else "", "outside steps")
     hover = event_hover(events, step_text, origin, window)
-    return _segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, color, name, LANE_WIDTH_PX - 4)
+    lanes.add_segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, color, name, LANE_WIDTH_PX - 4)
+    lanes.drawn.append((y, events))
 
 
 def lanes_figure(lanes: LaneSet, title: str, height: int | None = None, x_title: str = "ms from trace start"):

@@ -1,0 +1,108 @@
+"""What the kernel detail marks on top of its lanes (issue 42): the matches of a find, bright on every lane with the
+rest dimmed; the match stepped to, with a line. And the matches over the whole run, as a
+strip of counts, so a find shows where its matches are even when the detail draws a few steps.
+
+Which names match is decided once per distinct name (analysis.event_find.name_hits): here a name's code looks its
+answer up, for the events the detail drew (timeline.LaneSet.drawn), never for the whole trace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from . import palette
+from .hover import HOVERLABEL, event_hover
+from .timeline import LANE_WIDTH_PX, LaneSet, _ms, lanes_figure
+
+MATCH = "#f03e3e"  # a match: the one bright colour on a dimmed timeline
+DIMMED = 0.22  # opacity of everything that does not match while a find is on
+STRIP_BINS = 240  # bars of the matches-over-the-run strip (about 4 px each on a wide page)
+DETAIL_TITLE = "Kernel detail for the chosen range"
+
+
+def detail_figure(
+    lanes: LaneSet,
+    origin: int,
+    hits: np.ndarray | None = None,
+    focus_ms: tuple[float, float] | None = None,
+    dragmode: str = "zoom",
+):
+    """The detail figure of `lanes` (timeline.detail_lanes) with its marks; (figure, matches drawn). `hits`: per
+    name code (and a last False for code -1) whether the name matches a find; `focus_ms`: a match stepped to, which
+    the x axis zooms to. The lanes are not changed (a caller may keep them for the next figure)."""
+    fig = lanes_figure(lanes, DETAIL_TITLE)
+    drawn = 0
+    if hits is not None:
+        fig.update_traces(opacity=DIMMED)
+        matched, drawn = match_traces(lanes, hits, origin)
+        fig.add_traces(matched)
+    fig.update_layout(dragmode=dragmode, selectdirection="h")
+    if focus_ms is not None:
+        mid = (focus_ms[0] + focus_ms[1]) / 2
+        pad = max((focus_ms[1] - focus_ms[0]) * 4, 0.02)
+        fig.update_xaxes(range=[mid - pad, mid + pad])
+        fig.add_vline(x=focus_ms[0], line_color=MATCH, line_width=1, line_dash="dot")
+        fig.update_layout(uirevision=f"focus {focus_ms[0]:.6f}")  # a new match wins over the last drag
+    return fig, drawn
+
+
+def match_traces(lanes: LaneSet, hits: np.ndarray, origin: int) -> tuple[list, int]:
+    """The drawn events whose name matches, again on their own lanes, in the match colour and drawn the way the
+    lanes are (WebGL lines or SVG rectangles); (the traces, how many events they draw)."""
+    marks = LaneSet([], list(lanes.lanes), webgl=lanes.webgl)
+    count = 0
+    for y, events in lanes.drawn:
+        mask = _matching(events["name"], hits)
+        if not mask.any():
+            continue
+        part = events[mask]
+        ts, dur = part["ts"].to_numpy(), part["dur"].to_numpy()
+        hover = event_hover(part, np.full(len(part), "a match"), origin)
+        marks.add_segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, MATCH, "matches", LANE_WIDTH_PX)
+        count += len(part)
+    for i, trace in enumerate(marks.traces):  # one legend entry for every lane's matches
+        trace.legendgroup = "matches"
+        trace.showlegend = i == 0
+    return marks.traces, count
+
+
+def _matching(names: pd.Series, hits: np.ndarray) -> np.ndarray:
+    if isinstance(names.dtype, pd.CategoricalDtype) and len(names.cat.categories) + 1 == len(hits):
+        return hits[np.asarray(names.cat.codes)]
+    return np.zeros(len(names), dtype=bool)  # not the events' own column: nothing to look up (never drawn so)
+
+
+def match_strip(start_ms: np.ndarray, dur_us: np.ndarray, span_ms: float, focus_ms: float | None = None):
+    """The matches over the whole run: count per bin of the run's time, the bars' hover their count and time."""
+    span_ms = max(float(span_ms), 1e-6)
+    edges = np.linspace(0.0, span_ms, STRIP_BINS + 1)
+    count, _ = np.histogram(np.clip(start_ms, 0, span_ms), bins=edges)
+    time_us, _ = np.histogram(np.clip(start_ms, 0, span_ms), bins=edges, weights=dur_us)
+    mid = (edges[:-1] + edges[1:]) / 2
+    keep = count > 0
+    fig = go.Figure(
+        go.Bar(
+            x=mid[keep],
+            y=count[keep],
+            width=(edges[1] - edges[0]) * 0.9,
+            marker_color=MATCH,
+            customdata=np.stack([time_us[keep] / 1e3], axis=-1) if keep.any() else None,
+            hovertemplate="%{x:.3f} ms: %{y} matches, %{customdata[0]:.3f} ms<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=130,
+        margin={"l": 40, "r": 10, "t": 28, "b": 30},
+        title={"text": "Matches over the whole run (count per slice of time)", "font": {"size": 12}},
+        hoverlabel=HOVERLABEL,
+        showlegend=False,
+        dragmode=False,
+        bargap=0,
+    )
+    fig.update_xaxes(range=[0, span_ms], title=None, fixedrange=True)
+    fig.update_yaxes(fixedrange=True, rangemode="tozero")
+    if focus_ms is not None:
+        fig.add_vline(x=focus_ms, line_color=palette.HOST, line_width=2)
+    return fig
