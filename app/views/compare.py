@@ -17,7 +17,7 @@ from ..source_loading import load_source
 from ..tables import shown_frame
 from ..trace_sources import TraceSource, all_sources, default_pair
 from ..upload_box import upload_box
-from ..uploads import upload_names
+from ..uploads import upload_names, upload_run_names
 
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
@@ -25,7 +25,7 @@ ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logd
 def session_sources(state) -> list[TraceSource]:
     """Every trace this session knows: the samples, past runs, uploads (from any page) and the log directory's
     traces (those opened on Analyze first)."""
-    known = all_sources(upload_names(state))
+    known = all_sources(upload_names(state), upload_run_names(state))
     return known + [s for s in logdir_panel.listed_sources(state) if s.key not in {k.key for k in known}]
 
 

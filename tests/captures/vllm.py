@@ -49,6 +49,10 @@ class Capture:
     server: ServerOptions
     plan: tuple[Send, ...]
     note: str
+    # False: the worker's python frames are taken out of its trace as it is written (what vLLM writes for a worker
+    # profiled without stacks), while the API server keeps its own (its request frames give the arrivals): vLLM has
+    # one with_stack for both processes, and a worker's frames run to a few hundred KB a step
+    worker_frames: bool = True
 
 
 def _server(**changes) -> ServerOptions:
@@ -60,6 +64,15 @@ DEFAULTS_DETAILED = _server(detailed_annotations=True)  # vLLM's profiler defaul
 SHAPES_ONLY = _server(record_shapes=True, with_stack=False)
 NO_FRONT_END = _server(record_shapes=True, with_stack=False, profile_front_end=False)
 SMALL_KV = _server(record_shapes=True, with_stack=False, block_size=32, kv_blocks=10, max_model_len=256)
+# issue 41's serving findings, each with a capture made to show it and one made not to. Stacks stay on for the API
+# server's request frames (the arrivals); the worker's frames are taken out (Capture.worker_frames)
+ARRIVALS = ServerOptions(max_num_batched_tokens=32, max_num_seqs=4, record_shapes=True)
+# 13 blocks of 16: vLLM keeps one aside (its null block), 12 hold sequences, and 192 positions fit one request
+KV_FULL = _server(record_shapes=True, block_size=16, kv_blocks=13, max_model_len=192)
+# a model wide enough (512) that a prompt chunk of 256 positions costs several decode steps on this CPU
+WIDE_CHUNKS = ServerOptions(
+    max_num_batched_tokens=256, max_num_seqs=4, record_shapes=True, with_stack=False, hidden=512, max_model_len=2048
+)
 
 CAPTURES = {
     c.name: c
@@ -107,6 +120,57 @@ CAPTURES = {
             (Send(0.0, 100, 70), Send(0.02, 100, 70), Send(0.04, 100, 70)),
             "a KV space of 10 blocks of 32 tokens for three requests of 170 tokens (6 blocks each): a running "
             "request is preempted and recomputed (made 2026-12-03: preempted at step 71 of 154)",
+        ),
+        Capture(
+            "hol_long_prompt",
+            ARRIVALS,
+            (Send(0.0, 1000, 2), Send(0.06, 8, 3), Send(0.1, 8, 3), Send(0.14, 8, 3)),
+            "head-of-line blocking: a 1000-token prompt chunked over about thirty steps of a 32-token budget while "
+            "three short requests arrive; vLLM schedules the running prompt first, so they wait behind it",
+            worker_frames=False,
+        ),
+        Capture(
+            "hol_short_prompts",
+            ARRIVALS,
+            (Send(0.0, 30, 2), Send(0.06, 8, 3), Send(0.1, 8, 3), Send(0.14, 8, 3)),
+            "hol_long_prompt's plan with a 30-token prompt (one step) in place of the long one: nothing to wait behind",
+            worker_frames=False,
+        ),
+        Capture(
+            "never_fills",
+            ARRIVALS,
+            (Send(0.0, 12, 12), Send(0.1, 12, 12), Send(0.2, 12, 12)),
+            "a light load: three requests spaced out, at most three in the batch of four and none waiting",
+            worker_frames=False,
+        ),
+        Capture(
+            "queued_kv_full",
+            KV_FULL,
+            (
+                *(Send(0.0, 8, 3) for _ in range(4)),
+                Send(0.25, 81, 15),
+                Send(0.3, 81, 15),
+                Send(0.45, 8, 3),
+                Send(0.5, 8, 3),
+            ),
+            "queueing while the batch has room: four short requests fill the batch of four, then two 81-token "
+            "prompts (6 blocks of 16 each, up to their 96th position) take all twelve KV blocks, and two short "
+            "requests wait for a block while two sequences run",
+            worker_frames=False,
+        ),
+        Capture(
+            "interference_chunks",
+            WIDE_CHUNKS,
+            (Send(0.0, 16, 24), Send(0.15, 1000, 2), Send(0.45, 1000, 2)),
+            "prefill-decode interference: a request decoding while two 1000-token prompts are chunked beside it (256 "
+            "positions a step, a model 512 wide)",
+        ),
+        Capture(
+            "interference_small_chunks",
+            WIDE_CHUNKS,
+            (Send(0.0, 16, 24), Send(0.1, 6, 2), Send(0.2, 6, 2), Send(0.3, 6, 2)),
+            "interference_chunks' server with short prompts (6 tokens) joining the decoding request: mixed steps that "
+            "cost next to nothing",
         ),
         Capture(
             "no_front_end",
@@ -172,9 +236,12 @@ def _write_capture(capture: Capture, written: list[Path], clients: list, logs, o
         if path in workers:
             spans = take_markers(doc)
             base_us = float(doc.get("baseTimeNanoseconds", 0)) / 1000
+            if not capture.worker_frames:
+                doc = make_twins(doc, python=True, annotations=True)
         _write_gzip_json(folder / path.name, doc)
     how = {
         "note": capture.note,
+        "worker_frames": capture.worker_frames,
         "server": asdict(capture.server),
         "plan": [asdict(s) for s in capture.plan],
         "versions": _versions(),
@@ -207,13 +274,14 @@ def _versions() -> dict:
     return {"server": server, "client_python": platform.python_version()}
 
 
-def make_twins(doc: dict, python: bool) -> dict:
-    """The worker trace other setups produce: vLLM's step annotations removed (`execute_...` spans), and with
-    `python` also every python frame (a profile without stacks). Returns a new document."""
+def make_twins(doc: dict, python: bool, annotations: bool = False) -> dict:
+    """The worker trace other setups produce: vLLM's step annotations removed (`execute_...` spans; kept with
+    `annotations`), and with `python` also every python frame (a profile without stacks). Returns a new document."""
     events = []
     for event in doc.get("traceEvents", []):
         name = str(event.get("name", ""))
-        if event.get("cat") in ("user_annotation", "gpu_user_annotation") and name.startswith("execute_"):
+        annotation = event.get("cat") in ("user_annotation", "gpu_user_annotation") and name.startswith("execute_")
+        if annotation and not annotations:
             continue
         if python and event.get("cat") == "python_function":
             continue
@@ -240,8 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     for capture in chosen:
         sessions.setdefault(capture.server, []).append(capture)
     with tempfile.TemporaryDirectory(prefix="vllm-captures-") as tmp:
-        model = make_model_dir(Path(tmp) / "model")
+        models: dict[int, Path] = {}
         for i, group in enumerate(sessions.values()):
+            hidden = group[0].server.hidden
+            if hidden not in models:
+                models[hidden] = make_model_dir(Path(tmp) / f"model{hidden}", hidden=hidden)
+            model = models[hidden]
             work = Path(tmp) / f"session{i}"
             for truth in capture_session(group, args.out, model, work):
                 counts = {k: v for k, v in truth["counts"].items() if v}
