@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from ..analysis.request_figures import step_requests
-from ..exporters.figures import request_lanes
+from ..exporters.figures import request_charts, request_lanes
 from ..exporters.request_tables import COLUMNS, requests_table, step_composition
 from ..exporters.safe_text import for_markdown
 from . import tables
@@ -69,6 +69,9 @@ def section(loaded: LoadedTrace) -> None:
         "its first step, its prompt's chunks, decoding from its first token, and its last token. Choose a request "
         "in the table to outline its steps on the timeline above; choose a step to list the requests it served."
     )
+    if request_charts.has_distributions(rows):
+        runs = [(loaded.name, requests_table(loaded.analysis))]
+        st.plotly_chart(request_charts.request_distributions(runs), width="stretch", key=f"request_dists_{tag}")
     chosen = chosen_request(st.session_state, loaded)
     part, packed = _page(rows, tag)
     figure = request_lanes.request_lanes_figure(loaded.analysis, part, packed=packed, chosen=chosen)

@@ -28,6 +28,9 @@ STEPS_LANE = "steps"
 LANE_HEIGHT_PX = 20  # one request's lane
 BAR = 0.62  # a bar's height as a share of a lane
 PAGE = 40  # requests one a lane on a page
+MAX_HEIGHT_PX = 900  # more lanes than fit share this height (thinner); their names are left out past NAMED_LANES
+NAMED_LANES = 60
+STEP_GAP = 0.04  # a step is drawn this share of its length short of the next
 UNKNOWN_LEGEND = (
     "unknown kind (record_shapes=True, the engine's step annotations or the API server's trace would tell it)"
 )
@@ -118,8 +121,9 @@ def request_lanes_figure(
         lane_of = {rid: i for i, rid in enumerate(order)}
         names = [f"request {rid}" for rid in order]
     lanes = LaneSet([], [STEPS_LANE, *names], webgl=False)
-    _steps_lane(lanes, analysis)
     frame = segments.frame
+    span = (float(frame["start_ms"].min()), float(frame["end_ms"].max())) if len(frame) else None
+    _steps_lane(lanes, analysis, span)
     y = -1 - frame["request"].map(lane_of).to_numpy(dtype=float) if len(frame) else np.zeros(0)
     for state, (legend, color) in STATES.items():
         mask = (frame["state"] == state).to_numpy() if len(frame) else np.zeros(0, dtype=bool)
@@ -148,7 +152,9 @@ def request_lanes_figure(
     return _figure(lanes, title)
 
 
-def _steps_lane(lanes: LaneSet, analysis: Analysis) -> None:
+def _steps_lane(lanes: LaneSet, analysis: Analysis, span_ms: tuple[float, float] | None) -> None:
+    """The steps by kind (within `span_ms`, the requests' time, when given), each a little short of the next so
+    that neighbours of one kind stay two steps."""
     steps = analysis.steps
     if not len(steps):
         return
@@ -156,22 +162,13 @@ def _steps_lane(lanes: LaneSet, analysis: Analysis) -> None:
     kind = steps["kind"].to_numpy(dtype=object)
     start, end = (steps["start_ns"].to_numpy() - origin) / 1e6, (steps["end_ns"].to_numpy() - origin) / 1e6
     index = np.arange(len(steps))
+    inside = np.ones(len(steps), dtype=bool) if span_ms is None else (end >= span_ms[0]) & (start <= span_ms[1])
+    shown_end = end - STEP_GAP * (end - start)
     for k, (legend, color) in {**STEP_KINDS, None: ("empty step", palette.OTHER_STEP)}.items():
-        mask = kind == k if k else ~np.isin(kind, list(STEP_KINDS))
+        mask = inside & (kind == k if k else ~np.isin(kind, list(STEP_KINDS)))
         if mask.any():
             hover = [f"step {i} · {kind[i]}" for i in index[mask]]
-            lanes.traces += rectangles(start[mask], end[mask], 0.0, hover, color, legend, hover_points=3)
-    bounds = np.repeat(start, 3)  # a thin line where each step starts: neighbours of one kind stay two steps
-    lanes.traces.append(
-        go.Scatter(
-            x=bounds,
-            y=np.tile([-BAR / 2, BAR / 2, np.nan], len(start)),
-            mode="lines",
-            line={"color": "#ffffff", "width": 1},
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
+            lanes.traces += rectangles(start[mask], shown_end[mask], 0.0, hover, color, legend, hover_points=3)
 
 
 def _draw(lanes: LaneSet, part: pd.DataFrame, y: np.ndarray, color: str, legend: str) -> None:
@@ -221,19 +218,20 @@ def _outline(lo: float, hi: float, y: float, request: int) -> go.Scatter:
 def _figure(lanes: LaneSet, title: str) -> go.Figure:
     n = len(lanes.lanes)
     fig = go.Figure(lanes.traces)
+    height = min(LANE_HEIGHT_PX * n, MAX_HEIGHT_PX)  # a browser draws a tall SVG slowly (bench/request_lanes_bench.py)
     fig.update_layout(
         title={"text": f"{title} (ms from trace start, the timeline's clock)", "font": {"size": 14}},
-        height=150 + LANE_HEIGHT_PX * n,
+        height=150 + height,
         margin={"l": 90, "r": 10, "t": 40, "b": 60},
         hovermode="closest",
         hoverlabel=HOVERLABEL,
         dragmode="zoom",
-        legend={"orientation": "h", "yanchor": "top", "y": -30 / (LANE_HEIGHT_PX * n + 60), "x": 0.0},
+        legend={"orientation": "h", "yanchor": "top", "y": -30 / (height + 60), "x": 0.0},
         uirevision=title,
     )
     fig.update_yaxes(
-        tickvals=[-i for i in range(n)],
-        ticktext=lanes.lanes,
+        tickvals=[-i for i in range(n)] if n <= NAMED_LANES else [0],
+        ticktext=lanes.lanes if n <= NAMED_LANES else [STEPS_LANE],
         range=[-(n - 0.4), 0.6],
         fixedrange=True,
         showgrid=False,

@@ -49,10 +49,6 @@ class Capture:
     server: ServerOptions
     plan: tuple[Send, ...]
     note: str
-    # False: the worker's python frames are taken out of its trace as it is written (what vLLM writes for a worker
-    # profiled without stacks), while the API server keeps its own (its request frames give the arrivals): vLLM has
-    # one with_stack for both processes, and a worker's frames run to a few hundred KB a step
-    worker_frames: bool = True
 
 
 def _server(**changes) -> ServerOptions:
@@ -64,11 +60,13 @@ DEFAULTS_DETAILED = _server(detailed_annotations=True)  # vLLM's profiler defaul
 SHAPES_ONLY = _server(record_shapes=True, with_stack=False)
 NO_FRONT_END = _server(record_shapes=True, with_stack=False, profile_front_end=False)
 SMALL_KV = _server(record_shapes=True, with_stack=False, block_size=32, kv_blocks=10, max_model_len=256)
-# issue 41's serving findings, each with a capture made to show it and one made not to. Stacks stay on for the API
-# server's request frames (the arrivals); the worker's frames are taken out (Capture.worker_frames)
+# issue 41's serving findings, each with a capture made to show it and one made not to. The arrivals come from the
+# API server's request frames, so those captures keep vLLM's default stacks (a worker's frames cost ~180 KB a step:
+# their plans are a few steps long)
 ARRIVALS = ServerOptions(max_num_batched_tokens=32, max_num_seqs=4, record_shapes=True)
-# 13 blocks of 16: vLLM keeps one aside (its null block), 12 hold sequences, and 192 positions fit one request
-KV_FULL = _server(record_shapes=True, block_size=16, kv_blocks=13, max_model_len=192)
+# 7 blocks of 32 (vLLM's CPU attention takes multiples of 32): vLLM keeps one aside (its null block), 6 hold
+# sequences, and 192 positions fit one request
+KV_FULL = _server(record_shapes=True, block_size=32, kv_blocks=7, max_model_len=192)
 # a model wide enough (512) that a prompt chunk of 256 positions costs several decode steps on this CPU
 WIDE_CHUNKS = ServerOptions(
     max_num_batched_tokens=256, max_num_seqs=4, record_shapes=True, with_stack=False, hidden=512, max_model_len=2048
@@ -124,39 +122,23 @@ CAPTURES = {
         Capture(
             "hol_long_prompt",
             ARRIVALS,
-            (Send(0.0, 1000, 2), Send(0.06, 8, 3), Send(0.1, 8, 3), Send(0.14, 8, 3)),
-            "head-of-line blocking: a 1000-token prompt chunked over about thirty steps of a 32-token budget while "
-            "three short requests arrive; vLLM schedules the running prompt first, so they wait behind it",
-            worker_frames=False,
-        ),
-        Capture(
-            "hol_short_prompts",
-            ARRIVALS,
-            (Send(0.0, 30, 2), Send(0.06, 8, 3), Send(0.1, 8, 3), Send(0.14, 8, 3)),
-            "hol_long_prompt's plan with a 30-token prompt (one step) in place of the long one: nothing to wait behind",
-            worker_frames=False,
+            (Send(0.0, 320, 2), Send(0.1, 8, 2), Send(0.12, 8, 2)),
+            "head-of-line blocking: a 320-token prompt chunked over ten steps of a 32-token budget while two short "
+            "requests arrive; vLLM schedules the running prompt first, so they wait behind it",
         ),
         Capture(
             "never_fills",
             ARRIVALS,
-            (Send(0.0, 12, 12), Send(0.1, 12, 12), Send(0.2, 12, 12)),
-            "a light load: three requests spaced out, at most three in the batch of four and none waiting",
-            worker_frames=False,
+            (Send(0.0, 12, 6), Send(0.05, 12, 6)),
+            "a light load: two short requests, the second sent while the first decodes; at most two in a batch of "
+            "four and none waiting (nothing long to wait behind either)",
         ),
         Capture(
             "queued_kv_full",
             KV_FULL,
-            (
-                *(Send(0.0, 8, 3) for _ in range(4)),
-                Send(0.25, 81, 15),
-                Send(0.3, 81, 15),
-                Send(0.45, 8, 3),
-                Send(0.5, 8, 3),
-            ),
-            "queueing while the batch has room: four short requests fill the batch of four, then two 81-token "
-            "prompts (6 blocks of 16 each, up to their 96th position) take all twelve KV blocks, and two short "
-            "requests wait for a block while two sequences run",
-            worker_frames=False,
+            (Send(0.0, 86, 11), Send(0.0, 86, 11), Send(0.12, 8, 2), Send(0.12, 8, 2)),
+            "queueing while the batch has room: two 86-token prompts (3 blocks of 32 each, up to their 96th "
+            "position) take all six KV blocks, and two short requests wait for a block while two sequences run",
         ),
         Capture(
             "interference_chunks",
@@ -236,12 +218,9 @@ def _write_capture(capture: Capture, written: list[Path], clients: list, logs, o
         if path in workers:
             spans = take_markers(doc)
             base_us = float(doc.get("baseTimeNanoseconds", 0)) / 1000
-            if not capture.worker_frames:
-                doc = make_twins(doc, python=True, annotations=True)
         _write_gzip_json(folder / path.name, doc)
     how = {
         "note": capture.note,
-        "worker_frames": capture.worker_frames,
         "server": asdict(capture.server),
         "plan": [asdict(s) for s in capture.plan],
         "versions": _versions(),
@@ -274,14 +253,13 @@ def _versions() -> dict:
     return {"server": server, "client_python": platform.python_version()}
 
 
-def make_twins(doc: dict, python: bool, annotations: bool = False) -> dict:
-    """The worker trace other setups produce: vLLM's step annotations removed (`execute_...` spans; kept with
-    `annotations`), and with `python` also every python frame (a profile without stacks). Returns a new document."""
+def make_twins(doc: dict, python: bool) -> dict:
+    """The worker trace other setups produce: vLLM's step annotations removed (`execute_...` spans), and with
+    `python` also every python frame (a profile without stacks). Returns a new document."""
     events = []
     for event in doc.get("traceEvents", []):
         name = str(event.get("name", ""))
-        annotation = event.get("cat") in ("user_annotation", "gpu_user_annotation") and name.startswith("execute_")
-        if annotation and not annotations:
+        if event.get("cat") in ("user_annotation", "gpu_user_annotation") and name.startswith("execute_"):
             continue
         if python and event.get("cat") == "python_function":
             continue
