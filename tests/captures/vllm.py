@@ -136,8 +136,8 @@ CAPTURES = {
         Capture(
             "queued_kv_full",
             KV_FULL,
-            (Send(0.0, 86, 11), Send(0.0, 86, 11), Send(0.12, 8, 2), Send(0.12, 8, 2)),
-            "queueing while the batch has room: two 86-token prompts (3 blocks of 32 each, up to their 96th "
+            (Send(0.0, 85, 12), Send(0.0, 85, 12), Send(0.045, 8, 2), Send(0.045, 8, 2)),
+            "queueing while the batch has room: two 85-token prompts (3 blocks of 32 each, up to their 96th "
             "position) take all six KV blocks, and two short requests wait for a block while two sequences run",
         ),
         Capture(
