@@ -122,7 +122,7 @@ CAPTURES = {
         Capture(
             "hol_long_prompt",
             ARRIVALS,
-            (Send(0.0, 320, 2), Send(0.1, 8, 2), Send(0.12, 8, 2)),
+            (Send(0.0, 320, 2), Send(0.02, 8, 2), Send(0.03, 8, 2)),
             "head-of-line blocking: a 320-token prompt chunked over ten steps of a 32-token budget while two short "
             "requests arrive; vLLM schedules the running prompt first, so they wait behind it",
         ),
@@ -136,21 +136,21 @@ CAPTURES = {
         Capture(
             "queued_kv_full",
             KV_FULL,
-            (Send(0.0, 85, 12), Send(0.0, 85, 12), Send(0.045, 8, 2), Send(0.045, 8, 2)),
-            "queueing while the batch has room: two 85-token prompts (3 blocks of 32 each, up to their 96th "
+            (Send(0.0, 80, 17), Send(0.0, 80, 17), Send(0.035, 8, 2), Send(0.035, 8, 2)),
+            "queueing while the batch has room: two 80-token prompts (3 blocks of 32 each, up to their 96th "
             "position) take all six KV blocks, and two short requests wait for a block while two sequences run",
         ),
         Capture(
             "interference_chunks",
             WIDE_CHUNKS,
-            (Send(0.0, 16, 24), Send(0.15, 1000, 2), Send(0.45, 1000, 2)),
+            (Send(0.0, 16, 40), Send(0.03, 1000, 2), Send(0.1, 1000, 2)),
             "prefill-decode interference: a request decoding while two 1000-token prompts are chunked beside it (256 "
             "positions a step, a model 512 wide)",
         ),
         Capture(
             "interference_small_chunks",
             WIDE_CHUNKS,
-            (Send(0.0, 16, 24), Send(0.1, 6, 2), Send(0.2, 6, 2), Send(0.3, 6, 2)),
+            (Send(0.0, 16, 40), Send(0.03, 6, 2), Send(0.06, 6, 2), Send(0.09, 6, 2), Send(0.12, 6, 2)),
             "interference_chunks' server with short prompts (6 tokens) joining the decoding request: mixed steps that "
             "cost next to nothing",
         ),
