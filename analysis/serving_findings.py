@@ -210,7 +210,7 @@ def head_of_line(run: _Run, rows: pd.DataFrame, waits: list[_Wait]) -> Finding |
         Finding(
             "head-of-line-blocking",
             "warn",
-            f"{len(behind)} request(s) waited {_ms(total)} behind a long prompt's prefill",
+            f"{len(behind)} request(s) waited behind a long prompt's prefill, {_ms(total)} in all",
             f"Request {rid}'s {prompt_text} ran over {last - first + 1} steps (steps {first} to {last}), each carrying "
             f"the whole token budget the run shows ({run.budget:.0f} positions); {len(behind)} request(s) arrived "
             f"during it and were scheduled only after it ({who}). vLLM schedules running requests first, so a long "
