@@ -162,4 +162,3 @@ def test_a_capture_without_its_front_end_says_the_request_count_is_unknown_and_w
     assert cards["Requests"] == "unknown"
     (why,) = [c.value for c in at.caption if c.value.startswith(":material/help: Requests unknown")]
     assert "API server's trace" in why  # what to record next time
-
