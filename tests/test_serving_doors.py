@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from analysis.front_door import TraceBytes, open_folder
@@ -134,3 +135,19 @@ def test_the_html_report_has_a_requests_section(tmp_path, cli_answer):
     assert f"Requests ({cli_answer['requests']})" in text
     assert "TTFT from" in text and "arrival (API server)" in text  # the table, and where each TTFT is measured from
     assert "a_request_lanes" in text and "a_request_dists" in text  # the lanes and the distributions
+
+
+def test_the_compare_page_offers_each_serving_folder_as_one_run(logs, cli_answer):
+    """Compare's pickers list the log directory's runs as one entry each, opened as analyze DIR opens them."""
+    from analysis.compare import compare
+    from app.views.compare import session_sources
+
+    state: dict = {}
+    runs = [s for s in session_sources(state) if s.origin == "logdir" and s.path.is_dir()]
+    assert [s.label for s in runs] == ["served/"]
+    loaded = load_source(runs[0], state)
+    assert _plain(loaded.report) == cli_answer
+    other = load_source(next(s for s in session_sources(state) if s.label.startswith("alone/")), state)
+    result = compare(loaded.analysis, other.analysis, "served", "alone")
+    row = result.metrics.set_index("metric").loc["requests"]
+    assert row["a"] == cli_answer["requests"] and np.isnan(row["b"])  # the worker alone cannot count them
