@@ -78,10 +78,13 @@ def compare(a: Analysis, b: Analysis, label_a: str = "A", label_b: str = "B") ->
     """Compare trace b against trace a (a is the baseline: deltas are b - a)."""
     rows = []
     on_gpu = a.summary.on_gpu or b.summary.on_gpu
+    served = a.summary.served or b.summary.served
     for m in COMPARED_METRICS:
         va, vb = m.value(a.summary), m.value(b.summary)
         if not m.headline and math.isnan(va) and math.isnan(vb):
             continue  # a figure neither trace has (memory without memory events): no row of n/a
+        if m.serving_card and not m.headline and not served:
+            continue  # a served run's figures (requests, TTFT p90, tokens/s over the run): rows of a serving pair
         ratio = vb / va if va and not math.isnan(va) else math.nan
         rows.append((m.key, m.label_for(on_gpu), m.unit, va, vb, vb - va, ratio))
     metrics = _without_repeats(pd.DataFrame(rows, columns=list(METRIC_COLUMNS)))

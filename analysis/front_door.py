@@ -303,6 +303,30 @@ def open_folder(
     )
 
 
+def open_folder_trace(
+    source: str | os.PathLike | Sequence[str | os.PathLike | TraceBytes],
+    options: AnalysisOptions | None = None,
+    *,
+    model: ModelShape | str | None = None,
+    device: Hardware | str | None = None,
+    cache: CachePolicy = USE_CACHE,
+    progress: Progress | None = None,
+    limits: ReadLimits | None = None,
+    name: str | None = None,
+) -> Opened:
+    """The one trace a page (or compare, report, export) shows for a folder, a glob or files uploaded together: its
+    worker with the API server's trace as its front end (`analyze DIR`'s single-trace object), or, with several
+    ranks, the first rank's answer, the one that serves every request (as `run.requests` is; the Ranks page and
+    `analyze DIR` show them all). Raises like open_folder."""
+    opened = open_folder(
+        source, options, model=model, device=device, cache=cache, progress=progress, limits=limits, single=True
+    )
+    if isinstance(opened, OpenedRun):
+        first = opened.ranks[0]
+        return replace(first, name=f"{name or opened.name} (rank {first.report.get('rank', 0)} of {len(opened.ranks)})")
+    return replace(opened, name=name or opened.name)
+
+
 def _run_of(read, members, label, options, given, limits, notify, front) -> OpenedRun:
     from ..parsers.ranks import rank_timelines
     from .ranks import analyze_ranks

@@ -36,6 +36,9 @@ class Metric:
     stand_in: str | None = None
     cpu_card: str | None = None  # the card's label on a CPU-only trace ("Host busy"); "{kind}" as in card_label
     gpu_only: bool = False  # a figure a CPU-only trace does not have (launch calls): no card, no line there
+    # a served run's cards (issue 41) lead with these, in this order (0: not one of them), labelled serving_label
+    serving_card: int = 0
+    serving_label: str | None = None
 
     @property
     def card(self) -> str:
@@ -81,9 +84,43 @@ class Metric:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("ttft_ms", "TTFT", "ms", "lower", "ttft_ms", card_label="TTFT"),
-    Metric("itl_p50_ms", "ITL p50", "ms", "lower", "itl_ms", item="p50"),
-    Metric("itl_p90_ms", "ITL p90", "ms", "lower", "itl_ms", item="p90"),
+    Metric(
+        "requests",
+        "requests",
+        "",
+        None,
+        "requests",
+        card_label="Requests",
+        headline=False,
+        compared=True,
+        serving_card=1,
+    ),
+    Metric("ttft_ms", "TTFT", "ms", "lower", "ttft_ms", card_label="TTFT", serving_card=2, serving_label="TTFT p50"),
+    Metric(
+        "ttft_p90_ms",
+        "TTFT p90 over requests",
+        "ms",
+        "lower",
+        "ttft_ms_dist",
+        item="p90",
+        card_label="TTFT p90",
+        headline=False,
+        compared=True,
+        serving_card=3,
+    ),
+    Metric("itl_p50_ms", "ITL p50", "ms", "lower", "itl_ms", item="p50", serving_card=4),
+    Metric("itl_p90_ms", "ITL p90", "ms", "lower", "itl_ms", item="p90", serving_card=5),
+    Metric(
+        "run_tokens_per_s",
+        "tokens/s over the run",
+        "tok/s",
+        "higher",
+        "run_tokens_per_s",
+        card_label="Tokens/s (run)",
+        headline=False,
+        compared=True,
+        serving_card=6,
+    ),
     Metric("itl_p99_ms", "ITL p99", "ms", "lower", "itl_ms", item="p99", headline=False),
     Metric("step_ms", "step time", "ms", "lower", "step_ms", card_label="Step time ({kind})"),
     Metric("tokens_per_step", "tokens per step", "", None, "tokens_per_step", card_label="Tokens / {kind} step"),
@@ -224,6 +261,8 @@ METRICS: tuple[Metric, ...] = (
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
 COMPARED: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline or m.compared or m.key == "tokens_per_s")
+SERVING_CARDS: tuple[Metric, ...] = tuple(sorted((m for m in METRICS if m.serving_card), key=lambda m: m.serving_card))
+UNKNOWN = "unknown"
 
 
 def card_metrics(summary: Any, on_gpu: bool | None = None) -> list[tuple[Metric, str]]:
@@ -240,7 +279,23 @@ def card_metrics(summary: Any, on_gpu: bool | None = None) -> list[tuple[Metric,
         if shown.gpu_only and not on_gpu:
             continue
         cards.append((shown, shown.card_label_for(kind, bool(on_gpu))))
+    if _get(summary, "served"):  # a served run: its requests first, then the steps' figures not shown among them
+        lead = [(m, m.serving_label or m.card_label_for(kind, bool(on_gpu))) for m in SERVING_CARDS]
+        cards = lead + [(m, label) for m, label in cards if not m.serving_card]
     return cards
+
+
+def unknown_reason(m: Metric, summary: Any) -> str | None:
+    """Why a card's figure is null and what to record next time (the analysis's summary.unknown_reasons), None when
+    the figure is known or nothing says why."""
+    if not math.isnan(m.value(summary)):
+        return None
+    reasons = _get(summary, "unknown_reasons") or {}
+    return reasons.get(m.key) if isinstance(reasons, Mapping) else None
+
+
+def _get(summary: Any, name: str, default: Any = None) -> Any:
+    return summary.get(name, default) if isinstance(summary, Mapping) else getattr(summary, name, default)
 
 
 def metric(key: str) -> Metric:

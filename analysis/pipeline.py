@@ -25,6 +25,7 @@ from .request_figures import request_table, served_itl_ns, served_warnings, with
 from .sanity import check_analysis
 from .serving import follow_served
 from .serving.front_end import FrontEnd
+from .serving_findings import serving_findings
 from .step_finding import find_steps
 from .steps import measure_steps
 from .summary import inter_token_latency_ns, outlier_mask, summarize
@@ -74,6 +75,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None, 
     if warned := served_warnings(summary, steps, served):
         segmentation = replace(segmentation, warnings=(*segmentation.warnings, *warned))
     findings = make_findings(steps, gaps, summary, outliers, options) + long_host_call(act, busy_all, steps)
+    findings = with_serving(findings, serving_findings(steps, requests.rows, itl, outliers))
     steps = steps.assign(itl_ns=itl, outlier=outliers)
     result = Analysis(
         steps=steps,
@@ -95,6 +97,14 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None, 
         result = replace(result, model_proposal=propose_model(timeline, result))  # reads the anatomy's layers
     result = with_memory(timeline, result)  # per-step memory and summary.memory, when the trace has memory events
     return check_analysis(result)
+
+
+def with_serving(findings: list, served: list) -> list:
+    """The findings with a served run's (analysis.serving_findings); prefill-decode interference says what
+    batching-cost says, per decode token and priced for the requests, so batching-cost gives way to it."""
+    if any(f.id == "prefill-decode-interference" for f in served):
+        findings = [f for f in findings if f.id != "batching-cost"]
+    return findings + served
 
 
 def _host_only(events: pd.DataFrame) -> bool:

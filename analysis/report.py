@@ -80,6 +80,7 @@ def _request(row) -> dict:
         "request": int(row.request),
         "arrival_us": row.arrival_ns / 1000.0 if row.arrival_ns >= 0 else None,
         "first_step": count(row.first_step),
+        "first_token_step": count(row.first_token_step),
         "last_step": count(row.last_step),
         "steps": [int(s) for s in row.steps],
         "prompt_tokens": count(row.prompt_tokens),

@@ -56,17 +56,53 @@ def with_request_figures(
     pooled over its decoding sequences."""
     kind = steps["kind"].to_numpy(dtype=object) if len(steps) else np.zeros(0, dtype=object)
     unknown = int((kind == "unknown").sum())
-    summary = replace(summary, ttft_ms_dist=ttft_distribution(requests.rows), unknown_steps=unknown)
+    summary = replace(
+        summary, ttft_ms_dist=ttft_distribution(requests.rows), unknown_steps=unknown, requests=requests.count
+    )
     if served is None:
         return summary
     ttft = requests.rows["ttft_ms"].to_numpy(dtype=float) if len(requests.rows) else np.zeros(0)
     known = np.isfinite(ttft)
     by_request = dict(zip(requests.rows["request"].to_numpy()[known].tolist(), ttft[known].tolist(), strict=True))
-    return replace(
+    summary = replace(
         summary,
         ttft_ms=float(np.median(ttft[known])) if known.any() else None,
         ttft_ms_by_request=by_request,
         itl_ms=pooled_itl_ms(itl, outliers, served.counts["D"].to_numpy(), kind),
+        served=True,
+    )
+    return with_run_figures(summary, requests, steps, served)
+
+
+def with_run_figures(summary: Summary, requests: RequestTable, steps: pd.DataFrame, served: Served) -> Summary:
+    """A served run's tokens over the run: every step's decoding sequences (one token each) and the prompts it
+    completed (their first token), over the time from the first step's start to the last one's end; and why each
+    headline figure that is null is null, with what would tell it next time."""
+    counts = served.counts
+    given = counts["D"].to_numpy() + counts["C"].to_numpy()
+    known = (counts["D"].to_numpy() != UNKNOWN) & (counts["C"].to_numpy() != UNKNOWN)
+    span_s = float(steps["end_ns"].max() - steps["start_ns"].min()) / 1e9 if len(steps) else 0.0
+    tokens = int(given.sum()) if len(given) and known.all() else None
+    reasons: dict[str, str] = {}
+    if requests.count is None:
+        reasons["requests"] = requests.reason or "requests unknown"
+    if tokens is None:
+        reasons["run_tokens_per_s"] = (
+            f"tokens unknown: {int((~known).sum())} step(s) whose decoding sequences or completed prompts the trace "
+            "does not say; record_shapes=True, the engine's annotations or the API server's trace beside the "
+            "worker's would"
+        )
+    if summary.ttft_ms is None:
+        reasons["ttft_ms"] = TTFT_UNKNOWN
+    if summary.itl_ms is None:
+        reasons["itl_p50_ms"] = reasons["itl_p90_ms"] = (
+            "ITL unknown: no step's decoding sequences are known; record_shapes=True or the engine's annotations would"
+        )
+    return replace(
+        summary,
+        output_tokens=tokens,
+        run_tokens_per_s=tokens / span_s if tokens is not None and span_s > 0 else None,
+        unknown_reasons=reasons,
     )
 
 
@@ -95,8 +131,18 @@ def served_warnings(summary: Summary, steps: pd.DataFrame, served: Served | None
         return []
     if not np.isin(steps["kind"].to_numpy(dtype=object), ("prefill", "mixed", "unknown")).any():
         return []
-    return [
-        "TTFT unknown: the trace does not say in which step any request's prompt ended (a prompt longer than the "
-        "token budget runs over several steps); the API server's trace beside the worker's, or the worker's python "
-        "frames with record_shapes, would"
-    ]
+    return [TTFT_UNKNOWN]
+
+
+TTFT_UNKNOWN = (
+    "TTFT unknown: the trace does not say in which step any request's prompt ended (a prompt longer than the token "
+    "budget runs over several steps); the API server's trace beside the worker's, or the worker's python frames with "
+    "record_shapes, would"
+)
+
+
+def step_requests(rows: pd.DataFrame, step: int) -> list[int]:
+    """The requests certainly served in `step` (those whose steps hold it), oldest first."""
+    if not len(rows):
+        return []
+    return [int(r) for r, steps in zip(rows["request"], rows["steps"], strict=True) if step in steps]

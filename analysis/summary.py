@@ -125,6 +125,14 @@ class Summary:
     # requests (issue 38, analysis.request_figures): TTFT over requests, and the steps whose kind is unknown
     ttft_ms_dist: dict[str, float] | None = field(default=None, metadata=CONTRACT)  # p50, p90, p99, max
     unknown_steps: int = field(default=0, metadata=CONTRACT)
+    # a served run's figures over the run (issue 41, analysis.request_figures): its requests (the top level's
+    # `requests`), the tokens its steps gave and those over the time they cover; and, for any headline figure that
+    # is null, why and what to record next time ({metric key: reason})
+    served: bool = field(default=False, metadata=CONTRACT)  # requests followed step by step (analysis.serving)
+    requests: int | None = field(default=None, metadata=CONTRACT)
+    output_tokens: int | None = field(default=None, metadata=CONTRACT)
+    run_tokens_per_s: float | None = field(default=None, metadata=CONTRACT)
+    unknown_reasons: dict[str, str] = field(default_factory=dict, metadata=CONTRACT)
 
 
 def contract_fields() -> tuple[str, ...]:

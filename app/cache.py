@@ -32,6 +32,8 @@ from ..analysis.front_door import (
     Opened,
     TraceBytes,
     answer_key,
+    answer_key_for,
+    open_folder_trace,
     open_trace,
     renamed,
 )
@@ -170,3 +172,47 @@ def load_bytes(name: str, data: bytes, options: AnalysisOptions | None = None, g
     if key is None:
         return renamed(_open(TraceBytes(name, data), options, given), name)
     return renamed(_opened_bytes(sha256_of_bytes(data), key, name, data, options, given), name)
+
+
+def load_folder(
+    members: list[Path] | list[TraceBytes],
+    options: AnalysisOptions | None = None,
+    given: Given = NOTHING_GIVEN,
+    name: str = "run",
+) -> Opened:
+    """The front door's answer for the files of one run (a serving engine's profile folder: its worker and its API
+    server's trace; several files uploaded together), as `analyze DIR` reads them (front_door.open_folder_trace),
+    remembered by every file's state (or bytes) and the answer's key. Raises TraceError with a one-line reason."""
+    from ..parsers.run_sidecar import Sidecar
+    from ..trace_cache.keys import file_sample, stat_identity
+
+    options = options or AnalysisOptions()
+    key = answer_key_for(Sidecar(), options, given, ReadLimits.from_env())
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape"))
+    for member in members:
+        if isinstance(member, TraceBytes):
+            digest.update(f"{member.name}\0{sha256_of_bytes(member.data)}\n".encode("utf-8", "surrogateescape"))
+            continue
+        try:
+            st_ = os.stat(member)
+        except OSError as exc:
+            raise TraceError(f"cannot open {member.name}: {exc.strerror or exc}") from None
+        state = (*stat_identity(st_), file_sample(member))
+        digest.update(os.fsencode(member.resolve()) + repr(state).encode())
+    if key is None:
+        return _open_folder(tuple(members), options, given, name)
+    return _opened_folder(digest.hexdigest(), key, tuple(members), options, given, name)
+
+
+@st.cache_resource(max_entries=MAX_OPENED, show_spinner=False)
+def _opened_folder(state: str, key: str, _members: tuple, _options: AnalysisOptions, _given: Given, _name: str):
+    return _open_folder(_members, _options, _given, _name)
+
+
+def _open_folder(members: tuple, options: AnalysisOptions, given: Given, name: str) -> Opened:
+    """open_folder_trace with progress shown; a bad option is one line, like an unreadable trace."""
+    try:
+        with st.spinner("Reading and analysing the run's traces..."):
+            return open_folder_trace(list(members), options, model=given.model, device=given.device, name=name)
+    except ValueError as exc:
+        raise TraceError(str(exc)) from None

@@ -9,7 +9,7 @@ import json
 
 import streamlit as st
 
-from ..analysis.metrics import HEADLINE, card_metrics
+from ..analysis.metrics import HEADLINE, UNKNOWN, card_metrics, unknown_reason
 from ..analysis.number_format import format_count
 from ..analysis.summary import Summary
 from ..exporters.safe_text import for_markdown
@@ -28,13 +28,25 @@ def summary_cards(summary: Summary, label_prefix: str = "") -> None:
     (analysis.metrics.card_metrics)."""
     row = st.container(horizontal=True, wrap=True, gap="small")
     for m, label in card_metrics(summary):
+        why = unknown_reason(m, summary)
         row.metric(
             label_prefix + label,
-            m.format(m.value(summary)),
+            UNKNOWN if why else m.format(m.value(summary)),
             border=True,
-            help=_card_help(m, summary),
+            help=_card_help(m, summary) + (f": {for_markdown(why)}" if why else ""),
             width=CARD_WIDTH_PX,
         )
+    unknown_lines(summary)
+
+
+def unknown_lines(summary: Summary) -> None:
+    """Under a served run's cards, each figure that is unknown with its reason and what to record next time."""
+    seen = set()
+    for m, label in card_metrics(summary):
+        why = unknown_reason(m, summary)
+        if why and why not in seen:
+            seen.add(why)
+            st.caption(f":material/help: {label} unknown: {for_markdown(why)}.")
 
 
 def cpu_note(summary: Summary) -> None:

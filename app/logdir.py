@@ -24,6 +24,7 @@ from pathlib import Path
 from ..contracts import settings
 from ..contracts.safe_read import open_regular
 from ..exporters.safe_text import plain
+from ..parsers.ranks import FRONT_END_NAME, SERVING_WORKER_NAME
 
 LOGDIR_ENV = "STEPSCOPE_LOGDIR"
 SUFFIXES = (".json", ".gz", ".pftrace", ".perfetto-trace", ".sqlite", ".pb", ".trace")
@@ -65,9 +66,79 @@ class TraceFile:
 
 
 @dataclass(frozen=True)
+class RunFolder:
+    """A serving engine's profile folder in a listing (vLLM writes `rank<N>.<id>.pt.trace.json.gz` per worker and
+    `<host>_<pid>.async_llm.<id>.pt.trace.json.gz` for its API server, by those names: parsers.ranks): one entry for
+    the run, opened as `analyze DIR` opens the folder (its worker ranks, the API server's trace as their front end)."""
+
+    rel_path: str  # the folder, relative to the root
+    files: tuple[TraceFile, ...]
+
+    @property
+    def key(self) -> str:
+        return entry_key(self.rel_path + "/")
+
+    @property
+    def shown(self) -> str:
+        return shown_name(self.rel_path + "/")
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.files)
+
+    @property
+    def mtime_ns(self) -> int:
+        return max(f.mtime_ns for f in self.files)
+
+    @property
+    def workers(self) -> int:
+        return sum(1 for f in self.files if not FRONT_END_NAME.search(f.name))
+
+
+@dataclass(frozen=True)
 class Listing:
     traces: list[TraceFile]  # newest first, at most MAX_FILES
     notes: tuple[str, ...] = ()  # what was cut or is still to be looked at
+
+    @property
+    def entries(self) -> list[TraceFile | RunFolder]:
+        """What the picker offers, newest first: each serving engine's profile folder as one run, other traces as
+        files."""
+        return group_runs(self.traces)
+
+
+def group_runs(traces: list[TraceFile]) -> list[TraceFile | RunFolder]:
+    """The traces with each folder holding an API server's trace and a worker rank's (by vLLM's names) as one
+    RunFolder of every trace file directly in it; newest first."""
+    by_folder: dict[str, list[TraceFile]] = {}
+    for t in traces:
+        by_folder.setdefault(t.rel_path.rpartition("/")[0], []).append(t)
+    runs = {
+        folder: RunFolder(folder, tuple(files))
+        for folder, files in by_folder.items()
+        if folder
+        and any(FRONT_END_NAME.search(f.name) for f in files)
+        and any(SERVING_WORKER_NAME.search(f.name) for f in files)
+    }
+    out: list[TraceFile | RunFolder] = [t for t in traces if t.rel_path.rpartition("/")[0] not in runs]
+    out += list(runs.values())
+    return sorted(out, key=lambda e: (-e.mtime_ns, e.rel_path))
+
+
+def folder_files(root: Path, folder: Path) -> list[Path]:
+    """The trace files of a run folder under the root (as `analyze DIR` lists them), each checked to lie inside the
+    root (a link out of it is left out)."""
+    from ..parsers.ranks import find_trace_files
+
+    root = Path(root).resolve()
+    out = []
+    for path in find_trace_files(resolve_within(root, os.path.relpath(folder, root))):
+        try:
+            resolve_within(root, os.path.relpath(path, root))
+        except OutsideLogdirError:
+            continue
+        out.append(path)
+    return out
 
 
 def entry_key(rel: str) -> str:

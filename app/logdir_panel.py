@@ -17,6 +17,7 @@ from ..exporters.safe_text import for_markdown
 from .logdir import (
     MAX_FILES,
     OutsideLogdirError,
+    RunFolder,
     TraceFile,
     configured_logdir,
     entry_key,
@@ -44,24 +45,29 @@ def opened_sources(state: MutableMapping, root: Path | None = None) -> list[Trac
         return []
     out = []
     for rel in state.get(OPENED_KEY, []):
-        try:
-            out.append(TraceSource(PREFIX + entry_key(rel), shown_name(rel), "logdir", _resolve_within(root, rel)))
+        try:  # a run folder's rel ends with "/": its path is the folder (app.source_loading opens it as a run)
+            path = _resolve_within(root, rel.rstrip("/") or ".")
+            out.append(TraceSource(PREFIX + entry_key(rel), shown_name(rel), "logdir", path))
         except OutsideLogdirError:
             continue
     return out
 
 
 def open_trace(state: MutableMapping, rel: str, root: Path) -> str:
-    """Remember `rel` as opened and make it Analyze's trace; returns its source key."""
-    _resolve_within(root, rel)  # refuses anything outside the root
+    """Remember `rel` (a trace, or a run folder: its path and "/") as opened and make it Analyze's trace; returns
+    its source key."""
+    _resolve_within(root, rel.rstrip("/") or ".")  # refuses anything outside the root
     opened = [r for r in state.get(OPENED_KEY, []) if r != rel] + [rel]
     state[OPENED_KEY] = opened[-20:]
     state[ANALYZE_KEY] = PREFIX + entry_key(rel)
     return PREFIX + entry_key(rel)
 
 
-def _label(t: TraceFile) -> str:
+def _label(t: TraceFile | RunFolder) -> str:
     when = datetime.fromtimestamp(t.mtime_ns / 1e9).strftime("%Y-%m-%d %H:%M")
+    if isinstance(t, RunFolder):
+        ranks = f"{t.workers} worker rank{'s' if t.workers != 1 else ''}"
+        return f"{t.shown} · serving run: {ranks} + API server · {human_size(t.size_bytes)} · {when}"
     rank = f" · rank {t.rank}" if t.rank is not None else ""
     return f"{t.shown} · {human_size(t.size_bytes)} · {t.format}{rank} · {when}"
 
@@ -95,7 +101,7 @@ def _listing(root_text: str) -> None:
     if len(folders) > MAX_FILES:
         left.caption(f"The first {MAX_FILES:,} folders are offered.")
     listing = scan_traces(root, folders[folder])
-    traces = listing.traces
+    traces = listing.entries  # a serving engine's profile folder is one entry: its run
     if not traces:
         right.info("No traces here yet (Kineto/Chrome JSON, Perfetto or Nsight SQLite); the list refreshes itself.")
         for note in listing.notes:
@@ -108,7 +114,8 @@ def _listing(root_text: str) -> None:
     notes = "".join(f" · {note}" for note in listing.notes)
     st.caption(for_markdown(f"{len(traces)} trace(s) · read from disk on this machine, no upload{notes}"))
     if st.button("Open from disk", key="logdir_open", type="primary"):
-        open_trace(st.session_state, by_key[key].rel_path, root)
+        entry = by_key[key]
+        open_trace(st.session_state, entry.rel_path + ("/" if isinstance(entry, RunFolder) else ""), root)
         st.rerun()
 
 
@@ -124,12 +131,12 @@ def listed_sources(state: MutableMapping, root: Path | None = None) -> list[Trac
     opened = opened_sources(state, root)
     seen = {s.key for s in opened}
     out = list(opened)
-    for t in scan_traces(root).traces[:COMPARE_LISTED]:
+    for t in scan_traces(root).entries[:COMPARE_LISTED]:
         key = PREFIX + t.key
         if key in seen:
             continue
         try:
-            out.append(TraceSource(key, shown_name(t.rel_path), "logdir", _resolve_within(root, t.rel_path)))
+            out.append(TraceSource(key, t.shown, "logdir", _resolve_within(root, t.rel_path)))
         except OutsideLogdirError:
             continue
     return out

@@ -75,9 +75,11 @@ def upload_source(sha256: str, name: str) -> TraceSource:
     return TraceSource(f"upload:{sha256}", name, "upload")
 
 
-def all_sources(uploads: dict[str, str] | None = None) -> list[TraceSource]:
-    """Samples, then runs, then uploads ({sha256: file name})."""
+def all_sources(uploads: dict[str, str] | None = None, upload_runs: dict[str, str] | None = None) -> list[TraceSource]:
+    """Samples, then runs, then uploads ({sha256: file name}), then files uploaded together as one run ({sha256 over
+    them: label}: app.uploads.RUN_PREFIX keys)."""
     uploaded = [upload_source(sha, name) for sha, name in (uploads or {}).items()]
+    uploaded += [TraceSource(f"upload-run:{sha}", label, "upload") for sha, label in (upload_runs or {}).items()]
     return sample_sources() + run_sources() + uploaded
 
 

@@ -14,7 +14,7 @@ import streamlit as st
 
 from ..exporters.safe_text import for_markdown
 from ..parsers.trace_processor import trace_processor_status
-from .uploads import register_upload, size_limit_text
+from .uploads import register_upload, register_upload_run, size_limit_text
 
 FORMATS_READ = (
     "Stepscope reads Kineto/Chrome JSON (.json, .json.gz), Perfetto (.pftrace) and Nsight Systems SQLite "
@@ -32,12 +32,21 @@ def upload_error_text(error: str) -> str:
 
 
 def upload_box(state: MutableMapping, key: str, label: str = "Upload a trace", where=None) -> str | None:
-    """The uploader; the source key of a trace newly read from it (None when nothing new)."""
+    """The uploader; the source key of a trace newly read from it (None when nothing new). Several files dropped
+    together are one run (a serving engine's profile folder: its worker and its API server's trace, read as
+    `analyze DIR` reads the folder)."""
     target = where if where is not None else st
-    uploaded = target.file_uploader(label, key=key, help=size_limit_text(), accept_multiple_files=False)
-    if uploaded is None:
+    help_text = (
+        size_limit_text()
+        + " Drop every file of one capture together (a vLLM profile folder's files) to open them as one run."
+    )
+    uploaded = target.file_uploader(label, key=key, help=help_text, accept_multiple_files=True)
+    if not uploaded:
         return None
-    result = register_upload(state, uploaded.name, uploaded.getvalue())
+    if len(uploaded) > 1:
+        result = register_upload_run(state, [(f.name, f.getvalue()) for f in uploaded])
+    else:
+        result = register_upload(state, uploaded[0].name, uploaded[0].getvalue())
     if result.error:
         target.error(for_markdown(upload_error_text(result.error)), icon=":material/error:")
         return None

@@ -5,7 +5,9 @@ places is analysed once, and a second batch over the same folder knows what it h
 
 A folder whose trace files all name a rank (vLLM ``rank-N``, SGLang ``TP-N-...``, torchrun ``rank_N``; the
 patterns of parsers/ranks.py), two or more, distinct, is one multi-rank run: one input, keyed by the hashes of
-its files, analysed together (one row per rank).
+its files, analysed together (one row per rank). A serving engine's profile folder (vLLM's worker ranks and its API
+server's ``<host>_<pid>.async_llm.<id>...`` trace, by vLLM's names) is one input too, read as ``analyze DIR`` reads
+it: one row per worker rank, with the run's request figures (issue 41).
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from pathlib import Path
 
 from ..contracts.safe_read import open_regular
 from ..parsers.errors import TraceError
-from ..parsers.ranks import NOT_TRACES, TRACE_SUFFIXES, find_trace_files, rank_from_name
+from ..parsers.ranks import (
+    FRONT_END_NAME,
+    NOT_TRACES,
+    SERVING_WORKER_NAME,
+    TRACE_SUFFIXES,
+    find_trace_files,
+    rank_from_name,
+)
 
 HASH_CHUNK = 1 << 22
 
@@ -71,6 +80,25 @@ def rank_run_folders(paths: list[Path]) -> list[Path]:
     return runs
 
 
+def serving_folders(paths: list[Path]) -> list[Path]:
+    """Folders holding an API server's trace and a worker rank's (vLLM's names, parsers.ranks), every trace file of
+    the folder (as analyze DIR reads it) among `paths`."""
+    by_folder: dict[Path, list[Path]] = {}
+    for p in paths:
+        by_folder.setdefault(p.parent, []).append(p)
+    runs = []
+    for folder, files in sorted(by_folder.items()):
+        front = any(FRONT_END_NAME.search(p.name) for p in files)
+        if not front or not any(SERVING_WORKER_NAME.search(p.name) for p in files):
+            continue
+        try:
+            if sorted(find_trace_files(folder)) == sorted(files):
+                runs.append(folder)
+        except (OSError, TraceError):
+            continue
+    return runs
+
+
 def run_key(files: list[Path]) -> tuple[str, int]:
     """(key, total bytes) of a rank run: the sha256 over its files' names and content hashes."""
     digest = hashlib.sha256(b"rank-run\n")
@@ -86,7 +114,7 @@ def keyed_inputs(paths: list[Path]) -> tuple[list[BatchInput], list[tuple[str, s
     one input, and (path, reason) for files that could not be read."""
     by_key: dict[str, BatchInput] = {}
     unreadable: list[tuple[str, str]] = []
-    runs = rank_run_folders(paths)
+    runs = sorted(set(rank_run_folders(paths)) | set(serving_folders(paths)))
     in_runs = set(runs)
     items = [(folder, [p for p in paths if p.parent == folder]) for folder in runs]
     items += [(p, None) for p in paths if p.parent not in in_runs]

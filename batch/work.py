@@ -184,7 +184,7 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
             os._exit(17)
         except FileExistsError:
             pass
-    from ..analysis.front_door import open_run, open_trace
+    from ..analysis.front_door import OpenedRun, open_folder, open_trace
     from ..parsers.errors import TraceError
 
     started = time.perf_counter()
@@ -192,8 +192,12 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
     base.update(key=key, path=path, size_bytes=size_bytes, copies=copies)
     rows, parts = [dict(base)], []
     try:
-        if Path(path).is_dir():
-            run = open_run(path)  # the front door: each rank through the on-disk cache; workers write it atomically
+        run = open_folder(path) if Path(path).is_dir() else None  # the front door, as analyze DIR reads a folder
+        if run is not None and not isinstance(run, OpenedRun):  # one worker and its API server: one row
+            fields, *tables = _trace_rows(key, run, None)
+            rows[0].update(fields)
+            parts.append(tables)
+        elif run is not None:  # each rank through the on-disk cache; workers write it atomically
             shares = _comm_shares(run.result)
             rows = []
             for f, opened in zip(run.ranked.files, run.ranks, strict=True):

@@ -110,6 +110,7 @@ def _trace_sections(trace: ReportTrace, budgets: tuple[int, int, int, int], pref
         sections.cards(analysis.summary),
         *sections.findings(trace.report, row_budget),
         *sections.overview(analysis, overview_budget, prefix, _figure_html),
+        *sections.requests(analysis, row_budget, prefix, _figure_html),
         *sections.how_steps_were_found(trace.report),
         *sections.per_step(analysis, step_budget, prefix, _figure_html),
         *sections.memory(analysis, trace.timeline, overview_budget, step_budget, prefix, _figure_html),

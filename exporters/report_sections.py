@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..analysis import number_format
 from ..analysis.gap_table import gaps_by_cause
-from ..analysis.metrics import card_metrics
+from ..analysis.metrics import UNKNOWN, card_metrics, unknown_reason
 from ..analysis.model import Analysis
 from ..analysis.model_proposal import roofline_text
 from .anatomy_tables import category_roofline_table, category_table, composition_table
@@ -73,18 +73,23 @@ def table(frame: pd.DataFrame, columns: list[Column]) -> str:
 
 
 def cards(summary) -> str:
-    """The app's summary cards (the registry's headline metrics), as HTML."""
-    items = [
-        f'<div class="card"><div class="label">{esc(label)}</div><div class="value">{esc(m.format(m.value(summary)))}'
-        "</div></div>"
-        for m, label in card_metrics(summary)  # the app's labels: CPU wording, no launch card on a CPU trace
-    ]
+    """The app's summary cards (the registry's headline metrics), as HTML; a figure the trace does not have reads
+    "unknown" where the analysis says why (summary.unknown_reasons), the reason under the cards."""
+    items, reasons = [], {}
+    for m, label in card_metrics(summary):  # the app's labels: CPU wording, no launch card on a CPU trace
+        why = unknown_reason(m, summary)
+        text = UNKNOWN if why else m.format(m.value(summary))
+        if why:
+            reasons.setdefault(why, label)
+        value = f'<div class="value">{esc(text)}</div>'
+        items.append(f'<div class="card"><div class="label">{esc(label)}</div>{value}</div>')
     note = (
         ""
         if summary.on_gpu
         else '<p class="note">CPU-only trace: host ops stand in for kernels; busy means some op runs, idle that none '
         "does.</p>"
     )
+    note += "".join(f'<p class="note">{esc(label)} unknown: {esc(why)}.</p>' for why, label in reasons.items())
     return f'<div class="cards">{"".join(items)}</div>{note}'
 
 
@@ -313,3 +318,30 @@ def top_kernels(analysis: Analysis, row_budget: int) -> list[str]:
         Column("share_pct", "Share of the phase", "%"),
     ]
     return [f"<h2>Top {what}s per phase</h2>", table(top, columns)]
+
+
+def requests(analysis: Analysis, row_budget: int, prefix: str, figure: Figure) -> list[str]:
+    """A served run's requests (issue 41), as the app's requests view shows them: the per-request distributions,
+    the lanes of the first `row_budget` requests on the steps' clock, and their table."""
+    from .figures import request_charts, request_lanes
+    from .request_tables import COLUMNS, requests_table
+
+    table_rows = analysis.requests.rows if analysis.requests is not None else None
+    if table_rows is None or not len(table_rows) or not (analysis.summary.served or len(table_rows) > 1):
+        return []
+    shown = requests_table(analysis)
+    parts = [f'<h2 id="{prefix}requests">Requests ({len(shown):,})</h2>']
+    if request_charts.has_distributions(shown):
+        parts.append(figure(request_charts.request_distributions([("this run", shown)]), f"{prefix}request_dists"))
+    part = table_rows.iloc[:row_budget]
+    parts.append(figure(request_lanes.request_lanes_figure(analysis, part), f"{prefix}request_lanes"))
+    units = {"request": "", "prompt_tokens": "", "output_tokens": "", "first_step": "", "last_step": "", "steps": ""}
+    columns = [
+        Column(c, header, units.get(c, "ms") if c != "ttft_from" else None)
+        for c, (header, _) in COLUMNS.items()
+        if c != "first_token_step"
+    ]
+    parts.append(table(shown.iloc[:row_budget].astype(object).where(shown.iloc[:row_budget].notna(), None), columns))
+    if len(shown) > row_budget:
+        parts.append(f'<p class="note">The first {row_budget} of {len(shown):,} requests; the app shows them all.</p>')
+    return parts

@@ -68,6 +68,12 @@ def test_contract_keys_and_cards_are_unchanged():
         # added 2026-12-03 (issue 38): TTFT over requests, steps of unknown kind
         "ttft_ms_dist",
         "unknown_steps",
+        # added 2026-12-04 (issue 41): a served run's figures over the run, and why a null headline figure is null
+        "served",
+        "requests",
+        "output_tokens",
+        "run_tokens_per_s",
+        "unknown_reasons",
     )
     assert [m.card for m in HEADLINE] == [
         "TTFT",
@@ -135,3 +141,32 @@ def test_memory_metrics_read_the_record_or_its_json_and_are_compared_not_carded(
 def test_format_bytes():
     assert format_bytes(131072) == "128 KiB" and format_bytes(512) == "512 B"
     assert format_bytes(-(3 << 20)) == "-3.00 MiB" and format_value(16 << 30, "B") == "16.0 GiB"
+
+
+def test_a_served_runs_cards_lead_with_its_requests_and_say_why_a_figure_is_unknown():
+    """Issue 41: requests, TTFT p50 / p90 over requests, ITL p50 / p90, tokens/s over the run first; a figure the
+    trace does not have is "unknown" with the analysis's reason, which says what to record next time."""
+    from analysis.metrics import unknown_reason
+
+    reason = "requests unknown: ...; the API server's trace, or the worker's python frames (with_stack), would"
+    served = Summary(
+        step_kind="decode",
+        served=True,
+        requests=None,
+        ttft_ms=12.0,
+        ttft_ms_dist={"p50": 12.0, "p90": 30.0, "p99": 31.0, "max": 31.5},
+        itl_ms={"p50": 5.0, "p90": 9.0, "p99": 9.5, "mean": 6.0, "max": 10.0},
+        run_tokens_per_s=150.0,
+        unknown_reasons={"requests": reason},
+    )
+    cards = card_metrics(served)
+    labels = [label for _, label in cards]
+    assert labels[:6] == ["Requests", "TTFT p50", "TTFT p90", "ITL p50", "ITL p90", "Tokens/s (run)"]
+    assert len(labels) == len(set(labels))  # TTFT and ITL are not shown twice
+    shown = {label: m.format(m.value(served)) for m, label in cards}
+    assert shown["TTFT p90"] == "30.0 ms" and shown["Tokens/s (run)"] == "150 tok/s"
+    reasons = {label: unknown_reason(m, served) for m, label in cards}
+    assert reasons["Requests"] == reason
+    assert reasons["TTFT p90"] is None  # known: no reason
+    # a trace that is not a served run keeps its cards
+    assert [label for _, label in card_metrics(Summary(step_kind="decode"))] == [m.card for m in HEADLINE]

@@ -105,6 +105,7 @@ class ServerOptions:
     detailed_annotations: bool = False  # execute_N_context_C(sq..sk..)_generation_G(...) instead of the short form
     profile_front_end: bool = True  # False: ignore_frontend, no async_llm trace file
     extra_args: tuple[str, ...] = ()
+    hidden: int = 128  # the model's width (make_model_dir): captures that share a server share its model
 
     def profiler_config(self, profile_dir: Path) -> dict:
         return {

@@ -22,6 +22,7 @@ REQUEST_COLUMNS = (
     "request",
     "arrival_ns",  # on the trace's clock, -1 unknown
     "first_step",
+    "first_token_step",  # the step that ended its prompt and gave its first token, -1 unknown
     "last_step",  # -1 unknown
     "steps",  # list of step rows it certainly ran in
     "prompt_tokens",  # -1 unknown
@@ -100,6 +101,7 @@ def _served_row(rid: int, f: Followed, arrival: int, prompt: int, start: np.ndar
         "request": rid,
         "arrival_ns": arrival,
         "first_step": first,
+        "first_token_step": first_token,
         "last_step": last,
         "steps": list(f.steps[rid]),
         "prompt_tokens": prompt,
@@ -124,6 +126,7 @@ def _waiting_row(rid: int, arrival: int) -> dict:
         "request": rid,
         "arrival_ns": arrival,
         "first_step": UNKNOWN,
+        "first_token_step": UNKNOWN,
         "last_step": UNKNOWN,
         "steps": [],
         "prompt_tokens": UNKNOWN,
@@ -161,6 +164,7 @@ def generate_rows(steps: pd.DataFrame, ttft_by_request: dict[int, float]) -> pd.
                 "request": int(rid),
                 "arrival_ns": UNKNOWN,
                 "first_step": int(mine[0]),
+                "first_token_step": int(emitting[0]) if first_is_prefill and len(emitting) else UNKNOWN,
                 "last_step": int(mine[-1]),
                 "steps": mine.tolist(),
                 "prompt_tokens": prompt,

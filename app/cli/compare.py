@@ -48,14 +48,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def open_for_command(path: str, args: argparse.Namespace):
     """One trace of compare, report or export through the front door, with the command's options; its notes go
     to stderr. Raises TraceError or ValueError."""
-    from ...analysis.front_door import is_run_source, open_trace, single_trace_of
+    from ...analysis.front_door import is_run_source, open_folder_trace, open_trace, single_trace_of
+    from ...parsers.ranks import FRONT_END_NAME, find_trace_files
 
-    chosen = single_trace_of(path)
-    name = None
-    if is_run_source(path):  # a run of several ranks, as `analyze DIR` reads it: its first rank stands for it
-        name = f"{Path(path).name or path} (rank file {Path(chosen).name})"
-        print(f"note: {path} holds a run of several traces; comparing {Path(chosen).name}", file=sys.stderr)
-    opened = open_trace(chosen, analysis_options(args), **given_args(args), name=name)
+    run = is_run_source(path)
+    if run and any(FRONT_END_NAME.search(p.name) for p in find_trace_files(path)):  # a serving engine's folder
+        # as `analyze DIR` reads it: its worker with the API server's trace as front end (else its first rank)
+        opened = open_folder_trace(path, analysis_options(args), **given_args(args), name=Path(path).name or path)
+    else:
+        chosen = single_trace_of(path)
+        name = None
+        if run:  # a run of several ranks, as `analyze DIR` reads it: its first rank stands for it
+            name = f"{Path(path).name or path} (rank file {Path(chosen).name})"
+            print(f"note: {path} holds a run of several traces; comparing {Path(chosen).name}", file=sys.stderr)
+        opened = open_trace(chosen, analysis_options(args), **given_args(args), name=name)
     for note in opened.notes:
         print(note, file=sys.stderr)
     return opened

@@ -16,6 +16,7 @@ from .. import (
     memory_panel,
     perfetto_panel,
     report_panel,
+    requests_panel,
     roofline_panel,
     tables,
     timeline_detail,
@@ -27,7 +28,7 @@ from ..source_loading import load_source
 from ..stage_timing import mark, stage
 from ..trace_sources import TraceSource, all_sources, default_source
 from ..upload_box import upload_box
-from ..uploads import upload_names
+from ..uploads import upload_names, upload_run_names
 
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
@@ -47,7 +48,8 @@ def _pick_source() -> TraceSource | None:
             st.session_state[ANALYZE_KEY] = new
         logdir_panel.picker()  # only with --logdir: big local traces read from disk
         settings_expander()
-    sources = all_sources(upload_names(st.session_state)) + logdir_panel.opened_sources(st.session_state)
+    state = st.session_state
+    sources = all_sources(upload_names(state), upload_run_names(state)) + logdir_panel.opened_sources(state)
     if not sources:
         where = "upload one in the sidebar"
         if configured_logdir() is not None:
@@ -102,6 +104,7 @@ def _zoomed(overview, loaded):
 def _timeline_section(loaded) -> None:
     with stage("figure"):  # built and serialised for the browser
         overview, note = timeline.overview_figure(loaded.analysis)
+        overview = requests_panel.mark_chosen(overview, st.session_state, loaded)  # the chosen request's steps
         st.plotly_chart(_zoomed(overview, loaded), width="stretch", key="overview_timeline")
     if note:
         st.caption(note)
@@ -268,6 +271,7 @@ def render() -> None:
     components.segmentation_box(loaded)
     components.cpu_note(loaded.analysis.summary)
     memory_panel.lane(loaded)  # the memory lane, under the timeline
+    requests_panel.section(loaded)  # a served run's requests, on the timeline's clock
     with stage("below the timeline"):
         _below_timeline(loaded, source, roofline_line)
 

@@ -8,17 +8,18 @@ import streamlit as st
 from ...analysis.compare import batches_differ, compare
 from ...analysis.number_format import convert, format_value, shared_unit
 from ...exporters.compare_formats import metric_table_rows, op_diff_caption, op_diff_rows
-from ...exporters.figures import compare_charts
+from ...exporters.figures import compare_charts, request_charts
+from ...exporters.request_tables import requests_table
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
-from .. import components, logdir_panel, report_panel, tables
+from .. import components, logdir_panel, report_panel, requests_panel, tables
 from ..navigation import COMPARE_KEYS
 from ..source_loading import load_source
 from ..style import VERDICT_COLOR
 from ..tables import shown_frame
 from ..trace_sources import TraceSource, all_sources, default_pair
 from ..upload_box import upload_box
-from ..uploads import upload_names
+from ..uploads import upload_names, upload_run_names
 
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
@@ -26,7 +27,7 @@ ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logd
 def session_sources(state) -> list[TraceSource]:
     """Every trace this session knows: the samples, past runs, uploads (from any page) and the log directory's
     traces (those opened on Analyze first)."""
-    known = all_sources(upload_names(state))
+    known = all_sources(upload_names(state), upload_run_names(state))
     return known + [s for s in logdir_panel.listed_sources(state) if s.key not in {k.key for k in known}]
 
 
@@ -147,6 +148,17 @@ def _composition_section(result, name_a: str, name_b: str) -> None:
     tables.show(rows.drop(columns="key").rename(columns={"a": f"A: {name_a}", "b": f"B: {name_b}", "delta": "B - A"}))
 
 
+def _requests_section(a, b) -> None:
+    """Two served runs' requests side by side: each request's TTFT and ITL as distributions (issue 41)."""
+    runs = [(f"{tag}: {plain(item.name)}", requests_table(item.analysis)) for tag, item in (("A", a), ("B", b))]
+    if not any(requests_panel.has_requests(item) for item in (a, b)):
+        return
+    if not any(request_charts.has_distributions(rows) for _, rows in runs):
+        return
+    st.markdown("**Requests**: each request's TTFT and median ITL, the share of requests at or below a value")
+    st.plotly_chart(request_charts.request_distributions(runs), width="stretch", key="compare_request_dists")
+
+
 def _metric_table(result, name_a: str, name_b: str, on_gpu: bool = True) -> None:
     """The metrics side by side, each row in one unit; a change that is better green, worse red (the registry's
     direction: exporters.compare_formats.metric_table_rows)."""
@@ -185,6 +197,7 @@ def render() -> None:
     _metric_table(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)
 
     _composition_section(result, a.name, b.name)
+    _requests_section(a, b)
     _inside_step(result, a.name, b.name, a.analysis.summary.on_gpu or b.analysis.summary.on_gpu)
     _op_diff(result)
     st.plotly_chart(compare_charts.itl_overlay(a, b), width="stretch")

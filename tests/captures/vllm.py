@@ -60,6 +60,17 @@ DEFAULTS_DETAILED = _server(detailed_annotations=True)  # vLLM's profiler defaul
 SHAPES_ONLY = _server(record_shapes=True, with_stack=False)
 NO_FRONT_END = _server(record_shapes=True, with_stack=False, profile_front_end=False)
 SMALL_KV = _server(record_shapes=True, with_stack=False, block_size=32, kv_blocks=10, max_model_len=256)
+# issue 41's serving findings, each with a capture made to show it and one made not to. The arrivals come from the
+# API server's request frames, so those captures keep vLLM's default stacks (a worker's frames cost ~180 KB a step:
+# their plans are a few steps long)
+ARRIVALS = ServerOptions(max_num_batched_tokens=32, max_num_seqs=4, record_shapes=True)
+# 7 blocks of 32 (vLLM's CPU attention takes multiples of 32): vLLM keeps one aside (its null block), 6 hold
+# sequences, and 192 positions fit one request
+KV_FULL = _server(record_shapes=True, block_size=32, kv_blocks=7, max_model_len=192)
+# a model wide enough (512) that a prompt chunk of 256 positions costs several decode steps on this CPU
+WIDE_CHUNKS = ServerOptions(
+    max_num_batched_tokens=256, max_num_seqs=4, record_shapes=True, with_stack=False, hidden=512, max_model_len=2048
+)
 
 CAPTURES = {
     c.name: c
@@ -107,6 +118,41 @@ CAPTURES = {
             (Send(0.0, 100, 70), Send(0.02, 100, 70), Send(0.04, 100, 70)),
             "a KV space of 10 blocks of 32 tokens for three requests of 170 tokens (6 blocks each): a running "
             "request is preempted and recomputed (made 2026-12-03: preempted at step 71 of 154)",
+        ),
+        Capture(
+            "hol_long_prompt",
+            ARRIVALS,
+            (Send(0.0, 320, 2), Send(0.02, 8, 2), Send(0.03, 8, 2)),
+            "head-of-line blocking: a 320-token prompt chunked over ten steps of a 32-token budget while two short "
+            "requests arrive; vLLM schedules the running prompt first, so they wait behind it",
+        ),
+        Capture(
+            "never_fills",
+            ARRIVALS,
+            (Send(0.0, 12, 6), Send(0.05, 12, 6)),
+            "a light load: two short requests, the second sent while the first decodes; at most two in a batch of "
+            "four and none waiting (nothing long to wait behind either)",
+        ),
+        Capture(
+            "queued_kv_full",
+            KV_FULL,
+            (Send(0.0, 80, 17), Send(0.0, 80, 17), Send(0.035, 8, 2), Send(0.035, 8, 2)),
+            "queueing while the batch has room: two 80-token prompts (3 blocks of 32 each, up to their 96th "
+            "position) take all six KV blocks, and two short requests wait for a block while two sequences run",
+        ),
+        Capture(
+            "interference_chunks",
+            WIDE_CHUNKS,
+            (Send(0.0, 16, 40), Send(0.03, 1000, 2), Send(0.1, 1000, 2)),
+            "prefill-decode interference: a request decoding while two 1000-token prompts are chunked beside it (256 "
+            "positions a step, a model 512 wide)",
+        ),
+        Capture(
+            "interference_small_chunks",
+            WIDE_CHUNKS,
+            (Send(0.0, 16, 40), Send(0.03, 6, 2), Send(0.06, 6, 2), Send(0.09, 6, 2), Send(0.12, 6, 2)),
+            "interference_chunks' server with short prompts (6 tokens) joining the decoding request: mixed steps that "
+            "cost next to nothing",
         ),
         Capture(
             "no_front_end",
@@ -240,8 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     for capture in chosen:
         sessions.setdefault(capture.server, []).append(capture)
     with tempfile.TemporaryDirectory(prefix="vllm-captures-") as tmp:
-        model = make_model_dir(Path(tmp) / "model")
+        models: dict[int, Path] = {}
         for i, group in enumerate(sessions.values()):
+            hidden = group[0].server.hidden
+            if hidden not in models:
+                models[hidden] = make_model_dir(Path(tmp) / f"model{hidden}", hidden=hidden)
+            model = models[hidden]
             work = Path(tmp) / f"session{i}"
             for truth in capture_session(group, args.out, model, work):
                 counts = {k: v for k, v in truth["counts"].items() if v}
