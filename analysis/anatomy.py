@@ -33,6 +33,7 @@ from .event_rows import kind_mask, take_rows
 from .host_work import HostWork, host_work
 from .layers import LayerResult, detect_layers
 from .model import Analysis, Finding
+from .number_format import format_value
 from .roofline.accounting import expert_weight_bytes, kv_read_tokens, layer_weight_bytes
 from .roofline.gpus import match_gpu
 from .roofline.hardware import Hardware
@@ -115,6 +116,7 @@ class Anatomy:
                     "pct_of_roofline": worst["pct_of_roofline"],
                 },
                 cost_us=max(float(worst["time_us"]) - float(worst["floor_us"]), 0.0),  # in this one step
+                saving_us=max(float(worst["time_us"]) - float(worst["floor_us"]), 0.0),
             ),
         )
 
@@ -251,18 +253,19 @@ def category_findings(anat: Anatomy) -> tuple[Finding, ...]:
     fusable = {c: cats[c]["time_us"] for c in FUSABLE if c in cats and cats[c]["time_us"] > 0}
     share = sum(fusable.values()) / total
     if share >= FUSABLE_SHARE_SHOWN:
-        parts = ", ".join(f"{c} {t / 1e3:,.2f} ms ({t / total:.0%})" for c, t in fusable.items())
+        parts = ", ".join(f"{c} {format_value(t, 'us')} ({t / total:.0%})" for c, t in fusable.items())
         names = ", ".join(fusable)
         out.append(
             Finding(
                 "category-share",
                 "warn" if share >= 0.5 else "info",
                 f"{share:.0%} of the {anat.median_kind} step's {unit} time is {names}",
-                f"In {anat.role}: {parts} of {total / 1e3:,.2f} ms. These are small memory-bound kernels that "
+                f"In {anat.role}: {parts} of {format_value(total, 'us')}. These are small memory-bound kernels that "
                 "fusion removes: torch.compile, or fused RMSNorm, rotary and SiLU-and-multiply kernels (the "
                 "inference engines' own).",
                 {"share": share, "time_us": sum(fusable.values()), "step_time_us": total},
                 cost_us=float(sum(kind_us.get(c, 0.0) for c in fusable)),
+                saving_us=float(sum(kind_us.get(c, 0.0) for c in fusable)),  # at most: what fusion removes
             )
         )
     top, top_us = max(cats.items(), key=lambda kv: kv[1]["time_us"])[0], max(c["time_us"] for c in cats.values())
@@ -273,7 +276,8 @@ def category_findings(anat: Anatomy) -> tuple[Finding, ...]:
                 "category-dominant",
                 "info",
                 f"{top} takes {top_us / total:.0%} of the {anat.median_kind} step's {unit} time",
-                f"In {anat.role}: {top} {top_us / 1e3:,.2f} ms of {total / 1e3:,.2f} ms ({cats[top]['kernels']} "
+                f"In {anat.role}: {top} {format_value(top_us, 'us')} of {format_value(total, 'us')} "
+                f"({cats[top]['kernels']} "
                 f"{unit}s): {advice}.",
                 {"share": top_us / total, "time_us": top_us, "step_time_us": total},
                 cost_us=float(kind_us.get(top, 0.0)),
@@ -452,9 +456,9 @@ def category_roofline(
     if measured:
         worst = min(measured, key=lambda r: r["pct_of_roofline"])
         finding = (
-            f"{worst['category']} is furthest below its roofline: {worst['time_us']:.1f} us for "
-            f"{worst['bytes'] / 1e6:.1f} MB is {worst['achieved_gb_s']:.1f} GB/s, "
-            f"{worst['pct_of_roofline']:.0f}% of {bw / 1e9:.0f} GB/s ({hardware.name})"
+            f"{worst['category']} is furthest below its roofline: {format_value(worst['time_us'], 'us')} for "
+            f"{format_value(worst['bytes'], 'B')} is {format_value(worst['achieved_gb_s'], 'GB/s')}, "
+            f"{worst['pct_of_roofline']:.0f}% of {format_value(bw / 1e9, 'GB/s')} ({hardware.name})"
         )
     return {
         "status": "ok",
@@ -488,7 +492,9 @@ def _step_shape(steps: pd.DataFrame, row: int, model: ModelShape) -> tuple | str
     if context is None:
         return "needs the step's context length (token counts of earlier steps unknown)"
     batch = steps["batch"].iloc[row]
-    batch = int(batch) if not pd.isna(batch) else 1
+    if pd.isna(batch):
+        return "needs the step's batch (sequences per step: record_shapes=True, or type it with --batch)"
+    batch = int(batch)
     context = max(context, 0)
     return batch, batch, context, batch * kv_read_tokens(model, context), "earlier steps' token counts"
 

@@ -91,7 +91,7 @@ def compare(a: Analysis, b: Analysis, label_a: str = "A", label_b: str = "B") ->
     warnings = tuple(pair_warnings(a, b))
     diff = op_diff(a, b)
     batches = compare_composition(a, b)
-    if a.anatomy is None or b.anatomy is None:
+    if a.anatomy is None or b.anatomy is None or warnings:  # an unlike pair: no cause, from the anatomy or else
         sentence = _with_composition_phrase(_sentence(metrics, label_a, label_b, warnings=warnings), batches)
         return Comparison(label_a, label_b, metrics, sentence, composition=batches, warnings=warnings, op_diff=diff)
     inside = compare_anatomy(a.anatomy, b.anatomy)
@@ -229,7 +229,11 @@ def _cause(known: pd.DataFrame, lead_key: str, categories: pd.DataFrame | None) 
     step = known.loc["itl_p50_ms" if "itl_p50_ms" in known.index else "step_ms"]
     step_delta_us = float(step["delta"]) * 1e3
     idle_key = next((k for k in ("gpu_idle_per_decode_step_us", "gpu_idle_per_step_us") if k in known.index), None)
-    if not step_delta_us:
+    # the headline's change as a change of time (a rate that rose is time that fell): a step time that moved the
+    # other way cannot explain it, and neither can anything that moved with that step time
+    lead_delta = float(known.loc[lead_key, "delta"])
+    as_time = -lead_delta if metric(lead_key).better == "higher" else lead_delta
+    if not step_delta_us or as_time * step_delta_us <= 0:
         return None, None
     if idle_key is not None:
         idle = known.loc[idle_key]
@@ -250,13 +254,16 @@ def _sentence(
     warnings: tuple[str, ...] = (),
 ) -> str:
     """One sentence: the largest end-to-end change, what moved it most, the other notable changes; every number
-    is a row of the table (or of the category table); a pair that is not like for like says so first."""
+    is a row of the table (or of the category table). A pair that is not like for like says what differs and sets
+    the headline figures side by side, without a verdict or a cause (_side_by_side)."""
     by_key = metrics.set_index("metric")
     subject = _subject(label_a, label_b)
     known = by_key.dropna(subset=["a", "b"])
     lead_key = _lead_key(known)
     if lead_key is None:
         return _nothing_to_compare(by_key, label_a, label_b)
+    if warnings:
+        return _side_by_side(known, lead_key, label_a, label_b, warnings)
     lead = by_key.loc[lead_key]
     verb = "cut" if lead["b"] < lead["a"] else ("raised" if lead["b"] > lead["a"] else "left")
     higher = metric(lead_key).better == "higher"
@@ -274,10 +281,24 @@ def _sentence(
         if base and abs(row["delta"]) / base > _NOTABLE_CHANGE:
             parts.append(_phrase(row))
             said.add(key)
-    text = "; ".join(parts) + "."
-    if warnings:
-        text = f"Not like for like ({'; '.join(warnings)}). {text}"
-    return text
+    return "; ".join(parts) + "."
+
+
+def _side_by_side(known: pd.DataFrame, lead_key: str, label_a: str, label_b: str, warnings: tuple[str, ...]) -> str:
+    """A pair that is not like for like: what differs, then the headline figures side by side, with no verdict (no
+    "faster", "cut", "x slower") and no cause: the difference in what ran explains as much as any change measured."""
+    keys = [k for k in (lead_key, *END_TO_END, "ttft_ms") if k in known.index]
+    figures = []
+    for key in dict.fromkeys(keys):
+        row = known.loc[key]
+        figures.append(f"{row['label']} {_fmt(row['a'], row['unit'])} (A) and {_fmt(row['b'], row['unit'])} (B)")
+    return f"{unlike_prefix(warnings)}no verdict on {label_b} against {label_a}. Side by side: {'; '.join(figures)}."
+
+
+def unlike_prefix(warnings: tuple[str, ...]) -> str:
+    """How the sentence of an unlike pair opens: what differs (a page that lists the differences itself shows the
+    sentence without it)."""
+    return f"Not like for like ({'; '.join(warnings)}): " if warnings else ""
 
 
 def _nothing_to_compare(by_key: pd.DataFrame, label_a: str, label_b: str) -> str:

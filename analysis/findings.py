@@ -7,6 +7,7 @@ import pandas as pd
 
 from .composition import COSTLY_RATIO, batching_cost
 from .model import Finding
+from .number_format import format_value
 from .options import AnalysisOptions
 from .step_figures import main_steps
 from .summary import Summary
@@ -34,7 +35,7 @@ def make_findings(
     if outliers.any():
         out.append(_outliers(steps, outliers, summary))
     if len(steps):
-        out += _dominance(summary)
+        out += _dominance(summary, steps)
         out += _batching_cost(steps)
         out += _speculative_itl(summary)
     return out
@@ -53,12 +54,13 @@ def _batching_cost(steps: pd.DataFrame) -> list[Finding]:
             "warn" if cost["ratio"] >= 2 else "info",
             f"{cost['mixed_steps']} of {cost['steps']} steps carry a prefill chunk; they take {cost['ratio']:.1f}x a "
             "decode-only step",
-            f"A mixed step takes {cost['mixed_step_ms']:.2f} ms against {cost['decode_step_ms']:.2f} ms for a "
-            f"decode-only step (medians): {who} wait {cost['wait_ms']:.2f} ms longer for their token each time. A "
+            f"A mixed step takes {_t(cost['mixed_step_ms'] * 1e3)} against {_t(cost['decode_step_ms'] * 1e3)} for a "
+            f"decode-only step (medians): {who} wait {_t(cost['wait_ms'] * 1e3)} longer for their token each time. A "
             "smaller prefill chunk (token budget per step) spreads the cost; separate prefill and decode workers "
             "remove it.",
             {k: float(v) for k, v in cost.items() if v is not None},
             cost_us=float(cost["wait_ms"]) * 1e3 * int(cost["mixed_steps"]),  # the mixed steps' time above decode
+            saving_us=float(cost["wait_ms"]) * 1e3 * int(cost["mixed_steps"]),
         )
     ]
 
@@ -73,18 +75,18 @@ def _speculative_itl(summary: Summary) -> list[Finding]:
         per_token = spec["itl_ms_per_token"]["p50"]
         detail = (
             f"{spec['verify_steps']} verify steps score {spec['draft_tokens_per_verify']:g} draft token(s) each; "
-            f"{spec['accepted_tokens_per_step']:g} accepted per step (median), so a verify cycle of {step_ms:.2f} ms "
-            f"emits a token every {per_token:.2f} ms."
+            f"{spec['accepted_tokens_per_step']:g} accepted per step (median), so a verify cycle of "
+            f"{_t(step_ms * 1e3)} emits a token every {_t(per_token * 1e3)}."
         )
-        title = f"Speculative decoding: {per_token:.2f} ms per emitted token"
+        title = f"Speculative decoding: {_t(per_token * 1e3)} per emitted token"
     else:
         lo, hi = spec["itl_ms_range"]["min"], spec["itl_ms_range"]["max"]
         detail = (
             f"{spec['verify_steps']} verify steps score {spec['draft_tokens_per_verify']:g} draft token(s) each; the "
-            f"trace does not show how many were accepted, so a verify cycle of {step_ms:.2f} ms means {lo:.2f} to "
-            f"{hi:.2f} ms per emitted token."
+            f"trace does not show how many were accepted, so a verify cycle of {_t(step_ms * 1e3)} means "
+            f"{_t(lo * 1e3)} to {_t(hi * 1e3)} per emitted token."
         )
-        title = f"Speculative decoding: {lo:.2f}-{hi:.2f} ms per emitted token (acceptance unknown)"
+        title = f"Speculative decoding: {_t(lo * 1e3)} to {_t(hi * 1e3)} per emitted token (acceptance unknown)"
     if spec["draft_steps"]:
         detail += f" {spec['draft_steps']} draft-model forwards run between them."
     return [Finding("speculative-decoding", "info", title, detail, {"verify_step_ms": step_ms})]
@@ -114,10 +116,11 @@ def _host_bound(
                 "host-overhead",
                 "warn",
                 f"No op runs for {idle_share:.0%} of each {kind} step",
-                f"Median {kind} step {step_us:.0f} us, of which {idle_us:.0f} us has no host op running: Python and "
+                f"Median {kind} step {_t(step_us)}, of which {_t(idle_us)} has no host op running: Python and "
                 "dispatch overhead between ops. torch.compile (inductor) fuses ops and removes most of it.",
                 {"idle_share": idle_share, "step_us": step_us, "idle_us": idle_us},
                 cost_us=cost_us,
+                saving_us=cost_us,
             )
         ]
     in_decode = gaps[gaps["step"].isin(decode.index)]
@@ -133,7 +136,7 @@ def _host_bound(
     elif launch_us >= max(sync_us, other_us):
         advice = (
             f"Capturing the {kind} step as a CUDA graph (or torch.compile mode='reduce-overhead') could save about "
-            f"{launch_us:.0f} us per step ({launch_us / step_us:.0%} of it)."
+            f"{_t(launch_us)} per step ({launch_us / step_us:.0%} of it)."
         )
     elif sync_us >= other_us:
         advice = "Most of it is spent waiting on synchronisation: keep sampling and stop checks on the GPU."
@@ -144,9 +147,9 @@ def _host_bound(
             f"host-bound-{kind}",
             "critical" if idle_share > 0.5 else "warn",
             f"{kind.capitalize()} is host-bound: the GPU is idle {idle_share:.0%} of each {kind} step",
-            f"Median {kind} step {step_us:.0f} us with {idle_us:.0f} us of GPU idle time"
+            f"Median {kind} step {_t(step_us)} with {_t(idle_us)} of GPU idle time"
             + (" after its first kernel: " if without_lead else ": ")
-            + f"{launch_us:.0f} us waiting for the next launch, {sync_us:.0f} us on syncs, {other_us:.0f} us other "
+            + f"{_t(launch_us)} waiting for the next launch, {_t(sync_us)} on syncs, {_t(other_us)} other "
             f"(medians). {advice}",
             {
                 "idle_share": idle_share,
@@ -157,6 +160,7 @@ def _host_bound(
                 "other_idle_us": other_us,
             },
             cost_us=cost_us,
+            saving_us=cost_us,  # the idle time a fix removes
         )
     ]
 
@@ -180,11 +184,12 @@ def _sync_every_step(decode: pd.DataFrame, gaps: pd.DataFrame, summary: Summary,
             "warn",
             f"A device-to-host copy or synchronize in every {kind} step",
             f"{with_sync} of {len(decode)} {kind} steps copy to the host or synchronize (median "
-            f"{d2h:.0f} D2H copies, {syncs:.0f} sync calls per step; {cost_us:,.0f} us of GPU idle time while "
+            f"{d2h:.0f} D2H copies, {syncs:.0f} sync calls per step; {_t(cost_us)} of GPU idle time while "
             "the host waited in them): sampling or stop checks leave the GPU and the host waits each token. Keep "
             "sampling and stop checks on the GPU and read tokens back asynchronously.",
             {"steps_with_sync": with_sync, "decode_steps": len(decode)},
             cost_us=cost_us,
+            saving_us=cost_us,  # the GPU's wait behind the syncs
         )
     ]
 
@@ -204,8 +209,8 @@ def _launch_overhead(decode: pd.DataFrame, summary: Summary, kind: str = "decode
             "launch-overhead",
             "warn" if share > 0.2 else "info",
             f"Launch calls take {share:.0%} of each {kind} step",
-            f"{launches:.0f} launches per {kind} step x {mean_call_us:.1f} us mean launch call = {per_step_us:.0f} us "
-            f"of host time per {step_us:.0f} us step. "
+            f"{launches:.0f} launches per {kind} step x {_t(mean_call_us)} mean launch call = {_t(per_step_us)} "
+            f"of host time per {_t(step_us)} step. "
             + (
                 "One graph launch per step would remove nearly all of it."
                 if launches > 10 and not decode["graph_launches"].median()
@@ -213,6 +218,8 @@ def _launch_overhead(decode: pd.DataFrame, summary: Summary, kind: str = "decode
             ),
             {"launches": launches, "launch_call_us": mean_call_us, "cost_us": per_step_us, "share": share},
             cost_us=per_step_us * len(decode),
+            # host time spent launching is won back only where the GPU waited for it: at most the steps' idle time
+            saving_us=min(per_step_us * len(decode), float(decode["gpu_idle_ns"].sum()) / 1e3),
         )
     ]
 
@@ -235,14 +242,14 @@ def gpu_lead(steps: pd.DataFrame, kind: str, on_gpu: bool = True) -> list[Findin
     each = "each" if len(steps) > 1 else "the"
     if not on_gpu or host_us >= 0.5 * lead_us:
         cause = (
-            f"{host_us:,.0f} us of it before the step's first launch call: host preparation (input preparation, "
+            f"{_t(host_us)} of it before the step's first launch call: host preparation (input preparation, "
             "scheduling, Python) that nothing overlaps. Overlap it with the previous step's GPU work "
             "(asynchronous scheduling) or move it off the critical path."
         )
     else:
         cause = (
-            f"the host's first launch call comes {host_us:,.0f} us in, then the GPU waits {lead_us - host_us:,.0f} "
-            "us more: the launch was queued behind work issued earlier (on the first step of a trace, work from "
+            f"the host's first launch call comes {_t(host_us)} in, then the GPU waits {_t(lead_us - host_us)} "
+            "more: the launch was queued behind work issued earlier (on the first step of a trace, work from "
             "before the profiler started is not recorded), a graph was uploaded on its first replay, or the launch "
             "blocked."
         )
@@ -253,50 +260,74 @@ def gpu_lead(steps: pd.DataFrame, kind: str, on_gpu: bool = True) -> list[Findin
         Finding(
             f"gpu-lead-{kind}",
             "warn" if share >= 0.25 else "info",
-            f"{device} starts {_ms(lead_us)} after {each} {kind} step begins ({share:.0%} of it)",
-            f"Median {kind} step {_ms(step_us)}, of which the first {_ms(lead_us)} has no device work: {cause}{first}",
+            f"{device} starts {_t(lead_us)} after {each} {kind} step begins ({share:.0%} of it)",
+            f"Median {kind} step {_t(step_us)}, of which the first {_t(lead_us)} has no device work: {cause}{first}",
             {"lead_us": lead_us, "lead_host_us": host_us, "step_us": step_us, "share": share},
             cost_us=float(lead.sum() / 1e3),
+            saving_us=float(lead.sum() / 1e3),
         )
     ]
 
 
-def _ms(us: float) -> str:
-    return f"{us / 1e3:,.1f} ms" if us >= 1000 else f"{us:,.0f} us"
+def _t(us: float | None) -> str:
+    """A time in a finding's words as every output writes numbers (analysis.number_format): "25.8 ms", "412 us"."""
+    return format_value(us, "us")
 
 
 def _outliers(steps: pd.DataFrame, outliers: np.ndarray, summary: Summary) -> Finding:
     rows = steps[outliers]
     first = rows.iloc[0]
+    above = float(((rows["end_ns"] - rows["start_ns"]).sum() / 1e3) - len(rows) * (summary.decode_step_us or 0))
     return Finding(
         "itl-outliers",
         "info",
         f"{len(rows)} slow decode step(s) left out of the ITL figures",
         f"Steps slower than the outlier limit (first: request {first['request']}, index {first['index']}, "
-        f"{(first['end_ns'] - first['start_ns']) / 1e3:.0f} us vs a median of "
-        f"{summary.decode_step_us or 0:.0f} us): "
+        f"{_t((first['end_ns'] - first['start_ns']) / 1e3)} vs a median of "
+        f"{_t(summary.decode_step_us)}): "
         "warm-up, compilation or a stall. They still appear in the step table and timeline.",
         {"outliers": len(rows)},
-        cost_us=float(((rows["end_ns"] - rows["start_ns"]).sum() / 1e3) - len(rows) * (summary.decode_step_us or 0)),
+        cost_us=above,
+        saving_us=max(above, 0.0),  # their time above a median step: what warming up before the profile wins
     )
 
 
-def _dominance(summary: Summary) -> list[Finding]:
-    """Which phase sets the time, when both are in the trace (a trace of one phase is 100% that phase: no finding).
-    Priced by the dominant phase's time: where work pays."""
+def _dominance(summary: Summary, steps: pd.DataFrame) -> list[Finding]:
+    """Which phase sets the time, when both are in the trace (a trace of one phase is 100% that phase: no finding):
+    a description of the run, not a fix (no saving). The phase after prefill is named by what the trace has: plain
+    decode steps, or a speculative run's verify (and draft) steps when they take most of it."""
     pre, dec = summary.prefill_ms_total, summary.decode_ms_total
     total = pre + dec
     if total <= 0 or not (pre > 0 and dec > 0):
         return []
+    evidence = {"prefill_ms": pre, "decode_ms": dec}
     if dec >= pre:
+        kind = steps["kind"].to_numpy()
+        span_ms = (steps["end_ns"] - steps["start_ns"]).to_numpy(dtype=float) / 1e6
+        plain = float(span_ms[kind == "decode"].sum())
+        verify = (kind == "verify").any()
+        if not verify or plain >= dec - plain:
+            return [
+                Finding(
+                    "decode-dominated",
+                    "info",
+                    f"Decode-dominated: decode is {dec / total:.0%} of generation time",
+                    f"Prefill {_t(pre * 1e3)}, decode {_t(dec * 1e3)}. ITL drives the user's experience here: cut "
+                    "per-token overhead (launches, syncs) and memory traffic per step.",
+                    evidence,
+                    cost_us=dec * 1e3,
+                )
+            ]
         return [
             Finding(
-                "decode-dominated",
+                "verify-dominated",
                 "info",
-                f"Decode-dominated: decode is {dec / total:.0%} of generation time",
-                f"Prefill {pre:.1f} ms, decode {dec:.1f} ms. ITL drives the user's experience here: cut per-token "
-                "overhead (launches, syncs) and memory traffic per step.",
-                {"prefill_ms": pre, "decode_ms": dec},
+                f"Verify-dominated: verify and draft steps are {dec / total:.0%} of generation time",
+                f"Prefill {_t(pre * 1e3)}, speculative decoding {_t(dec * 1e3)} (verify and draft steps"
+                + (f", {_t(plain * 1e3)} of plain decode steps among them" if plain else "")
+                + "). The time per emitted token drives the user's experience here: it rests on the verify step's "
+                "time, the draft model's and how many draft tokens are accepted.",
+                evidence,
                 cost_us=dec * 1e3,
             )
         ]
@@ -305,9 +336,9 @@ def _dominance(summary: Summary) -> list[Finding]:
             "prefill-dominated",
             "info",
             f"Prefill-dominated: prefill is {pre / total:.0%} of generation time",
-            f"Prefill {pre:.1f} ms, decode {dec:.1f} ms. TTFT drives the experience here: prefill is usually compute "
-            "bound, so look at GEMM efficiency, attention kernels and prompt caching.",
-            {"prefill_ms": pre, "decode_ms": dec},
+            f"Prefill {_t(pre * 1e3)}, decode {_t(dec * 1e3)}. TTFT drives the experience here: prefill is usually "
+            "compute bound, so look at GEMM efficiency, attention kernels and prompt caching.",
+            evidence,
             cost_us=pre * 1e3,
         )
     ]
@@ -316,7 +347,7 @@ def _dominance(summary: Summary) -> list[Finding]:
 # --- Where a finding's evidence lies: the app's "Zoom" and the report point there.
 
 _ANATOMY_STEP = ("category-share", "category-dominant", "category-roofline")
-_PHASE_OF = {"decode-dominated": "decode", "prefill-dominated": "prefill"}
+_PHASE_OF = {"decode-dominated": "decode", "prefill-dominated": "prefill", "verify-dominated": "verify"}
 
 
 def finding_range(finding: Finding, steps: pd.DataFrame, anatomy_step: int | None = None) -> tuple[int, int] | None:

@@ -15,6 +15,7 @@ from ..parsers.timeline import HOST_LAUNCH_KINDS
 from .activity import Activity, covered_time
 from .event_rows import kind_mask
 from .model import Finding
+from .number_format import format_value
 
 CANDIDATES = 64  # the longest calls examined (a trace has millions of calls; only the longest can matter)
 MIN_IDLE_US = 1_000.0  # a call is a finding when the GPU idles at least this long during it
@@ -56,6 +57,7 @@ def long_host_call(act: Activity, busy: tuple[np.ndarray, np.ndarray], steps: pd
             f"nothing to run for {_ms(idle_us)} of it (the step is {_ms(span_us)}). {_why(name)}",
             {"call_us": call_us, "idle_us": idle_us, "step": row, "step_us": span_us},
             cost_us=idle_us,
+            saving_us=idle_us,
             at_ns=(int(start[best]), int(end[best])),
         )
     ]
@@ -78,4 +80,4 @@ def _why(name: str) -> str:
 
 
 def _ms(us: float) -> str:
-    return f"{us / 1e3:,.1f} ms" if us >= 1000 else f"{us:,.0f} us"
+    return format_value(us, "us")  # analysis.number_format: as every output writes a time

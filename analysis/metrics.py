@@ -39,6 +39,9 @@ class Metric:
     # a served run's cards (issue 41) lead with these, in this order (0: not one of them), labelled serving_label
     serving_card: int = 0
     serving_label: str | None = None
+    # a card of a trace without steps (CAPTURE_CARDS), in the order shown; 0: not one of them
+    capture_card: int = 0
+    text_item: str | None = None  # the card shows this item of the field's mapping (a name) instead of the value
 
     @property
     def card(self) -> str:
@@ -218,6 +221,59 @@ METRICS: tuple[Metric, ...] = (
         cpu_card="Before the first op / {kind} step",
     ),
     Metric(
+        "capture_busy_pct",
+        "GPU busy over the capture",
+        "%",
+        None,
+        "capture",
+        item="busy_pct",
+        card_label="GPU busy (capture)",
+        cpu_label="host busy over the capture (some op running)",
+        cpu_card="Host busy (capture)",
+        headline=False,
+        capture_card=1,
+    ),
+    Metric(
+        "kernels_per_s",
+        "kernels per second",
+        "",
+        None,
+        "capture",
+        item="kernels_per_s",
+        card_label="Kernels / s",
+        cpu_label="host ops per second",
+        cpu_card="Host ops / s",
+        headline=False,
+        capture_card=2,
+    ),
+    Metric(
+        "longest_idle_ms",
+        "longest GPU idle gap",
+        "ms",
+        None,
+        "capture",
+        item="longest_idle_ms",
+        card_label="Longest idle gap",
+        cpu_label="longest gap with no host op running",
+        cpu_card="Longest gap, no op",
+        headline=False,
+        capture_card=3,
+    ),
+    Metric(
+        "top_kernel_pct",
+        "top kernel's share of kernel time",
+        "%",
+        None,
+        "capture",
+        item="top_kernel_pct",
+        card_label="Top kernel",
+        cpu_label="top host op's share of host-op time",
+        cpu_card="Top host op",
+        headline=False,
+        capture_card=4,
+        text_item="top_kernel",
+    ),
+    Metric(
         "memory_peak_allocated_bytes",
         "peak memory allocated",
         "B",
@@ -263,6 +319,8 @@ HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
 COMPARED: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline or m.compared or m.key == "tokens_per_s")
 SERVING_CARDS: tuple[Metric, ...] = tuple(sorted((m for m in METRICS if m.serving_card), key=lambda m: m.serving_card))
 UNKNOWN = "unknown"
+CAPTURE_CARDS: tuple[Metric, ...] = tuple(sorted((m for m in METRICS if m.capture_card), key=lambda m: m.capture_card))
+CARD_NAME_CHARS = 18  # a name on a card (the top kernel), cut to what a card's width shows; the hover has it all
 
 
 def card_metrics(summary: Any, on_gpu: bool | None = None) -> list[tuple[Metric, str]]:
@@ -273,6 +331,8 @@ def card_metrics(summary: Any, on_gpu: bool | None = None) -> list[tuple[Metric,
     kind = summary.get("step_kind") if isinstance(summary, Mapping) else getattr(summary, "step_kind", None)
     if on_gpu is None:
         on_gpu = summary.get("on_gpu", True) if isinstance(summary, Mapping) else getattr(summary, "on_gpu", True)
+    if kind is None and _get(summary, "capture"):  # no steps: the capture's time decides the first row
+        return [(m, m.card_label_for(None, bool(on_gpu))) for m in CAPTURE_CARDS]
     cards = []
     for m in HEADLINE:
         shown = BY_KEY[m.stand_in] if m.stand_in and kind not in (None, "decode") else m
@@ -292,6 +352,73 @@ def unknown_reason(m: Metric, summary: Any) -> str | None:
         return None
     reasons = _get(summary, "unknown_reasons") or {}
     return reasons.get(m.key) if isinstance(reasons, Mapping) else None
+
+
+PER_TOKEN = ("tokens_per_step", "tokens_per_s", "decode_tokens_per_s")  # null when the batch is unknown
+# a card whose figure is a range where one value would be a guess: speculative decoding without the acceptance
+RANGES = {"itl_p50_ms": "itl_ms_range", "itl_p90_ms": "itl_p90_ms_range", "tokens_per_s": "tokens_per_s_range"}
+
+
+def card_text(m: Metric, summary: Any) -> str:
+    """What a card shows: the figure (analysis.number_format); where it is null, the range the trace allows
+    (speculative decoding whose acceptance the trace does not show: "1.86–5.59 ms"), or "unknown" for a per-token
+    figure whose batch the trace does not say (the page says under the cards what would make it known), else "—"."""
+    value = m.value(summary)
+    if m.text_item is not None:
+        name = _get(_get(summary, m.field) or {}, m.text_item)
+        if name:
+            name = str(name)
+            return name if len(name) <= CARD_NAME_CHARS else name[: CARD_NAME_CHARS - 1] + "…"
+    if not math.isnan(value):
+        return m.format(value)
+    span = _range(m, summary)
+    if span is not None:
+        return number_format.format_range(span["min"], span["max"], m.unit)
+    if _batch_unknown(m, summary):
+        return UNKNOWN
+    return m.format(value)
+
+
+def card_help(m: Metric, summary: Any) -> str:
+    """The card's hover text: what it is and its JSON key, then where its figure comes from (the batch's source for
+    a per-token figure) or why it is a range or unknown."""
+    on_gpu = bool(_get(summary, "on_gpu", True))
+    text = f"{m.label_for(on_gpu)} (`{m.key}` in the JSON)"
+    if m.text_item is not None and _get(_get(summary, m.field) or {}, m.text_item):
+        return f"{_get(_get(summary, m.field), m.text_item)}: {m.format(m.value(summary))} of the time; {text}"
+    if m.capture_card:
+        return text + ", over the capture: its first event to its last (no generation steps were found)"
+    if _range(m, summary) is not None and math.isnan(m.value(summary)):
+        return text + (
+            ": a range, from every draft token accepted to none (speculative decoding: the trace does not say how "
+            "many were accepted)"
+        )
+    if m.key in PER_TOKEN:
+        source = _get(summary, "batch_source")
+        if source:
+            return text + f"; sequences per step from {source}"
+        if _batch_unknown(m, summary):
+            return text + (
+                ": unknown, the trace does not say the batch (sequences per step): record with record_shapes=True, "
+                "use the engine's annotations, or type it in Analysis settings (--batch)"
+            )
+    return text
+
+
+def _batch_unknown(m: Metric, summary: Any) -> bool:
+    """A per-token figure of the main step kind that is null because the trace does not say the batch (decode
+    tokens/s only on a trace whose main kind is decode: elsewhere it has no decode steps to be about)."""
+    kind = _get(summary, "step_kind")
+    if m.key not in PER_TOKEN or kind is None or _get(summary, "batch_source"):
+        return False
+    return m.key != "decode_tokens_per_s" or kind == "decode"
+
+
+def _range(m: Metric, summary: Any) -> dict | None:
+    spec = _get(summary, "speculative")
+    key = RANGES.get(m.key)
+    span = spec.get(key) if isinstance(spec, Mapping) and key else None
+    return span if isinstance(span, Mapping) and span.get("min") is not None and span.get("max") is not None else None
 
 
 def _get(summary: Any, name: str, default: Any = None) -> Any:

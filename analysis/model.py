@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,33 @@ class Finding:
     # the time range (ns, the trace's clock) its evidence lies in, where the finding knows it exactly (one call);
     # analysis.findings.finding_range finds the step for the others
     at_ns: tuple[int, int] | None = None
+    # the time fixing it could recover at most (us): idle time a fix removes, time above a floor; None for a finding
+    # that describes the run (a phase's share, a dominant category) rather than says what to change. Findings are
+    # ranked by it (ranked() below); the JSON adds it as saving_us (DESIGN.md, 2026-12-04)
+    saving_us: float | None = None
+
+    @property
+    def context(self) -> bool:
+        """A descriptive finding (information, nothing to win): shown as a line of context, not as a finding."""
+        return self.severity == "info" and self.saving_us is None
+
+
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+SEVERITY_RANK = {"critical": 0, "warn": 1, "info": 2}
+
+
+def ranked(findings) -> tuple[Finding, ...]:
+    """The order every output lists findings in: critical, then warn, then info; within each the largest saving
+    first, findings without one after (the costliest first among those); ties keep the order they were made in."""
+
+    def key(f: Finding) -> tuple:
+        saving, cost = _finite(f.saving_us), _finite(f.cost_us)
+        return (SEVERITY_RANK.get(f.severity, 3), saving is None, -(saving or 0.0), -(cost or 0.0))
+
+    return tuple(sorted(findings, key=key))
 
 
 @dataclass(frozen=True)
@@ -92,3 +120,8 @@ class Analysis:
     roofline: RooflineReport | None = None  # expected vs measured per phase, when a model and device are known
     model_proposal: ModelProposal | None = None  # the model shape the trace shows (a guess: no figure reads it)
     requests: RequestTable | None = None  # the requests: how many (None: unknown, with why) and one row each
+
+    def __post_init__(self) -> None:
+        # every Analysis holds its findings ranked (also after dataclasses.replace adds some): the JSON, the app and
+        # the reports list them in one order
+        object.__setattr__(self, "findings", ranked(self.findings))

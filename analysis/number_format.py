@@ -123,9 +123,23 @@ def format_value(value: float | None, unit: str = "", shown_unit: str | None = N
     to = shown_unit or shared_unit([value], unit)
     if unit in TIME_NS or unit == "B" or unit in _RATE_UNITS:
         return f"{sig(convert(value, unit, to))} {to}"
+    if unit in ("FLOP", "FLOP/s"):  # the prefix on the unit, as FLOPs are quoted: "110 MFLOP", "400 GFLOP/s"
+        prefix, scale = next(((p, s) for p, s in _COMPACT if abs(value) >= s * (1 - 0.5 * 10 ** (-DIGITS))), ("", 1))
+        return f"{sig(value / scale)} {prefix}{unit}"
     if unit in ("", "tok/s") or unit.endswith("/s"):
         return f"{compact(value)} {unit}".strip()
     return f"{sig(value)} {unit}".strip()
+
+
+def format_range(low: float | None, high: float | None, unit: str = "") -> str:
+    """Two ends of a range, the unit written once: "1.86–5.59 ms", "179–537 tok/s"; "—" when either is missing."""
+    if missing(low) or missing(high):
+        return MISSING
+    low, high = float(low), float(high)  # type: ignore[arg-type]
+    if unit in TIME_NS or unit == "B" or unit in _RATE_UNITS:
+        shown = shared_unit([low, high], unit)
+        return f"{sig(convert(low, unit, shown))}–{sig(convert(high, unit, shown))} {shown}"
+    return f"{compact(low)}–{compact(high)} {unit}".strip()
 
 
 def format_delta(value: float | None, unit: str = "", shown_unit: str | None = None) -> str:
@@ -141,9 +155,20 @@ def format_delta(value: float | None, unit: str = "", shown_unit: str | None = N
     return ("+" if value > 0 else "-") + text
 
 
-def format_ratio(value: float | None) -> str:
-    """B / A: "1.43x", "0.59x"; "—" without one."""
-    return MISSING if missing(value) else f"{sig(float(value))}x"  # type: ignore[arg-type]
+GONE, NEW = "gone", "new"
+
+
+def format_ratio(value: float | None, a: float | None = None, b: float | None = None) -> str:
+    """B / A: "1.43x", "0.59x"; "gone" where B is 0 and A was not, "new" where A is 0 and B is not (given A and B);
+    "—" without one."""
+    if not (missing(a) or missing(b)):
+        if float(b) == 0 and float(a) != 0:  # type: ignore[arg-type]
+            return GONE
+        if float(a) == 0 and float(b) != 0:  # type: ignore[arg-type]
+            return NEW
+    if missing(value):
+        return MISSING
+    return GONE if float(value) == 0 else f"{sig(float(value))}x"  # type: ignore[arg-type]
 
 
 def format_row(values: Iterable[float | None], unit: str) -> list[str]:

@@ -2,9 +2,10 @@
 traces, by short name, per step of each trace's main kind (analysis.step_figures), as TraceLens's comparison
 of two reports does.
 
-Per step, not per trace: two captures of different lengths compare their steps, not their totals. A row is a
-change when its count per step differs or its time per step moved by more than CHANGE_SHARE and MIN_DELTA_US;
-rows are ordered by the size of the time change, largest first.
+Per step, not per trace: two captures of different lengths compare their steps, not their totals. A name's count per
+step is the median over the steps (a count, not a fraction: 41 slices in most steps read 41, not a mean of 40.9),
+its time per step the mean. A row is a change when its count per step differs or its time per step moved by more
+than CHANGE_SHARE and MIN_DELTA_US; rows are ordered by the size of the time change, largest first.
 """
 
 from __future__ import annotations
@@ -48,10 +49,26 @@ def per_step_ops(analysis: Analysis) -> tuple[pd.DataFrame, str | None, int]:
     grouped = frame.groupby("name", sort=True, observed=True).agg(
         category=("category", "first"), count=("count", "sum"), us=("us", "sum")
     )
-    grouped["count"] = grouped["count"] / n
+    grouped["count"] = _median_counts(frame["name"], mine["step"].to_numpy(), n).reindex(grouped.index)
     grouped["us"] = grouped["us"] / n
     out = grouped.reset_index()
     return out.assign(name=out["name"].astype(str), category=out["category"].astype(str)), kind, n
+
+
+def _median_counts(names: pd.Series, step: np.ndarray, n: int) -> pd.Series:
+    """Per name, the median of its count over the n steps (a step without it counts 0): one pass over the (name,
+    step) pairs, then a loop over the names (a few hundred), never over events."""
+    sizes = pd.DataFrame({"name": names.to_numpy(), "step": step}).groupby(["name", "step"], observed=True).size()
+    out = {}
+    for name, counts in sizes.groupby(level=0, observed=True):
+        values = np.sort(counts.to_numpy())
+        zeros = n - len(values)  # the steps the name is absent from, first in the sorted order
+
+        def at(rank: int, values=values, zeros=zeros) -> float:
+            return 0.0 if rank < zeros else float(values[rank - zeros])
+
+        out[name] = (at((n - 1) // 2) + at(n // 2)) / 2
+    return pd.Series(out, dtype=float)
 
 
 def op_diff(a: Analysis, b: Analysis, top: int = TOP) -> dict:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 MAX_GAP_THRESHOLD_NS = 10**12  # 1000 s: any longer "gap" threshold would hide everything
 MAX_STEP_REGEX_CHARS = 500
+MAX_BATCH = 1_000_000  # sequences per step a user may type
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class AnalysisOptions:
     host_bound_idle_share: float = 0.20  # decode idle above this share of the step -> host-bound finding
     anatomy: bool = True  # categories per step and layers (analysis.anatomy); False skips them
     category_rules: tuple[Rule, ...] = ()  # user rules (analysis.categories.load_rules), tried before the table
+    # sequences per step where the trace does not say (no input shapes, no engine annotation): typed by the user, so
+    # per-token figures have a batch to rest on and say that it was typed (analysis.step_figures.typed_batch)
+    batch: int | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.gap_threshold_ns <= MAX_GAP_THRESHOLD_NS:
@@ -37,6 +41,10 @@ class AnalysisOptions:
             raise ValueError("the outlier factor must be above 1")
         if not (math.isfinite(self.host_bound_idle_share) and 0 <= self.host_bound_idle_share <= 1):
             raise ValueError("the host-bound idle share must be between 0 and 1")
+        if self.batch is not None and not (
+            isinstance(self.batch, int) and not isinstance(self.batch, bool) and 1 <= self.batch <= MAX_BATCH
+        ):
+            raise ValueError(f"--batch must be a whole number of sequences from 1 to {MAX_BATCH:,}")
 
     @classmethod
     def from_us(cls, gap_threshold_us: float = 1.0, **fields) -> AnalysisOptions:

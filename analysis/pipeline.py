@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 from .activity import busy_union, derive_activity
+from .capture_figures import capture_figures, gpu_mostly_idle
 from .composition import with_batch_figures
 from .event_rows import isin_ints, kind_mask
 from .findings import make_findings
@@ -26,6 +27,7 @@ from .sanity import check_analysis
 from .serving import follow_served
 from .serving.front_end import FrontEnd
 from .serving_findings import serving_findings
+from .step_figures import typed_batch, with_batch_source
 from .step_finding import find_steps
 from .steps import measure_steps
 from .summary import inter_token_latency_ns, outlier_mask, summarize
@@ -49,6 +51,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None, 
     """analyze()'s stages in order; `host`: host_work() of the timeline's events, computing in a worker."""
     bounds, segmentation = find_steps(timeline, options.step_regex)
     bounds, segmentation, served = follow_served(bounds, segmentation, front_end)
+    bounds, typed = typed_batch(bounds, options.batch)  # a batch the user typed, where the trace says none
     if "process" in bounds.attrs:  # several ranks in one file: measure the one whose steps were found
         timeline = one_process(timeline, bounds.attrs["process"])
         host = None  # it holds the ops of every process: the anatomy reads the kept process's own
@@ -70,11 +73,14 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None, 
     gaps = find_gaps(act, busy_by_device, steps, options.gap_threshold_ns)
     summary = summarize(steps, act, busy_all, itl, outliers)
     summary, segmentation = with_batch_figures(summary, segmentation, steps, bounds.attrs.get("request_steps"))
+    summary, segmentation = with_batch_source(summary, segmentation, steps, typed)
+    summary = replace(summary, capture=capture_figures(act, busy_all))
     requests = request_table(steps, summary, served)
     summary = with_request_figures(summary, requests, steps, itl, outliers, served)
     if warned := served_warnings(summary, steps, served):
         segmentation = replace(segmentation, warnings=(*segmentation.warnings, *warned))
     findings = make_findings(steps, gaps, summary, outliers, options) + long_host_call(act, busy_all, steps)
+    findings += gpu_mostly_idle(summary.capture, bool(len(steps)), summary.on_gpu, act.first_ts)
     findings = with_serving(findings, serving_findings(steps, requests.rows, itl, outliers))
     steps = steps.assign(itl_ns=itl, outlier=outliers)
     result = Analysis(

@@ -27,7 +27,8 @@ from ..parsers.timeline import GPU_KINDS, Timeline
 from . import Analysis, AnalysisOptions, analyze
 from .activity import busy_union, covered_time, derive_activity
 from .categories import categorize
-from .model import Finding
+from .model import Finding, ranked
+from .number_format import format_value
 from .rank_collectives import Collectives, match_collectives
 
 STRAGGLER_SHARE = 0.6  # slowest in at least this share of aligned steps
@@ -244,7 +245,7 @@ def analyze_ranks(
         rank_steps,
         steps,
         totals,
-        tuple(findings),
+        ranked(findings),
         tuple(warnings),
         alignment,
         run.same_clock,
@@ -326,7 +327,8 @@ def _findings(rs: pd.DataFrame, steps: pd.DataFrame, ranks: tuple[int, ...]) -> 
                 detail=(
                     f"Rank {top} does the most non-waiting work in {top_share:.0%} of {len(steps)} aligned steps, "
                     f"{excess_pct:.1f}% more than the other ranks' median; the others wait a median "
-                    f"{waited_by_others:.1f} us per step at collectives, rank {top} {own_wait:.1f} us."
+                    f"{format_value(waited_by_others, 'us')} per step at collectives, rank {top} "
+                    f"{format_value(own_wait, 'us')}."
                 ),
                 evidence={
                     "rank": top,
@@ -347,7 +349,7 @@ def _findings(rs: pd.DataFrame, steps: pd.DataFrame, ranks: tuple[int, ...]) -> 
                 detail=(
                     f"In {int(bound.sum())} steps at least {COMM_BOUND_PCT:.0f}% of the step is communication that no "
                     f"compute overlaps (median exposed communication "
-                    f"{float(steps.loc[bound, 'exposed_comm_ns'].median()) / 1e3:.1f} us)."
+                    f"{format_value(float(steps.loc[bound, 'exposed_comm_ns'].median()) / 1e3, 'us')})."
                 ),
                 evidence={"steps": int(bound.sum()), "share": float(bound.mean())},
             )

@@ -53,7 +53,14 @@ def run_summary(result: RankRun) -> dict:
             "warnings": list(result.warnings),
             "collectives": collective_summary(result.collectives) if result.collectives is not None else None,
             "findings": [
-                {"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail, "cost_us": f.cost_us}
+                {
+                    "id": f.id,
+                    "severity": f.severity,
+                    "title": f.title,
+                    "detail": f.detail,
+                    "cost_us": f.cost_us,
+                    "saving_us": f.saving_us,
+                }
                 for f in result.findings
             ],
         }

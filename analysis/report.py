@@ -11,6 +11,7 @@ from ..parsers.timeline import Timeline
 from .activity import busy_union
 from .composition import requests_of
 from .model import Analysis
+from .number_format import format_value
 from .summary import contract_fields
 
 SUMMARY_KEYS = contract_fields()  # the Summary fields marked for the contract, in order
@@ -105,14 +106,34 @@ def _finding(f) -> dict:
 
 def _finding_cost(f, analysis: Analysis) -> dict:
     """What a finding costs: its time in the trace (us) and that as a share of the time the steps cover (DESIGN.md
-    2026-12-01); null where the finding has no time of its own."""
-    if f.cost_us is None or not math.isfinite(f.cost_us):
-        return {"cost_us": None, "cost_pct": None}
+    2026-12-01), null where the finding has no time of its own; and what fixing it could save at most (`saving_us`,
+    DESIGN.md 2026-12-04), null for a finding that describes the run."""
     covered = steps_covered_us(analysis.steps)
-    return {
-        "cost_us": round(float(f.cost_us), 3),
-        "cost_pct": round(100.0 * f.cost_us / covered, 2) if covered else None,
-    }
+
+    def share(us: float) -> float | None:
+        return round(100.0 * us / covered, 2) if covered else None
+
+    out: dict = {"cost_us": None, "cost_pct": None, "saving_us": None, "saving_pct": None}
+    if _finite(f.cost_us):
+        out.update(cost_us=round(float(f.cost_us), 3), cost_pct=share(f.cost_us))
+    if _finite(f.saving_us):
+        out.update(saving_us=round(float(f.saving_us), 3), saving_pct=share(f.saving_us))
+    return out
+
+
+def saving_text(item: dict) -> str:
+    """ "could save up to 8.37 ms (44% of the steps' time)" from a finding's JSON object (saving_us, saving_pct);
+    "" for a finding with nothing to win (a description of the run: its time is no saving). Every output words a
+    finding's saving with this."""
+    saving, pct = item.get("saving_us"), item.get("saving_pct")
+    if not saving:
+        return ""
+    share = f" ({format_value(pct, '%')} of the steps' time)" if pct is not None else ""
+    return f"could save up to {format_value(saving, 'us')}{share}"
+
+
+def _finite(value) -> bool:
+    return value is not None and math.isfinite(value)
 
 
 def steps_covered_us(steps: pd.DataFrame) -> float:

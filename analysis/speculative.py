@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .number_format import format_value
+
 
 def speculative_summary(steps: pd.DataFrame, itl: np.ndarray) -> dict | None:
     """summary.speculative (DESIGN.md), None when the trace has no verify and no draft step."""
@@ -28,6 +30,7 @@ def speculative_summary(steps: pd.DataFrame, itl: np.ndarray) -> dict | None:
     known = np.isfinite(accepted)
     cycle_ms = itl[verify] / 1e6
     timed = cycle_ms > 0
+    sequences = steps["batch"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[verify]
     out: dict = {
         "verify_steps": int(verify.sum()),
         "draft_steps": int(draft.sum()),
@@ -38,15 +41,37 @@ def speculative_summary(steps: pd.DataFrame, itl: np.ndarray) -> dict | None:
         "verify_step_ms": _quantiles(cycle_ms[timed]),
         "itl_ms_per_token": None,
         "itl_ms_range": None,
+        # added 2026-12-04: the p90 range like itl_ms_range; emitted tokens per second over the verify cycles
+        # (acceptance known), else its range (every draft token accepted to none)
+        "itl_p90_ms_range": None,
+        "tokens_per_s": None,
+        "tokens_per_s_range": None,
     }
     if known.any() and draft_tokens:
         out["acceptance_rate"] = float(np.sum(accepted[known]) / (draft_tokens * known.sum()))
     if (known & timed).any():
         out["itl_ms_per_token"] = _quantiles(cycle_ms[known & timed] / (accepted[known & timed] + 1))
     elif timed.any() and draft_tokens is not None:
-        p50 = float(np.median(cycle_ms[timed]))
+        p50, p90 = (float(np.percentile(cycle_ms[timed], q)) for q in (50, 90))
         out["itl_ms_range"] = {"min": p50 / (draft_tokens + 1), "max": p50}
+        out["itl_p90_ms_range"] = {"min": p90 / (draft_tokens + 1), "max": p90}
+    out.update(_emitted_rate(cycle_ms, timed, sequences, accepted, draft_tokens))
     return out
+
+
+def _emitted_rate(cycle_ms, timed, sequences, accepted, draft_tokens) -> dict:
+    """Emitted tokens per second over the verify cycles whose sequences are known: exact where every timed cycle
+    says what it accepted, else from none accepted (one token per sequence) to all (draft tokens + 1)."""
+    counted = timed & np.isfinite(sequences)
+    seconds = float(cycle_ms[counted].sum()) / 1e3
+    if not counted.any() or seconds <= 0:
+        return {}
+    if np.isfinite(accepted[counted]).all():
+        return {"tokens_per_s": float((sequences[counted] * (accepted[counted] + 1)).sum() / seconds)}
+    if draft_tokens is None:
+        return {}
+    least = float(sequences[counted].sum()) / seconds
+    return {"tokens_per_s_range": {"min": least, "max": least * (draft_tokens + 1)}}
 
 
 def speculative_warning(spec: dict | None) -> str | None:
@@ -57,8 +82,9 @@ def speculative_warning(spec: dict | None) -> str | None:
     k = spec["draft_tokens_per_verify"]
     return (
         f"{spec['verify_steps']} verify steps score {k:g} draft token(s) each, and how many were accepted is not in "
-        f"the trace: a verify step takes {hi:.2f} ms (median), so ITL per emitted token is between {lo:.2f} ms (all "
-        f"accepted) and {hi:.2f} ms (none); the ITL figures count plain decode steps only"
+        f"the trace: a verify cycle takes {format_value(hi, 'ms')} (median), so ITL per emitted token is between "
+        f"{format_value(lo, 'ms')} (all accepted) and {format_value(hi, 'ms')} (none), and tokens/s a range too; the "
+        "ITL figures count plain decode steps only"
     )
 
 

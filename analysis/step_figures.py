@@ -9,8 +9,15 @@ the *main* kind: decode when the trace has decode steps, else the first present 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:  # analysis.summary imports this module
+    from .model import Segmentation
+    from .summary import Summary
 
 MAIN_KIND_ORDER = ("decode", "mixed", "verify", "prefill", "draft")
 
@@ -39,13 +46,84 @@ def main_steps(steps: pd.DataFrame, outliers: np.ndarray) -> tuple[str | None, p
 
 def step_tokens(steps: pd.DataFrame) -> np.ndarray:
     """New positions per step as floats, NaN when unknown. A decode step with no count advances each of its
-    sequences by one (the `sequences` column where step composition gives it, else `batch`; 1 when neither)."""
+    sequences by one (the `sequences` column where step composition gives it, else `batch`); with neither known its
+    tokens are unknown too: never a guessed batch of 1 (DESIGN.md, 2026-12-04)."""
     tokens = pd.to_numeric(steps["tokens"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     column = "sequences" if "sequences" in steps else "batch"
     sequences = pd.to_numeric(steps[column], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     decode = (steps["kind"] == "decode").to_numpy(dtype=bool)
-    fill = np.where(np.isnan(sequences), 1.0, sequences)
-    return np.where(np.isnan(tokens) & decode, fill, tokens)
+    return np.where(np.isnan(tokens) & decode, sequences, tokens)
+
+
+# --- where the batch comes from, and what a trace that does not say it gets ------------------------------------
+
+BATCH_SOURCES = {  # segmentation method -> where its steps' batch was read
+    "stepscope-markers": "Stepscope's step markers",
+    "vllm-annotations": "the engine's step annotations",
+    "sglang-annotations": "the engine's step annotations",
+    "user-regex": "your step annotations",
+}
+TYPED = "typed (--batch, or the app's Analysis settings)"
+
+
+def typed_batch(bounds: pd.DataFrame, batch: int | None) -> tuple[pd.DataFrame, bool]:
+    """The step boundaries with a typed batch where the trace says none: each step's sequences, and a decode step's
+    tokens (one per sequence). (bounds, whether the typed batch was used)."""
+    if batch is None or not len(bounds):
+        return bounds, False
+    unknown = bounds["batch"].isna().to_numpy(dtype=bool)
+    if not unknown.any():
+        return bounds, False
+    out = bounds.copy()
+    out.loc[unknown, "batch"] = batch
+    decode = unknown & (out["kind"] == "decode").to_numpy(dtype=bool) & out["tokens"].isna().to_numpy(dtype=bool)
+    out.loc[decode, "tokens"] = batch
+    return out, True
+
+
+def batch_source(steps: pd.DataFrame, method: str, typed: bool) -> str | None:
+    """Where the main kind's sequences per step come from, in words; None when the trace does not say."""
+    kind = main_kind(steps)
+    if kind is None:
+        return None
+    rows = steps[(steps["kind"] == kind).to_numpy(dtype=bool)]
+    if not rows["batch"].notna().any():
+        return None
+    if typed:
+        return TYPED
+    return BATCH_SOURCES.get(method, "the input shapes the trace recorded (record_shapes)")
+
+
+def with_batch_source(
+    summary: Summary, segmentation: Segmentation, steps: pd.DataFrame, typed: bool
+) -> tuple[Summary, Segmentation]:
+    """The summary with where its batch came from, and the segmentation with a warning when the main kind's tokens
+    per step are unknown (so the per-token figures are null, never a guess)."""
+    summary = replace(summary, batch_source=batch_source(steps, segmentation.method, typed))
+    reason = unknown_tokens_reason(summary.step_kind, summary.tokens_per_step)
+    if reason:
+        segmentation = replace(segmentation, warnings=(*segmentation.warnings, reason))
+    return summary, segmentation
+
+
+def unknown_tokens_reason(summary_kind: str | None, tokens_per_step: float | None) -> str | None:
+    """The warning when the main kind's tokens per step are unknown, naming what is unknown and what would make it
+    known; None when they are known (or there are no steps)."""
+    if summary_kind is None or tokens_per_step is not None:
+        return None
+    if summary_kind in ("decode", "draft"):
+        what = f"the batch (sequences per {summary_kind} step) is unknown"
+        fix = (
+            "record with record_shapes=True, use the engine's step annotations, or type the batch (--batch, the "
+            "app's Analysis settings)"
+        )
+    else:
+        what = f"how many tokens each {summary_kind} step processes is unknown"
+        fix = "record with record_shapes=True or use the engine's step annotations"
+    return (
+        f"{what}: no input shapes and no engine annotation say it, so tokens per step, tokens/s and decode "
+        f"tokens/s are null; to know it, {fix}"
+    )
 
 
 def step_figures(steps: pd.DataFrame, outliers: np.ndarray) -> dict:

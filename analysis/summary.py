@@ -133,6 +133,12 @@ class Summary:
     output_tokens: int | None = field(default=None, metadata=CONTRACT)
     run_tokens_per_s: float | None = field(default=None, metadata=CONTRACT)
     unknown_reasons: dict[str, str] = field(default_factory=dict, metadata=CONTRACT)
+    # where the sequences per step of the main kind come from (analysis.step_figures.batch_source); None: the trace
+    # does not say, and the per-token figures (tokens_per_step, tokens_per_s, decode_tokens_per_s) are null
+    batch_source: str | None = field(default=None, metadata=CONTRACT)
+    # the capture's time, whatever its steps (analysis.capture_figures): busy share, kernels/s, longest idle, top
+    # kernel; the cards of a trace without steps
+    capture: dict | None = field(default=None, metadata=CONTRACT)
 
 
 def contract_fields() -> tuple[str, ...]:
@@ -171,19 +177,22 @@ def summarize(
     kept = decode & ~outliers
     itl_kept = itl[kept & (itl > 0)] / 1e6
     spans = (steps["end_ns"] - steps["start_ns"]).to_numpy() if len(steps) else np.array([])
-    batch = steps["batch"].astype("Float64").fillna(1).to_numpy(dtype=float) if len(steps) else np.array([])
+    # sequences per step, NaN where the trace does not say: no token count rests on a guessed batch of 1
+    batch = steps["batch"].astype("Float64").to_numpy(dtype=float, na_value=np.nan) if len(steps) else np.array([])
 
+    itl_ms = None
     if len(itl_kept):
         itl_ms = {q: float(np.percentile(itl_kept, p)) for q, p in (("p50", 50), ("p90", 90), ("p99", 99))}
         itl_ms["mean"] = float(itl_kept.mean())
         itl_ms["max"] = float(itl_kept.max())
-        tokens = batch[kept & (itl > 0)].sum()
-        tokens_per_s = _rate(tokens, itl_kept.sum() / 1e3)
-        rate_from = "inter-token latency"
+        known = kept & (itl > 0) & np.isfinite(batch)
+        tokens_per_s = _rate(batch[known].sum(), itl[known].sum() / 1e9) if known.any() else None
+        rate_from = "inter-token latency" if tokens_per_s is not None else None
     else:
-        itl_ms = None
-        tokens_per_s = _rate(batch[decode].sum(), spans[decode].sum() / 1e9) if decode.any() else None
+        known = decode & np.isfinite(batch)
+        tokens_per_s = _rate(batch[known].sum(), spans[known].sum() / 1e9) if known.any() else None
         rate_from = "decode step span" if tokens_per_s is not None else None
+    speculative = speculative_summary(steps, itl)
 
     ttft = _ttft_ms_by_request(steps)
 
@@ -199,7 +208,7 @@ def summarize(
         mixed_steps=int((kind == "mixed").sum()),
         verify_steps=int((kind == "verify").sum()),
         draft_steps=int((kind == "draft").sum()),
-        speculative=speculative_summary(steps, itl),
+        speculative=speculative,
         ttft_ms=float(np.median(list(ttft.values()))) if ttft else None,
         ttft_ms_by_request=ttft,
         itl_ms=itl_ms,
@@ -216,10 +225,20 @@ def summarize(
         syncs_per_decode_step=median("syncs"),
         prefill_ms_total=float(spans[kind == "prefill"].sum() / 1e6),
         decode_ms_total=float(spans[decode | np.isin(kind, ("verify", "draft"))].sum() / 1e6),  # after prefill
-        batch=int(np.median(batch[decode])) if decode.any() and steps["batch"].notna().any() else None,
+        batch=int(np.median(batch[decode & np.isfinite(batch)])) if (decode & np.isfinite(batch)).any() else None,
         on_gpu=bool(act.on_gpu),
-        **step_figures(steps, outliers),
+        **_per_step(steps, outliers, speculative),
     )
+
+
+def _per_step(steps: pd.DataFrame, outliers: np.ndarray, speculative: dict | None) -> dict:
+    """The main kind's per-step figures (analysis.step_figures); a verify step's tokens/s counts the tokens it
+    emitted (analysis.speculative: exact where the trace says what was accepted, else null and given as a range),
+    not the draft positions it scored."""
+    figures = step_figures(steps, outliers)
+    if figures.get("step_kind") == "verify":
+        figures["tokens_per_s"] = speculative.get("tokens_per_s") if speculative else None
+    return figures
 
 
 def busy_share_pct(steps: pd.DataFrame, act: Activity, busy: tuple[np.ndarray, np.ndarray]) -> float | None:

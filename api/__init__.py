@@ -144,6 +144,7 @@ def load(
     model: str | None = None,
     name: str | None = None,
     cache: bool = True,
+    batch: int | None = None,
 ) -> Trace | Run:
     """Read any trace Stepscope reads (Kineto JSON, Perfetto, nsys SQLite) and analyse it, through the front door:
     the same answer as `stepscope analyze` (its report equals the CLI's JSON). A folder (or glob) is read as
@@ -152,11 +153,12 @@ def load(
 
     Read through the on-disk cache (STEPSCOPE_CACHE_DIR) like the command line and the app, so a notebook
     reopening a big trace maps it instead of parsing it; `cache=False` reads the file afresh. `model`: a preset
-    name, model folder or config.json for a trace without run.json (as the CLI's --model).
+    name, model folder or config.json for a trace without run.json (as the CLI's --model); `batch`: sequences per
+    step for a trace that does not say (as --batch).
     Raises stepscope.parsers.TraceError (or ValueError for a bad option) with a one-line reason."""
     from ..analysis.front_door import NO_CACHE, USE_CACHE, OpenedRun, is_run_source, open_folder, open_trace
 
-    options = AnalysisOptions.from_us(gap_threshold_us, step_regex=step_regex)
+    options = AnalysisOptions.from_us(gap_threshold_us, step_regex=step_regex, batch=batch)
     policy = USE_CACHE if cache else NO_CACHE
     if is_run_source(path):
         opened = open_folder(path, options, model=model, cache=policy, name=name)
@@ -221,10 +223,8 @@ def compare(a: Trace, b: Trace) -> TraceComparison:
 def frames(trace: Trace) -> dict[str, pd.DataFrame]:
     """Every table as a DataFrame: events (the timeline), steps, gaps, top_kernels, findings, and memory (the
     trace's memory events: time, device, bytes, allocated, reserved; empty without profile_memory)."""
-    findings = pd.DataFrame(
-        [{"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail} for f in trace.analysis.findings],
-        columns=["id", "severity", "title", "detail"],
-    )
+    columns = ["id", "severity", "title", "detail", "cost_us", "saving_us"]  # in the page's order (issue 44)
+    findings = pd.DataFrame([[getattr(f, c) for c in columns] for f in trace.analysis.findings], columns=columns)
     return {
         "events": trace.timeline.events,
         "steps": trace.steps,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 GAP_US_KEY = "gap_threshold_us"
 REGEX_KEY = "step_regex"
+BATCH_KEY = "typed_batch"  # session state: sequences per step for traces that do not say it; 0 = none typed
 # session state: the model a trace without run.json is read against, as plain data: (preset, dtype), or
 # ("config", {"config": dict, "dtype": str, "name": str}) from an uploaded config.json, or ("form", {...}) the
 # keyword arguments of analysis.roofline.shape_from_form
@@ -31,7 +32,8 @@ def current_options(state: MutableMapping) -> AnalysisOptions:
     """The options every page opens traces with (ValueError for a value the analysis refuses)."""
     gap_us = float(state.get(GAP_US_KEY, DEFAULT_GAP_US))
     regex = (state.get(REGEX_KEY) or "").strip() or None
-    return AnalysisOptions.from_us(gap_us, step_regex=regex)
+    batch = int(state.get(BATCH_KEY) or 0) or None
+    return AnalysisOptions.from_us(gap_us, step_regex=regex, batch=batch)
 
 
 def current_given(state: MutableMapping) -> Given:
@@ -84,7 +86,8 @@ def set_model(state: MutableMapping, preset: str | None, dtype: str | None) -> N
 
 def settings_expander() -> None:
     """Widgets bound to the session-state keys above; a change re-analyses (the parse stays cached)."""
-    with st.expander("Analysis settings", expanded=bool(st.session_state.get(REGEX_KEY))):
+    state = st.session_state
+    with st.expander("Analysis settings", expanded=bool(state.get(REGEX_KEY) or state.get(BATCH_KEY))):
         left, right = st.columns([1, 2])
         left.number_input(
             "Shortest GPU idle gap reported (us)",
@@ -101,4 +104,15 @@ def settings_expander() -> None:
             placeholder=r"^my_step_(?P<kind>prefill|decode)",
             help="Matched against user annotations before any other method. Named groups kind (prefill/decode) "
             "and tokens are read when present.",
+        )
+        st.number_input(
+            "Batch: sequences per step, for a trace that does not say (0: none)",
+            min_value=0,
+            max_value=1_000_000,
+            value=0,
+            step=1,
+            key=BATCH_KEY,
+            help="Without input shapes (record_shapes=True) or an engine's step annotations the trace does not say "
+            "how many sequences a step advances, so tokens per step, tokens/s and the decode roofline are unknown. "
+            "A batch typed here fills them, and they say they rest on it. Steps whose batch the trace states keep it.",
         )

@@ -56,6 +56,6 @@ def _cached(args: argparse.Namespace):
     from ..analysis.options import AnalysisOptions
     from ..parsers.limits import ReadLimits
 
-    options = AnalysisOptions.from_us(args.gap_threshold_us, step_regex=args.step_regex)
+    options = AnalysisOptions.from_us(args.gap_threshold_us, step_regex=args.step_regex, batch=args.batch)
     key = answer_key(args.trace, options, NOTHING_GIVEN, ReadLimits.from_env())
     return None if key is None else cached_answer(args.trace, key, USE_CACHE, known_only=True)

@@ -9,8 +9,9 @@ import json
 
 import streamlit as st
 
-from ..analysis.metrics import HEADLINE, UNKNOWN, card_metrics, unknown_reason
+from ..analysis.metrics import HEADLINE, UNKNOWN, card_help, card_metrics, card_text, unknown_reason
 from ..analysis.number_format import format_count
+from ..analysis.step_figures import unknown_tokens_reason
 from ..analysis.summary import Summary
 from ..exporters.safe_text import for_markdown
 from . import tables
@@ -19,6 +20,8 @@ from .findings_panel import alert
 
 SUMMARY_CARDS = HEADLINE  # the registry's headline metrics, in the order the cards appear
 CARD_WIDTH_PX = 138  # the widest compact value ("1.67k tok/s") and a two-line label fit
+RANGE_EXTRA_PX = 40  # a card whose value is a range ("44.3–133 tok/s", speculative decoding) is this much wider
+NAME_EXTRA_PX = 110  # a card whose value is a name (analysis.metrics.CARD_NAME_CHARS of a kernel's), this much
 
 
 def summary_cards(summary: Summary, label_prefix: str = "") -> None:
@@ -28,15 +31,19 @@ def summary_cards(summary: Summary, label_prefix: str = "") -> None:
     (analysis.metrics.card_metrics)."""
     row = st.container(horizontal=True, wrap=True, gap="small")
     for m, label in card_metrics(summary):
-        why = unknown_reason(m, summary)
+        why = unknown_reason(m, summary)  # a served run's figure that is null, with why (analysis.request_figures)
+        text = UNKNOWN if why else card_text(m, summary)
+        helptext = for_markdown(card_help(m, summary)) if m.text_item else card_help(m, summary)  # a kernel's name
         row.metric(
             label_prefix + label,
-            UNKNOWN if why else m.format(m.value(summary)),
+            text,
             border=True,
-            help=_card_help(m, summary) + (f": {for_markdown(why)}" if why else ""),
-            width=CARD_WIDTH_PX,
+            help=helptext + (f": {for_markdown(why)}" if why else ""),
+            # a range ("44.3–133 tok/s") or a name (the top kernel) is longer than a number
+            width=CARD_WIDTH_PX + (RANGE_EXTRA_PX if "–" in text else NAME_EXTRA_PX if m.text_item else 0),
         )
     unknown_lines(summary)
+    basis_line(summary)
 
 
 def unknown_lines(summary: Summary) -> None:
@@ -49,20 +56,28 @@ def unknown_lines(summary: Summary) -> None:
             st.caption(f":material/help: {label} unknown: {for_markdown(why)}.")
 
 
+def basis_line(summary: Summary) -> None:
+    """Under the cards, what the per-token figures rest on: the batch's source, or, when the trace does not say the
+    batch, that they are unknown and what would make them known (the reason is the analysis's warning)."""
+    if summary.step_kind is None:
+        return
+    if summary.batch_source:
+        st.caption(f"Tokens per step from {for_markdown(summary.batch_source)}.")
+    elif summary.tokens_per_step is None:
+        reason = unknown_tokens_reason(summary.step_kind, summary.tokens_per_step) or ""
+        st.caption(f":material/help: Tokens per step unknown: {for_markdown(reason)}.")
+
+
 def cpu_note(summary: Summary) -> None:
     """What the cards' words mean on a CPU-only trace (nothing on a GPU trace)."""
     if not summary.on_gpu:
         st.caption("CPU-only trace: host ops stand in for kernels; busy means some op runs, idle that none does.")
 
 
-def _card_help(m, summary: Summary) -> str:
-    return f"{m.label_for(summary.on_gpu)} (`{m.key}` in the JSON)"
-
-
 def header(loaded: LoadedTrace) -> None:
     """One line of what the trace is: format, device (and where it was read), engine, events, requests."""
     report = loaded.report
-    device = report["device"] or "unknown device"
+    device = report["device"] or ("GPU not named in the trace" if report.get("on_gpu", True) else "CPU")
     engine = f" · {report['engine']}" if report.get("engine") else ""
     st.caption(
         f"**{for_markdown(loaded.name)}** · {for_markdown(report['format'])} · {for_markdown(device)}"
@@ -96,8 +111,8 @@ def findings_list(loaded: LoadedTrace) -> None:
 
 
 def finding_alerts(findings) -> None:
-    """Each finding as an alert box coloured by severity, the costliest first."""
-    for finding in sorted(findings, key=lambda f: -(getattr(f, "cost_us", None) or 0.0)):
+    """Each finding as an alert box coloured by severity, in the analysis's order (analysis.model.ranked)."""
+    for finding in findings:
         alert(finding)
 
 

@@ -1,8 +1,11 @@
-"""Findings first: under the summary cards, the findings that cost the most, each with a button that zooms the
-timeline to its evidence; every finding, with what it rests on, one click away.
+"""Findings first: under the summary cards, the findings that could save the most, each with a button that zooms the
+timeline to its evidence, then the descriptive ones as lines of context; every finding, with what it rests on, one
+click away.
 
-Where a finding points comes from analysis.findings.finding_range; its cost from the contract (cost_us, cost_pct).
-Zooming sets the overview's time range and the steps the kernel detail draws (views/analyze.py reads both)."""
+The order is the analysis's own (analysis.model.ranked: critical, warn, info, each by saving), the JSON's order.
+Where a finding points comes from analysis.findings.finding_range; its saving from the contract (saving_us,
+cost_pct). Zooming sets the overview's time range and the steps the kernel detail draws (views/analyze.py reads
+both)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from collections.abc import MutableMapping
 import streamlit as st
 
 from ..analysis.findings import finding_range
-from ..analysis.number_format import format_value
+from ..analysis.report import saving_text
 from ..exporters.safe_text import for_markdown
 from .cache import LoadedTrace
 
@@ -19,23 +22,17 @@ TOP = 3  # findings shown under the cards
 ZOOM_KEY = "timeline_zoom"  # session state: {content digest: (lo_ns, hi_ns)} the overview is zoomed to
 DETAIL_STEPS = 4  # at most this many steps drawn at kernel level after a zoom
 SEVERITY_ICON = {"critical": ":material/error:", "warn": ":material/warning:", "info": ":material/info:"}
-SEVERITY_ORDER = {"critical": 0, "warn": 1, "info": 2}
 
 
 def ordered(loaded: LoadedTrace) -> list[tuple[object, dict]]:
-    """(finding, its contract object) pairs, the costliest first (a finding without a cost after those with one,
-    by severity)."""
-    pairs = list(zip(loaded.analysis.findings, loaded.report["findings"], strict=False))
-    return sorted(pairs, key=lambda p: (-(p[1].get("cost_us") or 0.0), SEVERITY_ORDER.get(p[0].severity, 3)))
+    """(finding, its contract object) pairs in the JSON's order (analysis.model.ranked)."""
+    return list(zip(loaded.analysis.findings, loaded.report["findings"], strict=False))
 
 
 def cost_text(item: dict) -> str:
-    """ "costs 8.37 ms (44% of the steps' time)", "" for a finding without a cost of its own."""
-    cost, pct = item.get("cost_us"), item.get("cost_pct")
-    if not cost:
-        return ""
-    share = f" ({format_value(pct, '%')} of the steps' time)" if pct is not None else ""
-    return f"costs {format_value(cost, 'us')}{share}"
+    """ "could save up to 8.37 ms (44% of the steps' time)" (analysis.report.saving_text), "" for a finding with
+    nothing to win (a description of the run: its time is not a saving)."""
+    return saving_text(item)
 
 
 def _place(loaded: LoadedTrace, finding) -> tuple[int, int] | None:
@@ -91,13 +88,14 @@ def _zoom_button(loaded: LoadedTrace, finding, key: str) -> None:
 
 
 def top_findings(loaded: LoadedTrace) -> None:
-    """The costliest findings, one line each with a Zoom button (the line wraps, the button keeps its width)."""
+    """The first findings that say what to change, one line each with a Zoom button (the line wraps, the button
+    keeps its width); under them the descriptive findings as one line of context each."""
     pairs = ordered(loaded)
     tag = loaded.answer_id[-10:]
-    if not pairs:
-        st.caption("No findings for this trace: nothing above the thresholds DESIGN.md lists.")
-        return
-    for i, (finding, item) in enumerate(pairs[:TOP]):
+    actionable = [p for p in pairs if not p[0].context]
+    if not actionable:
+        st.caption("No findings that say what to change: nothing above the thresholds DESIGN.md lists.")
+    for i, (finding, item) in enumerate(actionable[:TOP]):
         row = st.container(horizontal=True, wrap=False, vertical_alignment="center", gap="small")
         cost = cost_text(item)
         row.markdown(
@@ -107,6 +105,15 @@ def top_findings(loaded: LoadedTrace) -> None:
         )
         with row:
             _zoom_button(loaded, finding, f"zoom_top_{i}_{tag}")
+    context_lines(pairs)
+
+
+def context_lines(pairs: list[tuple[object, dict]]) -> None:
+    """The descriptive findings (information with nothing to win: a phase's share, a dominant category), each one
+    line of context under the findings, without a cost."""
+    for finding, _ in pairs:
+        if finding.context:
+            st.caption(f":material/info: Context: {for_markdown(finding.title)}")
 
 
 def all_findings(loaded: LoadedTrace) -> None:
@@ -115,16 +122,19 @@ def all_findings(loaded: LoadedTrace) -> None:
     if not pairs:
         return
     tag = loaded.answer_id[-10:]
-    more = f", {len(pairs) - TOP} more than above" if len(pairs) > TOP else ""
-    with st.expander(f"All {len(pairs)} finding(s){more}, with what each rests on", expanded=False):
+    with st.expander(f"All {len(pairs)} finding(s) and context, with what each rests on", expanded=False):
         for i, (finding, item) in enumerate(pairs):
             alert(finding, item)
             _zoom_button(loaded, finding, f"zoom_all_{i}_{tag}")
 
 
 def alert(finding, item: dict | None = None) -> None:
-    """One finding as an alert box coloured by severity, its cost as the last line."""
-    cost = cost_text(item or {"cost_us": getattr(finding, "cost_us", None)})
+    """One finding as an alert box coloured by severity, what it could save as the last line; a descriptive one
+    (context) as plain text: it says what the run is, not what to change."""
+    if getattr(finding, "context", False):
+        st.markdown(f":material/info: **Context: {for_markdown(finding.title)}**  \n{for_markdown(finding.detail)}")
+        return
+    cost = cost_text(item or {"saving_us": getattr(finding, "saving_us", None)})
     body = f"**{for_markdown(finding.title)}**  \n{for_markdown(finding.detail)}"
     if cost:
         body += f"  \n*{cost[:1].upper()}{cost[1:]}.*"

@@ -46,15 +46,22 @@ def section(loaded: LoadedTrace) -> None:
     if memory is None:
         st.caption(NO_MEMORY)
         return
+    # every missing figure reads "—", the card's hover says why (one word for "not known", whatever the reason)
+    no_reserve = "The device keeps no reserve (a CPU), or the trace does not say it."
     cards = (
-        ("Peak allocated", _bytes(memory.peak_allocated_bytes)),
-        ("Peak reserved", _bytes(memory.peak_reserved_bytes) if memory.peak_reserved_bytes is not None else "none"),
-        ("KV growth / decode step", _bytes(memory.kv_growth_bytes_per_token)),
-        ("Expected KV / decode step", _bytes(memory.expected_kv_bytes_per_token, "needs the model")),
-        ("KV tokens that fit", format_count(memory.kv_tokens_capacity)),
+        ("Peak allocated", memory.peak_allocated_bytes, "The largest total allocated the trace shows."),
+        ("Peak reserved", memory.peak_reserved_bytes, no_reserve),
+        ("KV growth / decode step", memory.kv_growth_bytes_per_token, f"KV growth: {memory.basis}"),
+        (
+            "Expected KV / decode step",
+            memory.expected_kv_bytes_per_token,
+            "Needs the model: run.json beside the trace, --model, or the roofline section's model picker.",
+        ),
+        ("KV tokens that fit", memory.kv_tokens_capacity, "Needs the device's memory size and the KV growth."),
     )
-    for column, (label, value) in zip(st.columns(len(cards)), cards, strict=True):
-        column.metric(f"{label} ({memory.device})", value, border=True)
+    for column, (label, value, why) in zip(st.columns(len(cards)), cards, strict=True):
+        text = format_count(value) if label == "KV tokens that fit" else _bytes(value)
+        column.metric(f"{label} ({memory.device})", text, border=True, help=for_markdown(why))
     chart = memory_chart.step_memory_chart(loaded.analysis)
     if chart is not None:
         st.plotly_chart(chart, width="stretch", key="step_memory_chart")
@@ -68,14 +75,15 @@ def section(loaded: LoadedTrace) -> None:
     st.caption(for_markdown(" ".join(facts)))
     for note in memory.notes:
         st.caption(for_markdown(note))
+    st.caption("In the tables, — is a figure the trace does not give (a CPU's reserve; after a request it ended in).")
     left, middle, right = st.columns(3)
     _table(left, "Peak per phase", _phase_rows(memory.phases))
     _table(middle, "Requests: allocated before, at the last step, after", _request_rows(memory.requests))
     _table(right, "Other devices", _device_rows(memory.devices))
 
 
-def _bytes(value: float | None, missing: str = MISSING) -> str:
-    return format_bytes(value) if value is not None else missing
+def _bytes(value: float | None) -> str:
+    return format_bytes(value) if value is not None else MISSING
 
 
 def _table(column, title: str, rows: list[dict]) -> None:
@@ -83,7 +91,7 @@ def _table(column, title: str, rows: list[dict]) -> None:
     if rows:
         show(pd.DataFrame(rows), column)
     else:
-        column.caption("none")
+        column.caption("Nothing to list in this trace.")
 
 
 def _phase_rows(phases: dict) -> list[dict]:
@@ -91,7 +99,7 @@ def _phase_rows(phases: dict) -> list[dict]:
         {
             "phase": kind,
             "peak allocated": _bytes(p["peak_allocated_bytes"]),
-            "peak reserved": _bytes(p["peak_reserved_bytes"], "none"),
+            "peak reserved": _bytes(p["peak_reserved_bytes"]),
         }
         for kind, p in phases.items()
     ]
@@ -103,7 +111,7 @@ def _request_rows(requests: list[dict]) -> list[dict]:
             "request": r["request"],
             "before": _bytes(r["before_bytes"]),
             "last step end": _bytes(r["last_step_end_bytes"]),
-            "after": _bytes(r["after_bytes"], "trace ended"),
+            "after": _bytes(r["after_bytes"]),  # "—": the trace ended first
         }
         for r in requests
     ]
@@ -115,7 +123,7 @@ def _device_rows(devices: list[dict]) -> list[dict]:
             "device": d["device"],
             "events": d["events"],
             "peak allocated": _bytes(d["peak_allocated_bytes"]),
-            "peak reserved": _bytes(d["peak_reserved_bytes"], "none"),
+            "peak reserved": _bytes(d["peak_reserved_bytes"]),
         }
         for d in devices
     ]

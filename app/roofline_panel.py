@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from ..analysis.model import ranked
 from ..analysis.model_proposal import NOTE_PREFIX
 from ..analysis.number_format import compact, format_value, sig
 from ..analysis.roofline import (
@@ -301,7 +302,7 @@ def _phase_table(report: RooflineReport, label: str) -> None:
     if crossover:
         st.caption(f"Prefill turns compute bound at {compact(crossover)} prompt tokens on this device.")
     if not label:
-        components.finding_alerts(report.findings)
+        components.finding_alerts(ranked(report.findings))
     for note in report.notes:
         st.caption(for_markdown(note))
 

@@ -67,7 +67,7 @@ def metric_cells(row) -> tuple[str, str, str, str]:
         format_value(row.a, row.unit, shown),
         format_value(row.b, row.unit, shown),
         format_delta(row.delta, row.unit, shown),
-        format_ratio(row.ratio),
+        format_ratio(row.ratio, row.a, row.b),
     )
 
 
@@ -82,7 +82,8 @@ def _rows(comparison: Comparison) -> list[tuple[str, str, str, str, str]]:
 
 
 def _verdicts(comparison: Comparison) -> list[str | None]:
-    return [verdict(row) for row in comparison.metrics.itertuples(index=False)]
+    """Each row's "better" / "worse"; none for a pair that is not like for like (no verdict on it)."""
+    return [None if comparison.warnings else verdict(row) for row in comparison.metrics.itertuples(index=False)]
 
 
 def metric_table_rows(comparison: Comparison, on_gpu: bool = True) -> list[dict]:
@@ -91,7 +92,7 @@ def metric_table_rows(comparison: Comparison, on_gpu: bool = True) -> list[dict]
     CPU-only traces (`on_gpu` False) the rows a CPU trace cannot have (launches) are left out."""
     return [
         dict(zip(("metric", "A", "B", "B - A", "B / A"), (row.label, *metric_cells(row)), strict=True))
-        | {"verdict": verdict(row) or ""}
+        | {"verdict": "" if comparison.warnings else verdict(row) or ""}
         for row in comparison.metrics.itertuples(index=False)
         if on_gpu or not (row.metric in BY_KEY and BY_KEY[row.metric].gpu_only)
     ]

@@ -150,7 +150,7 @@ def _comparison_sections(
     rows = "".join(
         f"<tr><td>{esc(r.label)}</td><td class='num'>{esc(format_value(r.a, r.unit))}</td>"
         f"<td class='num'>{esc(format_value(r.b, r.unit))}</td><td class='num'>{esc(format_delta(r.delta, r.unit))}"
-        f"</td><td class='num'>{esc(format_ratio(r.ratio))}</td></tr>"
+        f"</td><td class='num'>{esc(format_ratio(r.ratio, r.a, r.b))}</td></tr>"
         for r in comparison.metrics.itertuples(index=False)
     )
     parts = [

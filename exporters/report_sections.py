@@ -16,9 +16,10 @@ import pandas as pd
 
 from ..analysis import number_format
 from ..analysis.gap_table import gaps_by_cause
-from ..analysis.metrics import UNKNOWN, card_metrics, unknown_reason
+from ..analysis.metrics import UNKNOWN, card_metrics, card_text, unknown_reason
 from ..analysis.model import Analysis
 from ..analysis.model_proposal import roofline_text
+from ..analysis.report import saving_text
 from .anatomy_tables import category_roofline_table, category_table, composition_table
 from .figures import memory_chart, step_charts, timeline
 from .safe_text import for_html
@@ -78,7 +79,7 @@ def cards(summary) -> str:
     items, reasons = [], {}
     for m, label in card_metrics(summary):  # the app's labels: CPU wording, no launch card on a CPU trace
         why = unknown_reason(m, summary)
-        text = UNKNOWN if why else m.format(m.value(summary))
+        text = UNKNOWN if why else card_text(m, summary)
         if why:
             reasons.setdefault(why, label)
         value = f'<div class="value">{esc(text)}</div>'
@@ -94,18 +95,15 @@ def cards(summary) -> str:
 
 
 def finding_cost(item: dict) -> str:
-    """What a finding saves or costs, in the one formatter's words ("" when it has no time of its own)."""
-    saving, cost, pct = item.get("saving_us"), item.get("cost_us"), item.get("cost_pct")
-    if saving:
-        return f"fixing it could save {number_format.format_value(saving, 'us')}"
-    if not cost:
-        return ""
-    share = f" ({number_format.format_value(pct, '%')} of the steps' time)" if pct is not None else ""
-    return f"costs {number_format.format_value(cost, 'us')}{share}"
+    """What fixing a finding could save, in the words every output uses (analysis.report.saving_text); "" for a
+    finding with nothing to win."""
+    return saving_text(item)
 
 
 def _finding(item: dict) -> str:
     severity = item.get("severity") if item.get("severity") in SEVERITIES else "info"
+    if severity == "info" and item.get("saving_us") is None:  # describes the run, nothing to win: context, as the app
+        return f'<p class="note">Context: <b>{esc(item.get("title", ""))}</b>. {esc(item.get("detail", ""))}</p>'
     cost = finding_cost(item)
     cost_html = f' <span class="cost">· {esc(cost)}</span>' if cost else ""
     return (

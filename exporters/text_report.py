@@ -6,8 +6,9 @@ the rest of a terminal line around, and a file name that is not UTF-8 cannot fai
 
 from __future__ import annotations
 
-from ..analysis.metrics import METRICS, format_bytes, format_value
+from ..analysis.metrics import METRICS, card_text, format_bytes, format_value
 from ..analysis.number_format import MISSING, format_count
+from ..analysis.report import saving_text
 from .safe_text import plain
 
 STEP_HEADS = ("span", "kernels", "launches", "busy", "idle", "lead", "tail")
@@ -25,7 +26,7 @@ def render_text(report: dict) -> str:
     seg = report["segmentation"]
     lines = [
         f"format   {report['format']}",
-        f"device   {report['device'] or 'unknown'}",
+        f"device   {report['device'] or ('GPU not named in the trace' if report.get('on_gpu', True) else 'CPU')}",
         f"events   {format_count(report['events'])}",
         f"steps    found by {seg['method']} (confidence {seg['confidence']:.2f}), "
         f"{_requests(report['requests'])} request(s), {len(report['steps'])} step(s)",
@@ -37,7 +38,7 @@ def render_text(report: dict) -> str:
     on_gpu = report.get("on_gpu", True)
     shown = [m for m in METRICS if shown_metric(m, on_gpu, summary.get("memory") is not None)]
     width = max(len(m.label_for(on_gpu)) for m in shown) + 2
-    lines += [f"{m.label_for(on_gpu):<{width}}{format_value(m.value(summary), m.unit)}" for m in shown]
+    lines += [f"{m.label_for(on_gpu):<{width}}{card_text(m, summary)}" for m in shown]  # "unknown", ranges
     if report["steps"]:
         lines += ["", f"{'step':>5} {'kind':<8} {'req':>3} {'idx':>4} " + " ".join(f"{h:>10}" for h in STEP_HEADS)]
         for i, st in enumerate(report["steps"][:40]):
@@ -216,10 +217,11 @@ def memory_lines(memory: dict | None) -> list[str]:
     lines = [
         "",
         f"memory   {memory['device']}: peak allocated {size('peak_allocated_bytes')}, "
-        f"peak reserved {size('peak_reserved_bytes', 'none')}, device {size('device_memory_bytes', 'size unknown')}",
+        f"peak reserved {size('peak_reserved_bytes', '— (no reserve)')}, device "
+        f"{size('device_memory_bytes', '— (size unknown)')}",
         f"KV       per decode step: measured {size('kv_growth_bytes_per_token')}, expected "
         f"{size('expected_kv_bytes_per_token', '— (needs the model)')}; weights "
-        f"{size('expected_weights_bytes', '— (need the model)')}; tokens of KV that fit per sequence: "
+        f"{size('expected_weights_bytes', '— (needs the model)')}; tokens of KV that fit per sequence: "
         f"{format_count(capacity)}",
     ]
     for kind, phase in (memory.get("phases") or {}).items():
@@ -227,7 +229,7 @@ def memory_lines(memory: dict | None) -> list[str]:
         reserved = phase.get("peak_reserved_bytes")
         lines.append(
             f"         {kind:<8} peak allocated {format_bytes(peak) if peak is not None else MISSING}, "
-            f"peak reserved {format_bytes(reserved) if reserved is not None else 'none'}"
+            f"peak reserved {format_bytes(reserved) if reserved is not None else MISSING}"
         )
     for device in memory.get("devices") or []:
         peak = device.get("peak_allocated_bytes")
@@ -292,9 +294,6 @@ def _opt(value: float | None, unit: str) -> str:
 
 
 def _cost(finding: dict) -> str:
-    """ " (costs 8.37 ms, 44% of the steps' time)" from the finding's cost_us and cost_pct, "" without one."""
-    cost, pct = finding.get("cost_us"), finding.get("cost_pct")
-    if not cost:
-        return ""
-    share = f", {format_value(pct, '%')} of the steps' time" if pct is not None else ""
-    return f" (costs {format_value(cost, 'us')}{share})"
+    """ " (could save up to 8.37 ms (44% of the steps' time))", "" for a finding with nothing to win."""
+    text = saving_text(finding)
+    return f" ({text})" if text else ""

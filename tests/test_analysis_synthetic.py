@@ -251,7 +251,7 @@ def test_repeating_kernel_sequence_is_the_last_resort():
     steps = result.steps
     assert len(steps) == 9 and (steps["kernels"] == 10).all()
     assert steps["kind"].tolist() == ["prefill"] + ["decode"] * 8
-    assert "kernel_0" in result.segmentation.warnings[-1]
+    assert any("kernel_0" in w for w in result.segmentation.warnings)
 
 
 def test_a_few_repeated_forwards_are_not_generation():

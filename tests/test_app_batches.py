@@ -81,4 +81,5 @@ def test_compare_lists_how_the_batches_differ(samples):
     table = next(d.value for d in at.dataframe if "mixed steps" in set(d.value.get("label", [])))
     rows = table.set_index("label")
     assert rows.iloc[:, 1]["mixed steps"] == 1 and rows.iloc[:, 0]["mixed steps"] == 0
-    assert "the batches differ" in at.success[0].value.replace("\\", "")
+    # 3 sequences per decode step against 4: not like for like (issue 44), so a neutral box, no green verdict
+    assert not at.success and "the batches differ" in at.info[0].value.replace("\\", "")

@@ -414,7 +414,7 @@ def test_analyze_shows_the_memory_lane_and_figures_of_a_memory_capture(samples):
     metrics = _metrics(at)
     assert metrics["Peak allocated (cpu)"].endswith("KiB")
     assert metrics["KV growth / decode step (cpu)"] == "1.02 KiB"  # 3 significant digits (analysis.number_format)
-    assert metrics["Expected KV / decode step (cpu)"] == "needs the model"
+    assert metrics["Expected KV / decode step (cpu)"] == "—"  # one word for missing; the hover says it needs the model
     eager = _page("analyze.py").run()
     assert not eager.exception
     assert not [s for s in _plotly_specs(eager) if "Memory over the run" in s]

@@ -26,6 +26,7 @@ CAPTURES = Path(__file__).resolve().parent / "data" / "captures"
 SHAPES = (
     "continuous_batching",
     "assisted_generation",
+    "speculative_verify_only",
     "compiled_forward",
     "compiled_forward_shapes",
     "launching_thread_only",

@@ -64,6 +64,9 @@ SUMMARY_KEYS = {
     "gpu_lead_per_step_us",
     "gpu_tail_per_step_us",
     *("ttft_ms_dist", "unknown_steps"),  # issue 38's (2026-12-03)
+    *("served", "requests", "output_tokens", "run_tokens_per_s", "unknown_reasons"),  # issue 41's (2026-12-04)
+    "batch_source",  # issue 44's (2026-12-04)
+    "capture",
 }  # anatomy: issue 12's; memory: 25's; mixed_steps, verify_steps, draft_steps, speculative: 24's; gaps: 23's
 
 
@@ -97,7 +100,8 @@ def test_json_contract_on_a_synthetic_generation(tmp_path):
     assert report["steps"] and all(set(s) == STEP_KEYS for s in report["steps"])
     assert set(report["summary"]) == SUMMARY_KEYS
     assert set(report["summary"]["itl_ms"]) == {"p50", "p90", "p99", "mean", "max"}  # max: issue 38's
-    assert all(set(f) == {"id", "severity", "title", "detail", "cost_us", "cost_pct"} for f in report["findings"])
+    finding_keys = {"id", "severity", "title", "detail", "cost_us", "cost_pct", "saving_us", "saving_pct"}  # 44's
+    assert all(set(f) == finding_keys for f in report["findings"])
     assert [s["kind"] for s in report["steps"]] == ["prefill"] + ["decode"] * 5
     assert report["summary"]["memory"] is None  # no memory events in this trace
 

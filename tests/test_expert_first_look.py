@@ -76,7 +76,7 @@ def test_full_graph_decode_step_names_its_lead_and_what_it_costs():
     assert step["gpu_lead_us"] > 8000  # counted as idle now, not as nothing
     lead = next(f for f in report["findings"] if f["id"] == "gpu-lead-decode")
     assert lead["cost_us"] == pytest.approx(step["gpu_lead_us"], abs=0.01)
-    assert "8.4 ms" in lead["title"] and lead["cost_pct"] > 40
+    assert "8.37 ms" in lead["title"] and lead["cost_pct"] > 40  # 3 significant digits (analysis.number_format)
     assert report["summary"]["gpu_busy_pct"] == pytest.approx(
         100 * step["gpu_busy_us"] / (step["end_us"] - step["start_us"])
     )
@@ -89,7 +89,7 @@ def test_longest_host_call_is_named_with_its_cost():
     assert longest["name"] == "hipMemcpyWithStream" and longest["dur"] > 460_000
     report = _report(real_trace(SGLANG))
     call = next(f for f in report["findings"] if f["id"] == "long-host-call")
-    assert "hipMemcpyWithStream" in call["title"] and f"{longest['dur'] / 1e3:,.1f} ms" in call["title"]
+    assert "hipMemcpyWithStream" in call["title"] and f"{longest['dur'] / 1e3:.0f} ms" in call["title"]  # "463 ms"
     assert 0 < call["cost_us"] <= longest["dur"]
 
 
@@ -161,14 +161,14 @@ def test_compare_of_an_unlike_pair_warns_and_its_sentence_agrees_with_its_table(
     assert sentence.startswith("Not like for like")
     rows = {m["key"]: m for m in out["metrics"]}
     step = rows["step_ms"]
-    # the sentence leads with the step time, the largest end-to-end change, in the table's own numbers
-    lead = re.search(r"cut step time from ([\d.]+) ms to ([\d.]+) ms \(([\d.]+)x faster\)", sentence)
+    # an unlike pair gets no verdict (issue 44): the step time, the largest end-to-end change, side by side, in the
+    # table's own numbers (3 significant digits, analysis.number_format)
+    lead = re.search(r"Side by side: step time ([\d.]+) ms \(A\) and ([\d.]+) ms \(B\)", sentence)
     assert lead, sentence
-    # shown to 3 significant digits (analysis.number_format)
     assert float(lead[1]) == pytest.approx(step["a"], rel=0.005) and float(lead[2]) == pytest.approx(
         step["b"], rel=0.005
     )
-    assert float(lead[3]) == pytest.approx(1 / step["ratio"], rel=0.005)
+    assert "faster" not in sentence and "cut" not in sentence
     assert step["a"] > 400 and step["b"] < 25  # 474 ms -> 19 ms, as the traces' annotations span
     assert "No decode steps" not in sentence
     assert out["op_diff"]["rows"] and {"appeared", "disappeared"} <= {r["status"] for r in out["op_diff"]["rows"]}

@@ -74,6 +74,9 @@ def test_contract_keys_and_cards_are_unchanged():
         "output_tokens",
         "run_tokens_per_s",
         "unknown_reasons",
+        # added 2026-12-04 (issue 44): where the batch came from, and the capture's time (a trace without steps)
+        "batch_source",
+        "capture",
     )
     assert [m.card for m in HEADLINE] == [
         "TTFT",

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import stepscope
-from analysis.metrics import METRICS, card_metrics
+from analysis.metrics import METRICS, card_metrics, card_text
 from app.navigation import ANALYZE_KEY
 from tests.app_pages import page_test
 from tests.conftest import REAL_TRACES
@@ -115,8 +115,9 @@ def test_the_analyze_page_shows_the_contract(app_samples, name, monkeypatch, tmp
     for m, label in card_metrics(
         report["summary"], report["on_gpu"]
     ):  # every card the registry asks for, with its number
-        assert cards[label] == m.format(m.value(report["summary"])), label
-    shown = " ".join(e.value for e in [*at.error, *at.warning, *at.info])
+        assert cards[label] == card_text(m, report["summary"]), label
+    # every finding, in alerts; the descriptive ones (issue 44) as context lines
+    shown = " ".join(e.value for e in [*at.error, *at.warning, *at.info, *at.markdown, *at.caption])
     for finding in report["findings"]:
         assert finding["title"].split(":")[0][:40] in html.unescape(shown.replace("\\", "")), finding["title"]
 
@@ -142,6 +143,6 @@ def test_batch_rows_and_the_html_report_carry_the_contracts_numbers(tmp_path):
     assert [s["gpu_idle_us"] for s in steps] == [s["gpu_idle_us"] for s in report["steps"]]
     page = build_report(report_trace(open_trace(sample)))
     for m, label in card_metrics(summary, report["on_gpu"]):  # the app's cards: a CPU trace has no launch card
-        assert html.escape(m.format(m.value(summary))) in page and html.escape(label) in page, m.key
+        assert html.escape(card_text(m, summary)) in page and html.escape(label) in page, m.key
     for finding in report["findings"]:
         assert html.escape(finding["title"]) in page

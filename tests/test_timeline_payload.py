@@ -35,7 +35,7 @@ def test_overview_is_bounded_when_steps_exceed_the_budget(tmp_path, monkeypatch)
     phase_segments = sum(
         int(np.isnan(np.asarray(t.x, dtype=float)).sum())
         for t in bounded.data
-        if _drawn(t) and t.name in ("prefill", "decode (even)", "decode (odd)", "mixed / empty")
+        if _drawn(t) and t.name in ("prefill", "decode", "empty / several kinds")
     )
     assert phase_segments <= 25
     assert f"{steps:,} steps drawn as" in note

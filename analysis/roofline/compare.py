@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..annotations import engine_batch
 from ..model import Analysis, Finding
+from ..number_format import format_value
 from ..summary import RooflineSummary
 from .accounting import decode_cost, kv_bytes_per_token, prefill_cost, step_cost
 from .hardware import Estimate, Hardware, compute_bound_prompt_tokens, estimate
@@ -161,7 +162,16 @@ def _decode_row(decode, shape, hardware, prompt_by_request, prompt_tokens, batch
     if prompts.isna().any():
         notes.append("decode context unknown for some steps: the KV cache read counted from an empty cache")
     context = prompts.fillna(0).to_numpy(dtype=float) + np.maximum(decode["index"].to_numpy(dtype=float) - 1, 0)
-    b = int(decode["batch"].astype("Float64").median()) if decode["batch"].notna().any() else (batch or 1)
+    if decode["batch"].notna().any():
+        b = int(decode["batch"].astype("Float64").median())
+    elif batch:
+        b = int(batch)
+    else:  # a floor for a guessed batch would be a guess too (DESIGN.md, 2026-12-04)
+        notes.append(
+            "decode left out: its batch (sequences per step) is unknown (no input shapes, no engine annotation, no "
+            "run.json); type it (--batch, the app's Analysis settings) to have the decode roofline"
+        )
+        return []
     mean_context = round(float(context.mean()))
     e = estimate(decode_cost(shape, mean_context, b), hardware)
     spans_ms = (decode["end_ns"] - decode["start_ns"]).to_numpy(dtype=float) / 1e6
@@ -228,18 +238,20 @@ def _finding(row: dict, hardware: Hardware, idle_share: float | None, on_gpu: bo
     resource = _resource(row["bound"], hardware)
     title = f"{phase.capitalize()} runs at {eff:.0f}% of the {resource} roofline"
     if row["bound"] == "memory":
-        floor = f"{format_bytes(row['bytes'])} moved at {hardware.memory_bytes_per_s / 1e9:.0f} GB/s"
+        floor = f"{format_bytes(row['bytes'])} moved at {format_value(hardware.memory_bytes_per_s / 1e9, 'GB/s')}"
     else:
-        floor = f"{row['flops'] / 1e12:.3g} TFLOP at {hardware.flops_per_s / 1e12:.3g} TFLOP/s"
+        floor = f"{format_value(row['flops'], 'FLOP')} at {format_value(hardware.flops_per_s, 'FLOP/s')}"
     what = {"decode": "median decode step", "prefill": "median prefill"}.get(phase, f"median {phase} step")
     detail = (
-        f"The {what} takes {row['measured_ms']:.3g} ms; the roofline allows {row['expected_ms']:.3g} ms "
+        f"The {what} takes {format_value(row['measured_ms'], 'ms')}; the roofline allows "
+        f"{format_value(row['expected_ms'], 'ms')} "
         f"({floor}, {row['bound']} bound, {hardware.name}: {hardware.source})."
     )
     window, window_pct = row.get("window_ms"), row.get("window_efficiency_pct")
     if window is not None and np.isfinite(window) and window < 0.95 * row["measured_ms"]:
         detail += (
-            f" Over its GPU window (first to last device work, {window:.3g} ms) it runs at {window_pct:.0f}%: the "
+            f" Over its GPU window (first to last device work, {format_value(window, 'ms')}) it runs at "
+            f"{window_pct:.0f}%: the "
             "rest of the step the device waits before or after its work."
         )
     if row.get("source") == "engine annotations":
@@ -264,7 +276,9 @@ def _finding(row: dict, hardware: Hardware, idle_share: float | None, on_gpu: bo
     severity = "info" if eff >= LOW_EFFICIENCY_PCT else "warn"
     # priced by the time above the floor: (median measured - expected) over the steps measured
     cost_us = max(row["measured_ms"] - row["expected_ms"], 0.0) * row["steps"] * 1e3
-    return Finding(f"roofline-{phase}", severity, title, detail, evidence, cost_us=float(cost_us))
+    return Finding(
+        f"roofline-{phase}", severity, title, detail, evidence, cost_us=float(cost_us), saving_us=float(cost_us)
+    )
 
 
 def format_bytes(n: float) -> str:

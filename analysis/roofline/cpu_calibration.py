@@ -2,8 +2,9 @@
 
 Bandwidth: the best of a few copies of a 64 MiB float32 array (well beyond the caches), counting
 the read and the write. Throughput: the best of a few float32 1024 x 1024 matmuls (what a
-CPU run computes in; numpy's BLAS uses all cores as torch does). About half a second in all;
-measured once per machine and stored (machine.py), because two measurements differ by 10-20%.
+CPU run computes in; numpy's BLAS uses all cores as torch does). About half a second a round;
+several rounds, measured once per machine and stored (machine.py, contracts/machine_figures.py), because two
+measurements differ by 10-20%, and by far more while other work competes for the cores.
 """
 
 from __future__ import annotations

@@ -38,6 +38,14 @@ def add_analysis_options(parser: argparse.ArgumentParser) -> None:
         help="the GPU the trace ran on, for the roofline when the trace does not name it (a GPU table row: H100, "
         "MI300X, ...; `roofline --help` lists them)",
     )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sequences per step, for a trace that does not say (no input shapes, no engine annotations): per-token "
+        "figures then rest on it and say it was typed (without it they are null)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="do not use the cache (STEPSCOPE_CACHE_DIR)")
 
 
@@ -50,7 +58,9 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
         from ...analysis.categories import load_rules
 
         rules = load_rules(args.categories)
-    return AnalysisOptions.from_us(args.gap_threshold_us, step_regex=args.step_regex, category_rules=rules)
+    return AnalysisOptions.from_us(
+        args.gap_threshold_us, step_regex=args.step_regex, category_rules=rules, batch=getattr(args, "batch", None)
+    )
 
 
 def cache_policy(args: argparse.Namespace) -> CachePolicy:

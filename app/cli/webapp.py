@@ -43,6 +43,7 @@ def logdir_path(args: argparse.Namespace) -> Path:
 
 def streamlit_command(args: argparse.Namespace) -> list[str]:
     command = [sys.executable, "-m", "streamlit", "run", str(APP_SCRIPT), "--browser.gatherUsageStats", "false"]
+    command += ["--client.toolbarMode", "viewer"]  # no Deploy button (.streamlit/config.toml says why)
     if args.port is not None:
         command += ["--server.port", str(args.port)]
     if args.headless:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ...analysis.compare import batches_differ, compare
-from ...analysis.number_format import convert, format_value, shared_unit
+from ...analysis.compare import batches_differ, compare, unlike_prefix
+from ...analysis.number_format import convert, format_ratio, format_value, shared_unit
 from ...exporters.compare_formats import metric_table_rows, op_diff_caption, op_diff_rows
 from ...exporters.figures import compare_charts, request_charts
 from ...exporters.request_tables import requests_table
@@ -89,6 +89,9 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
     shown = shared_unit(result.categories[times].to_numpy().ravel().tolist(), "us")  # one unit for the three
     scale = convert(1.0, "us", shown)
     table = result.categories.assign(**{c: result.categories[c] * scale for c in times})
+    # B / A as every table writes it: "0.59x", and "gone" / "new" where one side has none (not "0" or an empty cell)
+    sides = zip(table["ratio"], table["a_us"], table["b_us"], strict=True)
+    table["ratio"] = [format_ratio(r, a, b) for r, a, b in sides]
     table = table.rename(
         columns={
             "a_us": f"A ({shown})",
@@ -104,7 +107,7 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
         table,
         left,
         column_config={
-            "B / A": st.column_config.NumberColumn("B / A (x)", format="localized"),
+            "B / A": st.column_config.TextColumn("B / A"),
             f"A ({shown})": st.column_config.NumberColumn(format="localized", help=f"A: {name_a}"),
             f"B ({shown})": st.column_config.NumberColumn(format="localized", help=f"B: {name_b}"),
         },
@@ -121,11 +124,18 @@ def _inside_step(result, name_a: str, name_b: str, on_gpu: bool) -> None:
 
 
 def _pair_banner(result) -> None:
-    """What makes the pair not like for like (analysis.compare_warnings), above everything else."""
+    """What makes the pair not like for like (analysis.compare_warnings), above everything else: one line, the
+    differences under a "why" expander."""
     if not result.warnings:
         return
-    lines = "\n".join(f"- {for_markdown(w)}" for w in result.warnings)
-    st.warning(f"**Not like for like**: read the figures below with this in mind.\n{lines}", icon=":material/warning:")
+    n = len(result.warnings)
+    st.warning(
+        f"**Not like for like**: the two differ in {n} way{'s' if n > 1 else ''} besides any change measured, so no "
+        "verdict is given.",
+        icon=":material/warning:",
+    )
+    with st.expander("Why not like for like"):
+        st.markdown("\n".join(f"- {for_markdown(w)}" for w in result.warnings))
 
 
 def _op_diff(result) -> None:
@@ -167,7 +177,10 @@ def _metric_table(result, name_a: str, name_b: str, on_gpu: bool = True) -> None
     frame = shown_frame(frame).rename(columns={"A": f"A: {plain(name_a)}", "B": f"B: {plain(name_b)}"})
     styled = frame.style.apply(lambda col: [VERDICT_COLOR.get(v, "") for v in verdicts], subset=["B - A", "B / A"])
     st.dataframe(styled, width="stretch", hide_index=True)
-    st.caption("Green: B is better on that metric; red: B is worse (lower or higher is better as the metric says).")
+    if result.warnings:
+        st.caption("Not like for like: no change is marked better or worse.")
+    else:
+        st.caption("Green: B is better on that metric; red: B is worse (lower or higher is better as the metric says).")
 
 
 def render() -> None:
@@ -185,9 +198,13 @@ def render() -> None:
     a, b = loaded
     result = compare(a.analysis, b.analysis, _short_label(pair[0]), _short_label(pair[1]))
     _pair_banner(result)
-    # the banner above lists what makes the pair unlike: the sentence is shown without repeating it
-    unlike = f"Not like for like ({'; '.join(result.warnings)}). " if result.warnings else ""
-    st.success(for_markdown(result.sentence.removeprefix(unlike)))
+    # the banner above lists what makes the pair unlike: the sentence is shown without repeating it, in a neutral
+    # box (no green "better" for a pair whose difference is not one change)
+    sentence = for_markdown(result.sentence.removeprefix(unlike_prefix(result.warnings)))
+    if result.warnings:
+        st.info(sentence[:1].upper() + sentence[1:], icon=":material/compare_arrows:")
+    else:
+        st.success(sentence)
 
     columns = st.columns(2)
     for column, item, tag in zip(columns, loaded, ("A", "B"), strict=True):

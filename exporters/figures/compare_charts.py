@@ -51,14 +51,15 @@ def itl_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
 
 
 def per_step_overlay(a: LoadedTrace, b: LoadedTrace) -> go.Figure:
-    """Kernels, launches and GPU idle per decode step, one small chart each (host ops and idle on CPU traces)."""
+    """Kernels, launches and GPU idle per decode step, one small chart each (host ops and idle on CPU traces, and no
+    launches chart: a CPU trace launches nothing, its chart would be a flat zero)."""
     on_gpu = a.analysis.summary.on_gpu or b.analysis.summary.on_gpu
     columns = (
         ("kernels", "kernels" if on_gpu else "host ops", 1),
-        ("launches", "launches", 1),
+        *((("launches", "launches", 1),) if on_gpu else ()),
         ("gpu_idle_ns", "GPU idle (ms)" if on_gpu else "idle, no op running (ms)", 1e6),
     )
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[title for _, title, _ in columns])
+    fig = make_subplots(rows=1, cols=len(columns), subplot_titles=[title for _, title, _ in columns])
     for loaded, color in zip((a, b), COLORS, strict=True):
         decode = _decode(loaded)
         x = np.arange(1, len(decode) + 1)

@@ -7,6 +7,12 @@ OTHER_STEP = "#9e9e9e"
 MIXED = "#c2255c"  # decodes with a prefill chunk: between prefill purple and the warm warning colours
 VERIFY = "#0ca678"  # a target forward scoring draft tokens
 DRAFT = "#94d82d"  # a draft model's forward
+# the other shade of each kind: neighbouring steps of one kind alternate, so a step boundary shows at any zoom
+PREFILL_ODD = "#b197fc"
+MIXED_ODD = "#f783ac"
+VERIFY_ODD = "#63e6be"
+DRAFT_ODD = "#5c940d"
+OTHER_STEP_ODD = "#ced4da"
 STEP_KIND = {"prefill": PREFILL, "decode": DECODE_EVEN, "mixed": MIXED, "verify": VERIFY, "draft": DRAFT}
 UNKNOWN_STEP = "#f08c00"  # a step whose kind the trace does not say (issue 38): not a phase, a question
 QUEUED = "#ced4da"  # a request waiting for its first step

@@ -26,9 +26,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ...analysis.capture_figures import utilisation
 from ...analysis.categories import categorize
 from ...analysis.event_window import events_in_range
 from ...analysis.model import Analysis
+from ...analysis.number_format import format_value
 from ...parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 from . import palette
 from .hover import HOVERLABEL, event_hover, gap_hover, step_hover
@@ -73,13 +75,19 @@ class LaneSet:
         name: str,
         width: int = LANE_WIDTH_PX,
         hover_points: int = 1,
+        legend: bool = True,
     ) -> None:
         """Every [start, end] drawn on lane y, `width` px thick: WebGL lines, or SVG rectangles (hoverable at
-        `hover_points` places across each, so a wide one answers wherever the mouse is)."""
+        `hover_points` places across each, so a wide one answers wherever the mouse is). `legend` False: no legend
+        entry of its own (it joins the entry of the same name on the lane)."""
         if self.webgl:
-            self.traces.append(_segments(starts_ms, ends_ms, y, hover, color, name, width))
+            trace = _segments(starts_ms, ends_ms, y, hover, color, name, width)
+            trace.update(showlegend=legend, legendgroup=f"{name} {y}")
+            self.traces.append(trace)
         else:
-            self.traces += _bars(starts_ms, ends_ms, y, hover, color, name, width, hover_points)
+            bars = _bars(starts_ms, ends_ms, y, hover, color, name, width, hover_points)
+            bars[0].showlegend = legend
+            self.traces += bars
 
     def lane(self, name: str) -> int:
         if name not in self.lanes:
@@ -208,8 +216,7 @@ def _phase_traces(
         lanes.note += f"{blocks:,} steps drawn as {len(steps):,} blocks of consecutive steps. "
     if len(steps):
         hover = np.asarray(step_hover(steps, _step_names(steps), on_gpu), dtype=object)
-        groups = _phase_groups(steps["kind"].to_numpy())
-        for name, (mask, color) in groups.items():
+        for name, (mask, color, first) in _phase_groups(steps["kind"].to_numpy()).items():
             if mask.any():
                 part = steps[mask]
                 lanes.add_segments(
@@ -218,9 +225,10 @@ def _phase_traces(
                     y,
                     hover[mask].tolist(),
                     color,
-                    name,
+                    name.removesuffix(ALTERNATE),
                     LANE_WIDTH_PX + 8,
                     hover_points=STEP_HOVER_POINTS,
+                    legend=first,
                 )
     if len(gaps):
         if len(gaps) > budget:
@@ -250,20 +258,29 @@ def _phase_traces(
         )
 
 
-def _phase_groups(kind: np.ndarray) -> dict[str, tuple[np.ndarray, str]]:
-    """The phase lane's legend entries: each step kind its colour (decodes alternate two shades, so that
-    neighbours are told apart); steps of any other kind (empty) grey."""
-    decode_rank = np.cumsum(kind == "decode")
-    named = ("prefill", "decode", "mixed", "verify", "draft")
-    return {
-        "prefill": (kind == "prefill", palette.PREFILL),
-        "decode (even)": ((kind == "decode") & (decode_rank % 2 == 0), palette.DECODE_EVEN),
-        "decode (odd)": ((kind == "decode") & (decode_rank % 2 == 1), palette.DECODE_ODD),
-        "mixed (decode + prefill chunk)": (kind == "mixed", palette.MIXED),
-        "verify (scores draft tokens)": (kind == "verify", palette.VERIFY),
-        "draft model": (kind == "draft", palette.DRAFT),
-        "empty / several kinds": (~np.isin(kind, named), palette.OTHER_STEP),
-    }
+ALTERNATE = " (alternate)"  # a kind's second shade: drawn under the kind's own legend entry
+PHASE_KINDS = (  # (kind, legend entry, its two shades)
+    ("prefill", "prefill", palette.PREFILL, palette.PREFILL_ODD),
+    ("decode", "decode", palette.DECODE_EVEN, palette.DECODE_ODD),
+    ("mixed", "mixed (decode + prefill chunk)", palette.MIXED, palette.MIXED_ODD),
+    ("verify", "verify (scores draft tokens)", palette.VERIFY, palette.VERIFY_ODD),
+    ("draft", "draft model", palette.DRAFT, palette.DRAFT_ODD),
+    (None, "empty / several kinds", palette.OTHER_STEP, palette.OTHER_STEP_ODD),
+)
+
+
+def _phase_groups(kind: np.ndarray) -> dict[str, tuple[np.ndarray, str, bool]]:
+    """The phase lane's groups: {name: (steps, colour, whether it has the legend entry)}. Each kind has its colour
+    in two shades that its steps alternate, so that two neighbouring steps of one kind never read as one bar; steps
+    of any other kind (empty, a block of several kinds) grey."""
+    named = [k for k, *_ in PHASE_KINDS if k]
+    out = {}
+    for k, name, first_shade, second_shade in PHASE_KINDS:
+        mask = kind == k if k else ~np.isin(kind, named)
+        second = mask & (np.cumsum(mask) % 2 == 0)  # the 2nd, 4th, ... step of the kind
+        out[name] = (mask & ~second, first_shade, True)
+        out[name + ALTERNATE] = (second, second_shade, not (mask & ~second).any())
+    return out
 
 
 def _step_blocks(steps: pd.DataFrame, budget: int) -> pd.DataFrame:
@@ -338,11 +355,39 @@ def overview_lanes(analysis: Analysis, budget: int = OVERVIEW_SEGMENT_BUDGET) ->
     for device, (starts, ends) in sorted(analysis.busy_intervals.items()):
         if len(starts) == 0:
             continue
-        starts, ends = _thin(np.asarray(starts), np.asarray(ends), budget)
         name = f"GPU {device} busy" if device >= 0 else "host ops busy (CPU trace)"
+        if analysis.steps.empty:  # no steps: short kernels over a long capture would draw as hairlines
+            lanes.traces += _utilisation_traces(analysis, np.asarray(starts), np.asarray(ends), lanes.lane(name), name)
+            continue
+        starts, ends = _thin(np.asarray(starts), np.asarray(ends), budget)
         hover = [f"{name}<br>{(e - s) / 1e3:,.1f} us" for s, e in zip(starts, ends, strict=True)]
         lanes.add_segments(_ms(starts, origin), _ms(ends, origin), lanes.lane(name), hover, palette.BUSY, name)
     return lanes
+
+
+def _utilisation_traces(analysis: Analysis, starts: np.ndarray, ends: np.ndarray, y: int, name: str) -> list:
+    """A device's busy time as a utilisation line on its lane (the lane's bottom is idle, its top all busy), over
+    the capture (analysis.capture_figures.utilisation); filled down to the lane's bottom."""
+    origin = analysis.time_origin_ns
+    window = (analysis.summary.capture or {}).get("window_ms") or (int(ends.max()) - origin) / 1e6
+    centres, share = utilisation(starts, ends, origin, origin + int(window * 1e6))
+    x, base = _ms(centres, origin), y - 0.4
+    hover = [
+        f"{name} {format_value(100 * v, '%')}<br>at {format_value(t, 'ms')}" for v, t in zip(share, x, strict=True)
+    ]
+    floor = go.Scatter(x=x, y=np.full(len(x), base), mode="lines", line={"width": 0}, hoverinfo="skip")
+    floor.showlegend = False
+    line = go.Scatter(
+        x=x,
+        y=base + 0.8 * share,
+        mode="lines",
+        line={"color": palette.BUSY, "width": 1.5},
+        fill="tonexty",
+        name=f"{name} (share of time)",
+        hovertext=hover,
+        hoverinfo="text",
+    )
+    return [floor, line]
 
 
 def _window_events(timeline: Timeline, lo: int, hi: int) -> pd.DataFrame:

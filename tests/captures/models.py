@@ -16,8 +16,9 @@ _COMMON = {
 }
 
 
-def llama(hidden: int = 64, layers: int = 2, seed: int = 0):
-    """A small Llama (GQA 4/2 heads). Sizes are chosen to keep a profiled run at a few thousand host ops."""
+def llama(hidden: int = 64, layers: int = 2, seed: int = 0, attention: str = "sdpa"):
+    """A small Llama (GQA 4/2 heads). Sizes are chosen to keep a profiled run at a few thousand host ops.
+    `attention`: the attention implementation ("eager": matmuls and a softmax, no sdpa op to read lengths from)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -28,7 +29,7 @@ def llama(hidden: int = 64, layers: int = 2, seed: int = 0):
         num_hidden_layers=layers,
         **_COMMON,
     )
-    config._attn_implementation = "sdpa"
+    config._attn_implementation = attention
     return LlamaForCausalLM(config).eval()
 
 

@@ -132,6 +132,50 @@ def assisted_generation():
     return doc, truth_record("assisted_generation", how, log.calls, requests=1)
 
 
+VERIFY_DRAFT_TOKENS = 2
+VERIFY_CYCLES = 8
+
+
+def speculative_verify_only():
+    """Assisted generation that emits no plain decode step: every cycle drafts VERIFY_DRAFT_TOKENS tokens (constant
+    schedule, no confidence cut) and the target keeps them all, so every cycle emits draft tokens + 1 and the run's
+    last cycle still has a draft to verify (a random target rejects drafts, leaving its last token to a plain
+    one-position decode: assisted_generation). The target keeps every draft because both models predict the same
+    token: their final norms are zeroed, so every logit is 0 and greedy decoding picks token 0 in both (the
+    forwards, their ops and shapes are those of any pair of models). Eager attention: no sdpa op, so the trace does
+    not show the cache's length and with it how many draft tokens were accepted (the run's truth does)."""
+    import torch
+
+    target = models.llama(64, 2, seed=0, attention="eager")
+    draft = models.llama(32, 1, seed=1, attention="eager")
+    for model in (target, draft):
+        model.model.norm.weight.data.zero_()
+    draft.generation_config.num_assistant_tokens = VERIFY_DRAFT_TOKENS
+    draft.generation_config.num_assistant_tokens_schedule = "constant"
+    draft.generation_config.assistant_confidence_threshold = 0.0
+    log = ForwardLog()
+    log.wrap(target, "target")
+    log.wrap(draft, "draft")
+    ids, mask = _ids([12])
+    new = (VERIFY_DRAFT_TOKENS + 1) * VERIFY_CYCLES
+    kwargs = dict(max_new_tokens=new, min_new_tokens=new, pad_token_id=0, eos_token_id=2, do_sample=False)
+    with torch.inference_mode():
+        doc = _profile(
+            log,
+            lambda: target.generate(ids, attention_mask=mask, assistant_model=draft, **kwargs),
+            record_shapes=True,
+        )
+    label_assisted(log.calls)
+    how = (
+        f"target.generate(1 prompt of 12 tokens, assistant_model=draft, max_new_tokens={new}, greedy); draft "
+        f"generation_config num_assistant_tokens={VERIFY_DRAFT_TOKENS}, schedule 'constant', "
+        "assistant_confidence_threshold=0; target Llama 64 wide x 2 layers, draft Llama 32 wide x 1 layer, both "
+        "with eager attention and their final norm zeroed (both always predict token 0: every draft accepted); "
+        "profile(CPU, record_shapes=True)"
+    )
+    return doc, truth_record("speculative_verify_only", how, log.calls, requests=1)
+
+
 def compiled_forward():
     """model.forward = torch.compile(model.forward), static cache, compiled by a first generate() before the
     profile; the profile without shapes, with stacks and modules."""
@@ -319,6 +363,7 @@ def pipeline_chat():
 SHAPES: dict[str, Callable[[], tuple[dict, dict]]] = {
     "continuous_batching": continuous_batching,
     "assisted_generation": assisted_generation,
+    "speculative_verify_only": speculative_verify_only,
     "compiled_forward": compiled_forward,
     "compiled_forward_shapes": compiled_forward_shapes,
     "launching_thread_only": launching_thread_only,

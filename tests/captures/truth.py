@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ class ForwardLog:
             }
             if self.pending_batch is not None:
                 record["batch"], self.pending_batch = self.pending_batch, None
+            cache = kwargs.get("past_key_values")
+            if cache is not None and hasattr(cache, "get_seq_length"):
+                record["past"] = int(cache.get_seq_length())  # positions cached before the call
             self.calls.append(record)
             with torch.profiler.record_function(f"{TRUTH_PREFIX}{n}"):
                 return inner(*args, **kwargs)
@@ -88,6 +92,16 @@ def label_assisted(calls: list[dict[str, Any]]) -> None:
         target_seen = True
         call.update(kind=kind, sequences=b, tokens=b * s)
         call.update(prefill_tokens=b * s if kind == "prefill" else 0, decode_sequences=0 if kind == "prefill" else b)
+    _accepted(calls)
+
+
+def _accepted(calls: list[dict[str, Any]]) -> None:
+    """Per verify forward with the caches known: the draft tokens the target kept, from the cache it had before
+    this forward and before its next one (the next starts after the kept tokens and the target's own token)."""
+    target = [c for c in calls if c["model"] == "target"]
+    for this, after in pairwise(target):
+        if this["kind"] == "verify" and "past" in this and "past" in after:
+            this["accepted"] = after["past"] - this["past"] - 1
 
 
 def label_packed(calls: list[dict[str, Any]], prompt_lengths: dict[str, int]) -> None:
