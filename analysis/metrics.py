@@ -362,7 +362,8 @@ RANGES = {"itl_p50_ms": "itl_ms_range", "itl_p90_ms": "itl_p90_ms_range", "token
 def card_text(m: Metric, summary: Any) -> str:
     """What a card shows: the figure (analysis.number_format); where it is null, the range the trace allows
     (speculative decoding whose acceptance the trace does not show: "1.86–5.59 ms"), or "unknown" for a per-token
-    figure whose batch the trace does not say (the page says under the cards what would make it known), else "—"."""
+    figure whose batch the trace does not say or whose reason the analysis gives (summary.unknown_reasons; the page
+    says under the cards what would make it known), else "—"."""
     value = m.value(summary)
     if m.text_item is not None:
         name = _get(_get(summary, m.field) or {}, m.text_item)
@@ -374,7 +375,7 @@ def card_text(m: Metric, summary: Any) -> str:
     span = _range(m, summary)
     if span is not None:
         return number_format.format_range(span["min"], span["max"], m.unit)
-    if _batch_unknown(m, summary):
+    if _batch_unknown(m, summary) or unknown_reason(m, summary):  # a served run's null figure with its reason too
         return UNKNOWN
     return m.format(value)
 

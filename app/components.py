@@ -9,7 +9,7 @@ import json
 
 import streamlit as st
 
-from ..analysis.metrics import HEADLINE, UNKNOWN, card_help, card_metrics, card_text, unknown_reason
+from ..analysis.metrics import HEADLINE, card_help, card_metrics, card_text, unknown_reason
 from ..analysis.number_format import format_count
 from ..analysis.step_figures import unknown_tokens_reason
 from ..analysis.summary import Summary
@@ -32,7 +32,7 @@ def summary_cards(summary: Summary, label_prefix: str = "") -> None:
     row = st.container(horizontal=True, wrap=True, gap="small")
     for m, label in card_metrics(summary):
         why = unknown_reason(m, summary)  # a served run's figure that is null, with why (analysis.request_figures)
-        text = UNKNOWN if why else card_text(m, summary)
+        text = card_text(m, summary)
         helptext = for_markdown(card_help(m, summary)) if m.text_item else card_help(m, summary)  # a kernel's name
         row.metric(
             label_prefix + label,

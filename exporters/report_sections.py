@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..analysis import number_format
 from ..analysis.gap_table import gaps_by_cause
-from ..analysis.metrics import UNKNOWN, card_metrics, card_text, unknown_reason
+from ..analysis.metrics import card_metrics, card_text, unknown_reason
 from ..analysis.model import Analysis
 from ..analysis.model_proposal import roofline_text
 from ..analysis.report import saving_text
@@ -79,7 +79,7 @@ def cards(summary) -> str:
     items, reasons = [], {}
     for m, label in card_metrics(summary):  # the app's labels: CPU wording, no launch card on a CPU trace
         why = unknown_reason(m, summary)
-        text = UNKNOWN if why else card_text(m, summary)
+        text = card_text(m, summary)
         if why:
             reasons.setdefault(why, label)
         value = f'<div class="value">{esc(text)}</div>'

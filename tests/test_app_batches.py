@@ -52,7 +52,7 @@ def test_analyze_shows_the_batch_of_each_step(samples):
     specs = _specs(at)
     names = {trace.get("name") for spec in specs for trace in spec["data"]}
     assert "mixed (decode + prefill chunk)" in names  # the timeline's phase lane
-    batch = next(s for s in specs if s["layout"]["title"]["text"].startswith("Batch per step"))
+    batch = next(s for s in specs if s["layout"].get("title", {}).get("text", "").startswith("Batch per step"))
     bars = next(t for t in batch["data"] if t["type"] == "bar")
     assert _values(bars["y"]) == [1, 2, 4, 4, 4, 4, 4, 4, 4, 2]  # sequences per step
     table = next(d.value for d in at.dataframe if "figure" in d.value.columns)

@@ -100,12 +100,15 @@ def test_mixed_steps_that_stall_decodes_are_a_finding(tmp_path):
     names = [decode, decode, mixed, decode, decode, mixed, decode, decode, mixed, decode, decode, mixed]
     path = write(tmp_path / "synthetic_mixed.json", _synthetic_vllm(names))
     result = analyze(load_trace(path))
-    finding = next(f for f in result.findings if f.id == "batching-cost")
-    assert finding.title.startswith("4 of 12 steps carry a prefill chunk")
+    # the engine's annotations make it a served run: prefill-decode interference says it per decode token, priced
+    # for the requests, and batching-cost gives way to it (analysis.pipeline.with_serving)
+    ids = [f.id for f in result.findings]
+    assert "prefill-decode-interference" in ids and "batching-cost" not in ids
+    finding = next(f for f in result.findings if f.id == "prefill-decode-interference")
     # a step runs from its start to the next one's: the kernel plus the 53 us of host time around it
     assert finding.evidence["ratio"] == pytest.approx((300 + 53) / (100 + 53), rel=0.01)
-    assert finding.evidence["decoding_sequences"] == 31
-    assert "31 decoding sequences wait" in finding.detail
+    assert finding.evidence["mixed_steps"] == 4 and finding.evidence["chunk_positions"] == 512
+    assert "31 a mixed step" in finding.detail
     assert result.summary.mixed_steps == 4 and result.summary.decode_steps == 8
 
 

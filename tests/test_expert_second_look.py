@@ -287,7 +287,7 @@ def _metrics(at) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
-def _open_upload(path: Path, name: str, **state):
+def _open_upload(path: Path, name: str, **settings):
     from app.navigation import ANALYZE_KEY
     from app.uploads import UPLOADS_KEY, register_upload
     from tests.app_pages import page_test
@@ -297,7 +297,7 @@ def _open_upload(path: Path, name: str, **state):
     at = page_test("analyze", 600)
     at.session_state[UPLOADS_KEY] = state[UPLOADS_KEY]
     at.session_state[ANALYZE_KEY] = key
-    for k, v in state.items():
+    for k, v in settings.items():  # the page's settings (Analysis settings' keys) before its first run
         at.session_state[k] = v
     at.run()
     assert not at.exception, [e.message for e in at.exception]
@@ -423,15 +423,22 @@ def test_a_cpu_trace_names_its_device_and_its_memory_panel_one_word_for_missing(
         assert value == "—" or re.match(r"^[\d.,]+( [KMGT]?i?B)?$", value), (label, value)
 
 
-def test_the_kernel_detail_is_chosen_by_first_step_and_count(monkeypatch, tmp_path):
+def test_the_kernel_detail_slider_is_a_range_of_steps_and_a_one_step_trace_has_none(monkeypatch, tmp_path):
+    """Issue 44 item 6: a single-step trace showed a range slider reading "9 9"; issue 42 keeps a range of steps."""
+    from tests.synthetic_traces import synthetic_generation, write
+
     monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
     at = _open_upload(NO_SHAPES, "two_requests.json.gz")
-    (first,) = [s for s in at.slider if s.label == "First step drawn at kernel level"]
-    assert isinstance(first.value, int)  # one value, not a range that reads "9 9"
-    assert not any(isinstance(s.value, tuple) for s in at.slider)
+    (steps,) = [s for s in at.slider if s.label == "Steps drawn at kernel level"]
+    lo, hi = steps.value
+    assert isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi
     cards = _metrics(at)
     assert cards["Tokens / decode step"] == "unknown"
     assert any("Tokens per step unknown" in c.value for c in at.caption)
+
+    one_step = write(tmp_path / "synthetic_one_prefill.json", synthetic_generation(decode_steps=0))
+    at = _open_upload(one_step, "synthetic_one_prefill.json")
+    assert not [s for s in at.slider if "kernel level" in s.label]  # one step: drawn whole, nothing to choose
 
 
 def test_a_batch_typed_in_the_analysis_settings_fills_the_cards_and_says_so(monkeypatch, tmp_path):
