@@ -102,11 +102,23 @@ def test_interference_fires_where_prompt_chunks_slow_the_decoding_request():
     assert "batching-cost" not in {f.id for f in _opened("interference_chunks").analysis.findings}
 
 
-def test_interference_does_not_fire_where_the_prompt_chunks_are_small():
+def test_interference_where_the_prompt_chunks_are_small_follows_vllms_own_times():
+    """Short prompts (6 positions) joining a decoding request. On this shared 2-core machine vLLM's own times put a
+    decode token's wait in those mixed steps at about 1.6x a decode-only one (made twice, 2026-12-04: 1.56x and
+    1.65x), above the finding's 1.5x but below interference_chunks' 2x warning: the finding follows the truth."""
+    from analysis.serving_findings import COSTLY_RATIO
+
     truth = _truth("interference_small_chunks")
     pure, mixed = _truth_token_waits(truth)
-    assert not mixed or np.median(mixed) < 1.5 * np.median(pure)
-    assert "prefill-decode-interference" not in _findings("interference_small_chunks")
+    ratio = np.median(mixed) / np.median(pure) if mixed else 0.0
+    assert ratio < 2  # vLLM's times: small chunks never cost what interference_chunks' do
+    finding = _findings("interference_small_chunks").get("prefill-decode-interference")
+    if ratio < COSTLY_RATIO:
+        assert finding is None
+        return
+    assert finding is not None and finding.severity == "info"  # not the warning the big chunks earn
+    assert finding.evidence["ratio"] == pytest.approx(ratio, rel=0.15)
+    assert finding.evidence["mixed_steps"] == len(mixed)
 
 
 # --- head-of-line blocking ---------------------------------------------------------------------------------------

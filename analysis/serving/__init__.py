@@ -200,7 +200,7 @@ def _filled(column: pd.Series, values: np.ndarray, blank: np.ndarray | bool) -> 
 def _chains(kinds: np.ndarray, counts: pd.DataFrame, start: np.ndarray, host_end: np.ndarray) -> np.ndarray:
     """Runs of steps that tile the time line (each ends where the next starts): broken where the batch is known to
     empty (nothing decoding or prefilling after a step), at an empty step, and, where the counts do not say whether
-    the batch emptied, at a pause much longer than usual."""
+    the batch emptied, at a pause much longer than usual before a step that does not decode."""
     n = len(kinds)
     if n < 2:
         return np.zeros(n, dtype=np.int64)
@@ -209,7 +209,10 @@ def _chains(kinds: np.ndarray, counts: pd.DataFrame, start: np.ndarray, host_end
     d, c, p = counts["D"].to_numpy(), counts["C"].to_numpy(), counts["P"].to_numpy()
     known = (d != UNKNOWN) & (c != UNKNOWN) & (p != UNKNOWN)
     emptied = known & (d + c == 0) & (p - c == 0)
-    paused = ~known[:-1] & (pause > REQUEST_PAUSE * typical)  # a pause ends a run only where the counts do not say
+    # a pause ends a run only where the counts do not say, and not before a step that decodes: its decoders ran in
+    # the step before (vLLM schedules every running request each step), so the batch did not empty in the pause (a
+    # request joining takes the scheduler a long pause: a real capture, tests/data/captures/vllm/interference_chunks)
+    paused = ~known[:-1] & (d[1:] <= 0) & (pause > REQUEST_PAUSE * typical)
     breaks = paused | emptied[:-1] | (kinds[1:] == "empty") | (kinds[:-1] == "empty")
     return np.concatenate([[0], np.cumsum(breaks)]).astype(np.int64)
 

@@ -1,6 +1,6 @@
 """The command line's entry point: `stepscope ...` and `python -m app.cli ...`.
 
-One subcommand per module (analyze, compare, report, export, roofline, run, sweep, app; batch comes from
+One subcommand per module (analyze, compare, report, export, roofline, run, profile-server, sweep, app; batch comes from
 batch.cli); each registers its parser and a handler that returns the exit status. Anything the user can
 fix ends here, in `main`, as exit status 2 and one line on stderr starting with "error:" (argparse's own
 usage errors included); a traceback would be a bug.
@@ -124,7 +124,7 @@ def _prog() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from ...batch.cli import add_batch_parser
-    from . import analyze, compare, export, report, roofline, run, sweep, webapp
+    from . import analyze, compare, export, profile_server, report, roofline, run, sweep, webapp
 
     parser = OneLineErrorParser(prog=_prog(), description="Stepscope: where every token's time goes.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_parser(sub)
     roofline.add_parser(sub)
     run.add_parser(sub)
+    profile_server.add_parser(sub)
     sweep.add_parser(sub)
     add_batch_parser(sub)
     webapp.add_parser(sub)

@@ -1,4 +1,5 @@
-"""Run: profile a generation with the collectors, watch it progress, then open the result.
+"""Run: profile a generation with the collectors, watch it progress, then open the result; or profile a live
+vLLM server (the Live server tab, app/live_server_panel.py).
 
 The collectors run in this process (collectors.run API); a CollectorError is
 shown as one line. A pair run makes eager and cuda-graph traces (eager and
@@ -18,7 +19,7 @@ from ...collectors.errors import CollectorError
 from ...collectors.presets import DEFAULT_PRESET, PRESETS
 from ...exporters.figures.sweep_chart import sweep_figure
 from ...exporters.safe_text import for_markdown
-from .. import memory_panel
+from .. import live_server_panel, memory_panel
 from ..exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
 from ..navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
 from ..sweeps import past_sweeps, run_sweep
@@ -255,5 +256,9 @@ def render() -> None:
         f"Profiles a generation with torch.profiler and saves it under {for_markdown(runs_dir())}. "
         f"{'A CUDA GPU is available.' if on_gpu else 'No CUDA GPU here: runs use the CPU.'}"
     )
-    _generation_section(on_gpu)
-    _sweep_section()
+    generation, live = st.tabs(["Generation", "Live server"])
+    with generation:
+        _generation_section(on_gpu)
+        _sweep_section()
+    with live:
+        live_server_panel.render()
