@@ -103,7 +103,7 @@ def _generation_section(on_gpu: bool) -> None:
         return
     from dataclasses import replace
 
-    problem = run_spec_problem(spec.new_tokens, spec.batch, spec.prompt_tokens, spec.model)
+    problem = run_spec_problem(spec.new_tokens, spec.batch, spec.prompt_tokens, spec.model, spec.prompt)
     if problem:  # checked here too: the form's maxima are only the browser's
         st.error(f"Run refused: {for_markdown(problem)}")
         return
