@@ -49,6 +49,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "STEPSCOPE_MAX_REQUESTS", "64", "bound on requests, warm-ups, sweep points and repeats (CLI unless --no-limits)"
     ),
+    Setting("STEPSCOPE_RUN_TIMEOUT_S", "900", "a profiled run from the Run page is ended after this many seconds"),
+    Setting("STEPSCOPE_RUN_MEMORY_MB", "half of RAM", "a profiled run from the Run page is ended past this memory"),
     Setting("STEPSCOPE_TIMING_LOG", "(none)", "a file the app appends stage timings to (bench/browser_open_bench.py)"),
     Setting("STEPSCOPE_DEBUG", "0", "1: the collectors print a traceback under their one-line error"),
 )
@@ -126,6 +128,20 @@ def run_limits_problem(counts: dict[str, int], prompt: str | None = None, tokeni
                 f"{run_bound('prompt_tokens')} allows at {per} (STEPSCOPE_MAX_PROMPT_TOKENS raises it)"
             )
     return None
+
+
+def run_timeout_s() -> int:
+    """The wall-clock bound of a profiled run in its child process (collectors.child)."""
+    return positive_int("STEPSCOPE_RUN_TIMEOUT_S", 900)
+
+
+def run_memory_mb() -> int:
+    """The memory bound (data segment) of a profiled run's child process: half of RAM unless set."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 8 << 30
+    return positive_int("STEPSCOPE_RUN_MEMORY_MB", max(ram // 2 >> 20, 512))
 
 
 def runs_dir(default: str | os.PathLike) -> Path:
