@@ -19,12 +19,6 @@ from ..contracts import settings
 LOCAL_ADDRESSES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 ALLOW_REMOTE_ENV = "STEPSCOPE_ALLOW_REMOTE_RUNS"
 MODELS_DIR_ENV = "STEPSCOPE_MODELS_DIR"
-# Bounds on one run started from the app (the form's maxima and a server-side check); env vars raise them.
-RUN_BOUNDS = {
-    "new_tokens": ("STEPSCOPE_MAX_NEW_TOKENS", 1024),
-    "batch": ("STEPSCOPE_MAX_BATCH", 64),
-    "prompt_tokens": ("STEPSCOPE_MAX_PROMPT_TOKENS", 8192),
-}
 _warned = False
 
 
@@ -81,15 +75,18 @@ def inside_roots(path: str | Path, roots: list[Path]) -> bool:
 
 
 def run_bound(name: str) -> int:
-    env, default = RUN_BOUNDS[name]
-    return settings.positive_int(env, default)
+    return settings.run_bound(name)
 
 
-def run_spec_problem(new_tokens: int, batch: int, prompt_tokens: int, model: str | None) -> str | None:
-    """Why a run may not start (bounds, a model path outside the roots), None when it may."""
-    for name, value in (("new_tokens", new_tokens), ("batch", batch), ("prompt_tokens", prompt_tokens)):
-        if not 1 <= value <= run_bound(name):
-            return f"{name.replace('_', ' ')} must be 1..{run_bound(name)} ({RUN_BOUNDS[name][0]} raises it)"
+def run_spec_problem(
+    new_tokens: int, batch: int, prompt_tokens: int, model: str | None, prompt: str | None = None
+) -> str | None:
+    """Why a run may not start (bounds, a typed prompt past the bound, a model path outside the roots), None when
+    it may. The bounds are contracts.settings', the same the CLI's `run` applies."""
+    counts = {"new_tokens": new_tokens, "batch": batch, "prompt_tokens": prompt_tokens}
+    problem = settings.run_limits_problem(counts, prompt, tokenizer=model is not None)
+    if problem:
+        return problem
     if model is not None:
         roots = model_roots()
         if not inside_roots(model, roots):

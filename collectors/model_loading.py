@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..contracts.safe_read import read_regular_text
 from .devices import free_memory_bytes
 from .errors import CollectorError
 from .presets import preset_config
@@ -52,43 +53,124 @@ def _fill_random(model: torch.nn.Module, seed: int = 0) -> None:
             param.fill_(1.0)
 
 
-def parameter_count(config: Any) -> int:
-    """Parameters of the model a config describes, counted on the meta device (no memory used)."""
-    from transformers import AutoModelForCausalLM
-
-    with torch.device("meta"):
-        meta_model = AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in meta_model.parameters())
-
-
-def kv_cache_bytes(config: Any, batch: int, positions: int, dtype: torch.dtype) -> int:
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    heads = getattr(text, "num_attention_heads", 1) or 1
-    kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
-    layers = text.num_hidden_layers
-    return 2 * layers * kv_heads * head_dim * positions * batch * dtype.itemsize
+# A decoder's layers are built one module object each, whatever their size (about 7 ms and 33 KB apiece on the
+# meta device, more with real tensors): a count past any published model's (Llama-3-405B has 126) is refused
+# rather than built for minutes. Positions allocate nothing at build time; past what an int32 position id holds,
+# the config is nonsense.
+MAX_LAYERS = 1024
+MAX_POSITIONS = 1 << 31
+HOST_BYTES_PER_LAYER = 256 << 10  # the layer's module objects and their bookkeeping, priced generously
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few kB (quantisation maps: a few MB)
+_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 
 
-def check_memory(config: Any, device: torch.device, dtype: torch.dtype, batch: int, positions: int) -> int:
-    """Refuse a model that cannot fit before allocating anything; returns the estimate in bytes."""
-    params = parameter_count(config)
+def _whole(config: dict[str, Any], key: str, default: int | None = None) -> int:
+    value = config.get(key)
+    value = default if value is None else value  # transformers' to_dict() writes None for "not set"
+    if value is None:
+        raise CollectorError(f"the model config has no {key}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CollectorError(f"the model config's {key} must be a whole number, not {str(value)[:40]!r}")
+    return value
+
+
+def config_parameters(config: dict[str, Any]) -> int:
+    """Parameters a config describes, from its numbers alone in constant time (no module built, nothing
+    allocated): an upper estimate (gated MLPs, untied heads unless tied, learned positions never counted), so that
+    an absurd number in any dimension (layers, experts, heads, hidden, vocabulary, widths) is priced before
+    transformers builds anything. CollectorError when a size is missing, not a whole number or out of bounds."""
+    if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
+        config = config["text_config"]
+    hidden, layers, heads, inter, vocab = (_whole(config, key) for key in _SIZE_KEYS)
+    if min(hidden, layers, heads, vocab) < 1:
+        raise CollectorError("the model config's hidden_size, num_hidden_layers, heads and vocab_size must be >= 1")
+    if layers > MAX_LAYERS:
+        raise CollectorError(f"the model config has {layers:,} layers: more than {MAX_LAYERS:,} is not a real model")
+    positions = _whole(config, "max_position_embeddings", 2048)
+    if positions > MAX_POSITIONS:
+        raise CollectorError(f"the model config's max_position_embeddings {positions:,} is past {MAX_POSITIONS:,}")
+    kv_heads = _whole(config, "num_key_value_heads", heads) or heads
+    head_dim = _whole(config, "head_dim", hidden // heads) or hidden // heads
+    if head_dim < 1 or kv_heads > heads:
+        raise CollectorError(f"the model config's {heads:,} attention heads do not fit its hidden size {hidden:,}")
+    experts = max((_whole(config, key, 0) for key in _EXPERT_KEYS), default=0)
+    expert_width = _whole(config, "moe_intermediate_size", inter) or inter
+    shared = _whole(config, "shared_expert_intermediate_size", 0) + _whole(config, "n_shared_experts", 0) * expert_width
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + 3 * heads * head_dim
+    dense_mlp = 3 * hidden * inter
+    if experts > 1:  # a MoE layer's experts replace the dense MLP; DeepSeek keeps its first layers dense
+        mlp = experts * (3 * hidden * expert_width + hidden) + 3 * hidden * shared
+        dense_layers = min(layers, _whole(config, "first_k_dense_replace", 0))
+    else:
+        mlp, dense_layers = dense_mlp, 0
+    head = 1 if config.get("tie_word_embeddings") else 2
+    per_layer = attention + 4 * hidden
+    return (
+        layers * per_layer + (layers - dense_layers) * mlp + dense_layers * dense_mlp + head * vocab * hidden + hidden
+    )
+
+
+def kv_cache_bytes(config: dict[str, Any], batch: int, positions: int, dtype: torch.dtype) -> int:
+    if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
+        config = config["text_config"]
+    heads = _whole(config, "num_attention_heads") or 1
+    kv_heads = _whole(config, "num_key_value_heads", heads) or heads
+    head_dim = _whole(config, "head_dim", 0) or _whole(config, "hidden_size") // heads
+    return 2 * _whole(config, "num_hidden_layers") * kv_heads * head_dim * positions * batch * dtype.itemsize
+
+
+def check_memory(config: dict[str, Any], device: torch.device, dtype: torch.dtype, batch: int, positions: int) -> int:
+    """Refuse a model that cannot fit before building anything, from the config's numbers (a dict, as config.json
+    holds it) in constant time; returns the estimate in bytes."""
+    params = config_parameters(config)
+    layers = _whole(config.get("text_config") or config, "num_hidden_layers")
     need = params * dtype.itemsize + kv_cache_bytes(config, batch, positions, dtype)
-    need = int(need * 1.15) + (256 << 20)  # activations, logits, allocator slack
+    need = int(need * 1.15) + (256 << 20) + layers * HOST_BYTES_PER_LAYER  # activations, logits, allocator slack
     free = free_memory_bytes(device)
     if free is not None and need > free:
         raise CollectorError(
-            f"model does not fit: {params / 1e9:.2f}B parameters in {str(dtype).removeprefix('torch.')} "
-            f"need about {need / 2**30:.1f} GiB on {device.type}, only {free / 2**30:.1f} GiB free"
+            f"model does not fit: {_count(params)} parameters in {str(dtype).removeprefix('torch.')} "
+            f"need about {need / 2**30:,.1f} GiB on {device.type}, only {free / 2**30:.1f} GiB free"
         )
     return need
+
+
+def _count(params: int) -> str:
+    return f"{params / 1e9:,.2f}B" if params < 10**18 else f"about 10^{len(str(params)) - 1}"
+
+
+def _check_before_reading(
+    config: dict[str, Any], device: torch.device, dtype: torch.dtype, batch: int, positions: int
+) -> None:
+    """Price the raw config.json when it holds every size; else bound what it holds (a model with its own code may
+    leave sizes to its config class: priced after AutoConfig has read it)."""
+    text = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+    if all(key in text for key in _SIZE_KEYS):
+        check_memory(config, device, dtype, batch, positions)
+    elif _whole(text, "num_hidden_layers", 0) > MAX_LAYERS:
+        raise CollectorError(f"the model config has {text['num_hidden_layers']:,} layers: not a real model")
+
+
+def _config_file(path: str) -> dict[str, Any]:
+    """A local folder's config.json as a dict, read with a size bound: priced before transformers reads it (some
+    config classes build a list per layer in their constructor, so AutoConfig itself runs long on 10^9 layers)."""
+    import json
+
+    try:
+        config = json.loads(read_regular_text(os.path.join(path, "config.json"), MAX_CONFIG_BYTES))
+    except (OSError, ValueError) as exc:
+        raise CollectorError(f"could not read {path}/config.json: {' '.join(str(exc).split())[:200]}") from None
+    if not isinstance(config, dict):
+        raise CollectorError(f"{path}/config.json is not a JSON object")
+    return config
 
 
 def build_preset(name: str, device: torch.device, dtype: torch.dtype, batch: int, positions: int) -> LoadedModel:
     from transformers import AutoModelForCausalLM
 
     config = preset_config(name)
-    check_memory(config, device, dtype, batch, positions)
+    check_memory(config.to_dict(), device, dtype, batch, positions)
     with torch.device(device), _no_init_weights():
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     _fill_random(model)
@@ -112,6 +194,7 @@ def load_pretrained(
             raise CollectorError(f"no model folder at {name}")
         if not os.path.isfile(os.path.join(path, "config.json")):
             raise CollectorError(f"{name} is not a model folder (no config.json in it)")
+        _check_before_reading(_config_file(path), device, dtype, batch, positions)
     else:
         path = name
     common = dict(local_files_only=True, trust_remote_code=trust_remote_code)
@@ -123,7 +206,7 @@ def load_pretrained(
                 raise
             common["local_files_only"] = False  # a hub id not in the local cache: only now go online
             config = AutoConfig.from_pretrained(path, **common)
-        check_memory(config, device, dtype, batch, positions)
+        check_memory(config.to_dict(), device, dtype, batch, positions)
         model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, **common)
     except CollectorError:
         raise

@@ -313,7 +313,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU), bf16, fp16 or fp32")
     p.add_argument("--out", default="runs", help="runs folder (default ./runs)")
+    p.add_argument(
+        "--no-limits", action="store_true", help="skip the Run page's bounds (STEPSCOPE_MAX_BATCH and its kin)"
+    )
     return p
+
+
+def limits_problem(args: argparse.Namespace) -> str | None:
+    """The Run page's bounds (contracts.settings), applied to the command line's run unless --no-limits."""
+    if args.no_limits:
+        return None
+    counts = {"new_tokens": args.new_tokens, "batch": args.batch, "requests": args.requests, "warmup": args.warmup}
+    if args.prompt is None:
+        counts["prompt_tokens"] = args.prompt_tokens
+    problem = settings.run_limits_problem(counts, args.prompt, tokenizer=args.model is not None)
+    return f"{problem} (or --no-limits)" if problem else None
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
@@ -367,6 +381,10 @@ def _print_progress(stage: str, done: int, total: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    problem = limits_problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     _quiet_libraries()
     started = time.perf_counter()
     try:

@@ -39,9 +39,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STEPSCOPE_FLEET_ROOT", "the runs folder", "the folder under which Fleet opens batch outputs"),
     Setting("STEPSCOPE_ALLOW_REMOTE_RUNS", "0", "1: the Run page and path inputs stay when listening beyond loopback"),
     Setting("STEPSCOPE_MODELS_DIR", "your home folder", "local model folders the Run page may load must lie inside it"),
-    Setting("STEPSCOPE_MAX_NEW_TOKENS", "1024", "the Run page's bound on new tokens"),
-    Setting("STEPSCOPE_MAX_BATCH", "64", "the Run page's bound on the batch"),
-    Setting("STEPSCOPE_MAX_PROMPT_TOKENS", "8192", "the Run page's bound on the prompt"),
+    Setting("STEPSCOPE_MAX_NEW_TOKENS", "1024", "bound on new tokens (Run page; CLI run unless --no-limits)"),
+    Setting("STEPSCOPE_MAX_BATCH", "64", "bound on the batch (Run page; CLI run and sweep unless --no-limits)"),
+    Setting(
+        "STEPSCOPE_MAX_PROMPT_TOKENS",
+        "8192",
+        "bound on the prompt, counted or typed, and a sweep's longest (Run page; CLI unless --no-limits)",
+    ),
+    Setting(
+        "STEPSCOPE_MAX_REQUESTS", "64", "bound on requests, warm-ups, sweep points and repeats (CLI unless --no-limits)"
+    ),
+    Setting("STEPSCOPE_RUN_TIMEOUT_S", "900", "a profiled run from the Run page is ended after this many seconds"),
+    Setting("STEPSCOPE_RUN_MEMORY_MB", "half of RAM", "a profiled run from the Run page is ended past this memory"),
     Setting("STEPSCOPE_TIMING_LOG", "(none)", "a file the app appends stage timings to (bench/browser_open_bench.py)"),
     Setting("STEPSCOPE_DEBUG", "0", "1: the collectors print a traceback under their one-line error"),
 )
@@ -78,6 +87,61 @@ def positive_int(name: str, default: int) -> int:
     if value is None or not value.isdigit() or int(value) <= 0:
         return default
     return int(value)
+
+
+# Bounds on one run: the Run page's form maxima, its server-side check, and the CLI's `run` and `sweep` (unless
+# --no-limits): one table, so the page and the command line refuse the same things.
+RUN_BOUNDS = {
+    "new_tokens": ("STEPSCOPE_MAX_NEW_TOKENS", 1024),
+    "batch": ("STEPSCOPE_MAX_BATCH", 64),
+    "prompt_tokens": ("STEPSCOPE_MAX_PROMPT_TOKENS", 8192),
+    "requests": ("STEPSCOPE_MAX_REQUESTS", 64),
+}
+# A typed prompt is bounded before any tokenizer runs, by its UTF-8 bytes: a preset maps one byte to one token
+# (exact); a model's tokenizer makes at most one token per byte, and English averages about 4 bytes a token, so
+# 8 bytes a token refuses only prompts far past the bound.
+TOKENIZER_BYTES_PER_TOKEN = 8
+
+
+def run_bound(name: str) -> int:
+    env, default = RUN_BOUNDS[name]
+    return positive_int(env, default)
+
+
+def run_limits_problem(counts: dict[str, int], prompt: str | None = None, tokenizer: bool = False) -> str | None:
+    """Why a run of these sizes may not start (one line naming the setting that raises the bound), None when it
+    may. `counts` maps RUN_BOUNDS names (requests also bounds warm-ups, sweep points, repeats) to values; a typed
+    `prompt` is priced by its UTF-8 bytes, per byte (presets) or TOKENIZER_BYTES_PER_TOKEN (a model's tokenizer)."""
+    for label, value in counts.items():
+        name = label if label in RUN_BOUNDS else "requests"
+        env, _ = RUN_BOUNDS[name]
+        lowest = 0 if label in ("warmup",) else 1
+        if not lowest <= value <= run_bound(name):
+            return f"{label.replace('_', ' ')} must be {lowest}..{run_bound(name)} ({env} raises it)"
+    if prompt is not None:
+        size = len(prompt.encode("utf-8", "surrogatepass"))
+        allowed = run_bound("prompt_tokens") * (TOKENIZER_BYTES_PER_TOKEN if tokenizer else 1)
+        if size > allowed:
+            per = f"{TOKENIZER_BYTES_PER_TOKEN} bytes a token" if tokenizer else "one token a byte"
+            return (
+                f"the prompt is {size:,} bytes, past the {allowed:,} that STEPSCOPE_MAX_PROMPT_TOKENS="
+                f"{run_bound('prompt_tokens')} allows at {per} (STEPSCOPE_MAX_PROMPT_TOKENS raises it)"
+            )
+    return None
+
+
+def run_timeout_s() -> int:
+    """The wall-clock bound of a profiled run in its child process (collectors.child)."""
+    return positive_int("STEPSCOPE_RUN_TIMEOUT_S", 900)
+
+
+def run_memory_mb() -> int:
+    """The memory bound (data segment) of a profiled run's child process: half of RAM unless set."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 8 << 30
+    return positive_int("STEPSCOPE_RUN_MEMORY_MB", max(ram // 2 >> 20, 512))
 
 
 def runs_dir(default: str | os.PathLike) -> Path:

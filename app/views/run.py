@@ -1,8 +1,9 @@
 """Run: profile a generation with the collectors, watch it progress, then open the result; or profile a live
 vLLM server (the Live server tab, app/live_server_panel.py).
 
-The collectors run in this process (collectors.run API); a CollectorError is
-shown as one line. A pair run makes eager and cuda-graph traces (eager and
+A profiled generation runs in a child process (collectors.child: nice'd, bounded by STEPSCOPE_RUN_TIMEOUT_S and
+STEPSCOPE_RUN_MEMORY_MB), so one session's run never stalls the server; its stages stream into a progress bar,
+Stop ends it, and a CollectorError is shown as one line. A pair run makes eager and cuda-graph traces (eager and
 compile on a CPU, where CUDA graphs do not exist) and opens them in Compare.
 The prefill sweep (collectors.sweep) times prefill over prompt lengths and plots
 it against its roofline; past sweeps in the runs folder can be shown again.
@@ -82,29 +83,37 @@ def _spec_form():
 
 
 def _run(spec, status) -> Path:
-    """One collectors run with its stages shown as a progress bar inside the status box."""
-    from ...collectors.run import STAGES, run_profiled_generation, stage_hint
+    """One collectors run in its child process, its stages shown as a progress bar inside the status box. The
+    heartbeat between stages redraws the bar: a click on Stop reruns the page, which interrupts this script at
+    that call, and run_in_child's cleanup ends the child."""
+    from ...collectors.child import run_in_child
+    from ...collectors.run import STAGES, stage_hint
 
     bar = status.progress(0.0, text=f"{spec.mode}: starting")
+    status.button("Stop", key="run_stop", help="end the run's process now")
+    shown = {"fraction": 0.0, "text": f"{spec.mode}: starting"}
 
     def progress(stage: str, done: int, total: int) -> None:
-        index = STAGES.index(stage) if stage in STAGES else 0
-        fraction = (index + (done / total if total else 0)) / len(STAGES)
-        text = f"{spec.mode}: {stage} {done}/{total}{stage_hint(spec.mode, stage, done)}"
-        bar.progress(min(max(fraction, 0.0), 1.0), text=text)
+        if stage:
+            index = STAGES.index(stage) if stage in STAGES else 0
+            shown["fraction"] = min(max((index + (done / total if total else 0)) / len(STAGES), 0.0), 1.0)
+            shown["text"] = f"{spec.mode}: {stage} {done}/{total}{stage_hint(spec.mode, stage, done)}"
+        bar.progress(shown["fraction"], text=shown["text"])
 
-    folder = run_profiled_generation(spec, runs_dir(), progress)
+    folder = run_in_child(spec, runs_dir(), progress)
     bar.progress(1.0, text=f"{spec.mode}: done, {folder.name}")
     return folder
 
 
 def _generation_section(on_gpu: bool) -> None:
     spec, single, pair = _spec_form()
+    if st.session_state.get("run_stop"):
+        st.warning("Run stopped: its process was ended.")
     if not (single or pair):
         return
     from dataclasses import replace
 
-    problem = run_spec_problem(spec.new_tokens, spec.batch, spec.prompt_tokens, spec.model)
+    problem = run_spec_problem(spec.new_tokens, spec.batch, spec.prompt_tokens, spec.model, spec.prompt)
     if problem:  # checked here too: the form's maxima are only the browser's
         st.error(f"Run refused: {for_markdown(problem)}")
         return
