@@ -6,7 +6,7 @@ import streamlit as st
 
 from ...analysis.event_window import table_page
 from ...analysis.number_format import convert, format_value, shared_unit
-from ...exporters.figures import step_charts, timeline
+from ...exporters.figures import step_charts, timeline, timeline_marks
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
 from .. import (
@@ -93,11 +93,17 @@ def _empty_timeline() -> None:
 
 
 def _zoomed(overview, loaded):
-    """The overview at the range a finding's Zoom asked for (app/findings_panel.py), else as drawn."""
+    """The overview at the range a finding's Zoom asked for (app/findings_panel.py), the evidence outlined and the
+    zoomed window shown as a brush on the whole run under it (a range slider: drag it, or its ends), else as
+    drawn."""
     zoom = findings_panel.zoomed_range_ms(st.session_state, loaded)
     if zoom is not None:
-        overview.update_xaxes(range=list(zoom))
+        overview.update_xaxes(range=list(zoom), rangeslider={"visible": True, "thickness": 0.12})
         overview.update_layout(uirevision=f"zoom {zoom[0]:.6f} {zoom[1]:.6f}")  # a new zoom wins over the last drag
+        overview.update_layout(height=overview.layout.height + 50)  # the brush's room
+        evidence = findings_panel.evidence_ms(st.session_state, loaded)
+        marks = timeline_marks.Marks(evidence=evidence)
+        timeline_marks.draw_marks(overview, list(overview.layout.yaxis.ticktext), marks)
     return overview
 
 
