@@ -99,15 +99,17 @@ def _zoom_button(loaded: LoadedTrace, finding, key: str) -> None:
 
 
 def top_findings(loaded: LoadedTrace) -> None:
-    """The first findings that say what to change, one line each with a Zoom button (the line wraps, the button
-    keeps its width); under them the descriptive findings as one line of context each."""
+    """The first findings that say what to change, one compact line each (cut with an ellipsis, whole on hover and
+    in "All findings" below) with a Zoom button: they stay above the timeline on a 1280x720 screen (issue 43). The
+    descriptive findings are lines of context under the timeline (context_lines)."""
     pairs = ordered(loaded)
     tag = loaded.answer_id[-10:]
     actionable = [p for p in pairs if not p[0].context]
     if not actionable:
         st.caption("No findings that say what to change: nothing above the thresholds DESIGN.md lists.")
+    box = st.container(key="top_findings", gap=None)
     for i, (finding, item) in enumerate(actionable[:TOP]):
-        row = st.container(horizontal=True, wrap=False, vertical_alignment="center", gap="small")
+        row = box.container(horizontal=True, wrap=False, vertical_alignment="center", gap="small")
         cost = cost_text(item)
         row.markdown(
             f"{SEVERITY_ICON.get(finding.severity, '')} **{for_markdown(finding.title)}**"
@@ -116,7 +118,6 @@ def top_findings(loaded: LoadedTrace) -> None:
         )
         with row:
             _zoom_button(loaded, finding, f"zoom_top_{i}_{tag}")
-    context_lines(pairs)
 
 
 def context_lines(pairs: list[tuple[object, dict]]) -> None:

@@ -33,10 +33,7 @@ from ..uploads import upload_names, upload_run_names
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
 
-FIRST_STEP = (
-    "A shipped sample is open. Open your own trace in the sidebar (upload, or the log directory) or profile one on "
-    "Run; **Zoom** on a finding shows its evidence on the timeline."
-)
+FIRST_STEP = "A shipped sample is open: open your own in the sidebar, or profile one on Run."
 
 
 def _pick_source() -> TraceSource | None:
@@ -269,9 +266,10 @@ def render() -> None:
         st.error(f"Could not read {for_markdown(source.label)}: {for_markdown(exc)}")
         return
     components.header(loaded)
-    components.summary_cards(loaded.analysis.summary)
-    findings_panel.top_findings(loaded)  # findings first, each with a button to its evidence on the timeline
-    _timeline_section(loaded)  # on the first screen at 1280x720: what else the page says comes after it
+    components.summary_cards(loaded.analysis.summary, first_row=components.FIRST_ROW_CARDS)  # one row, rest: more
+    findings_panel.top_findings(loaded)  # findings first, compact, each with a button to its evidence
+    _timeline_section(loaded)  # on the first screen at 1280x720 (and 1500): what else the page says comes after it
+    findings_panel.context_lines(findings_panel.ordered(loaded))  # what the run is: under the timeline
     roofline_line = st.container()  # filled once the roofline section below has its inputs
     findings_panel.all_findings(loaded)
     components.segmentation_box(loaded)
