@@ -101,7 +101,7 @@ def section(bench: Bench) -> None:
     with st.container(key=bench.key("chosen_event"), border=True):
         head = st.container(horizontal=True, vertical_alignment="center", gap="small")
         head.markdown(
-            f"**Chosen:** `{for_markdown(name[:120])}` ({kind}) at {bench.ms(start):,.3f} ms, "
+            f"**Chosen:** **{for_markdown(name[:120])}** ({kind}) at {bench.ms(start):,.3f} ms, "
             f"{format_value(dur / 1e3, 'us')}",
             width="stretch",
         )
@@ -123,7 +123,7 @@ def section(bench: Bench) -> None:
         lead = _lead(bench, row, launch)
         if lead is not None:
             host = (
-                f"the longest host span before the launch is `{for_markdown(lead['host_name'][:80])}` "
+                f"the longest host span before the launch is **{for_markdown(lead['host_name'][:80])}** "
                 f"({format_value(lead['host_dur_us'], 'us')})"
                 if lead.get("host_name")
                 else "no host span is recorded between the step's start and the launch"
@@ -139,11 +139,11 @@ def _link_lines(bench: Bench, launch: Launch, row: int) -> None:
     latency = format_value(attrs["latency_us"], "us") if attrs["latency_us"] is not None else "unknown"
     call = for_markdown(launch.call_name or "a call not in the trace")
     if launch.call_row is not None and row != launch.call_row:
-        st.markdown(f"Launched by `{call}` at {attrs['call_start_ms']:,.3f} ms · launch latency **{latency}**")
+        st.markdown(f"Launched by **{call}** at {attrs['call_start_ms']:,.3f} ms · launch latency **{latency}**")
     if not len(launch.work_rows):
         return
     what = "replays a graph that " if launch.graph else ""
-    line = f"`{call}` {what}**{cover_line(launch, bench.index.unit)}**"
+    line = f"**{call}** {what}**{cover_line(launch, bench.index.unit)}**"
     if launch.call_row == row:
         line += f" · launch latency **{latency}**"
     st.markdown(line)

@@ -89,8 +89,9 @@ class LaneSet:
         else:
             bars = _bars(starts_ms, ends_ms, y, hover, color, name, width, hover_points)
             bars[0].showlegend = legend
-            if rows is not None:
+            if rows is not None:  # clickable: Plotly selects only points with markers (invisible ones here)
                 bars[1].customdata = np.tile(np.asarray(rows, dtype=np.int64), hover_points)
+                bars[1].update(mode="markers", marker={"size": 10, "opacity": 0}, unselected={"marker": {"opacity": 0}})
             self.traces += bars
 
     def lane(self, name: str) -> int:

@@ -161,7 +161,8 @@ def match_traces(lanes: LaneSet, hits: np.ndarray, origin: int) -> tuple[list, i
         part = events[mask]
         ts, dur = part["ts"].to_numpy(), part["dur"].to_numpy()
         hover = event_hover(part, np.full(len(part), "a match"), origin)
-        marks.add_segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, MATCH, "matches", LANE_WIDTH_PX)
+        rows = part.index.to_numpy()  # clickable as the lanes' own segments are (a click chooses the event)
+        marks.add_segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, MATCH, "matches", LANE_WIDTH_PX, rows=rows)
         count += len(part)
     for i, trace in enumerate(marks.traces):  # one legend entry for every lane's matches
         trace.legendgroup = "matches"
