@@ -20,7 +20,7 @@ from ..parsers.timeline import Timeline
 from .event_window import WorkIndex
 from .user_patterns import MAX_PATTERN_CHARS, compile_user_pattern
 
-FIND_COLUMNS = ("start_ms", "dur_us", "name", "kind", "step")
+FIND_COLUMNS = ("start_ms", "dur_us", "name", "kind", "step", "row")  # row: its position in timeline.events
 _SEPARATOR = "\x00"  # between the names of the joined text a plain search runs over: no name has it (checked)
 
 
@@ -111,7 +111,7 @@ class Found:
 
 def find(timeline: Timeline, index: WorkIndex, query: FindQuery) -> Found:
     """Every event whose name matches `query`: one row each (FIND_COLUMNS): start in ms from the trace's start,
-    duration in us, name, kind, step (-1 outside steps)."""
+    duration in us, name, kind, step (-1 outside steps), row (its position in the events)."""
     events = timeline.events
     rows, hits = matching_rows(events, query)
     ts = events["ts"].to_numpy()[rows]
@@ -123,6 +123,7 @@ def find(timeline: Timeline, index: WorkIndex, query: FindQuery) -> Found:
             "name": _taken(events["name"], rows),  # categorical, as in the events: no string per match
             "kind": _taken(events["kind"], rows),
             "step": steps_of(index, rows, ts),
+            "row": rows.astype(np.int64),  # what launch_of / kernels_of take (analysis/launch_links.py)
         },
         columns=list(FIND_COLUMNS),
     )

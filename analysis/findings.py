@@ -350,11 +350,14 @@ _ANATOMY_STEP = ("category-share", "category-dominant", "category-roofline")
 _PHASE_OF = {"decode-dominated": "decode", "prefill-dominated": "prefill", "verify-dominated": "verify"}
 
 
-def finding_range(finding: Finding, steps: pd.DataFrame, anatomy_step: int | None = None) -> tuple[int, int] | None:
+def finding_range(
+    finding: Finding, steps: pd.DataFrame, anatomy_step: int | None = None, gaps: pd.DataFrame | None = None
+) -> tuple[int, int] | None:
     """The time range (ns) a finding points at: its own `at_ns` (one call), else the step its evidence names, else
     the step it reads (the anatomy's step for category findings; the typical step of the kind it names for step
     findings: the one of median span), the slowest outlier, or a phase's first to last step. None where a finding
-    is about no place in the run (memory over the whole run, ranks)."""
+    is about no place in the run (memory over the whole run, ranks). With `gaps` (issue 43: zoom to the evidence),
+    a finding about idle time points at the longest gap of its cause in the typical step, not the whole step."""
     if finding.at_ns is not None:
         return finding.at_ns
     if not len(steps):
@@ -381,7 +384,26 @@ def finding_range(finding: Finding, steps: pd.DataFrame, anatomy_step: int | Non
     if fid.startswith("gpu-lead-") and "gpu_lead_ns" in steps:  # the lead itself: the step's start to its first work
         start = int(steps["start_ns"].iloc[typical])
         return start, start + max(int(steps["gpu_lead_ns"].iloc[typical]), 1)
-    return _step_range(steps, typical)
+    key = "host-bound" if fid.startswith("host-bound") else fid
+    gap = _longest_gap(gaps, typical, _GAP_CAUSE[key]) if key in _GAP_CAUSE else None
+    return gap if gap is not None else _step_range(steps, typical)
+
+
+# which gaps a finding about idle time points at: its cause (None: any cause)
+_GAP_CAUSE = {"host-bound": None, "host-overhead": None, "sync-every-step": "sync", "launch-overhead": "launch"}
+
+
+def _longest_gap(gaps: pd.DataFrame | None, step: int, cause: str | None) -> tuple[int, int] | None:
+    """The longest gap (of `cause`, when given) in step `step`: the stall a Zoom outlines."""
+    if gaps is None or not len(gaps) or "step" not in gaps:
+        return None
+    part = gaps[gaps["step"].to_numpy() == step]
+    if cause is not None:
+        part = part[part["cause"].astype(str).to_numpy() == cause]
+    if not len(part):
+        return None
+    row = part.loc[part["dur_ns"].idxmax()]
+    return int(row["start_ns"]), int(row["end_ns"])
 
 
 def _step_range(steps: pd.DataFrame, row: int) -> tuple[int, int]:

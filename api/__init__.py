@@ -97,6 +97,36 @@ class Trace:
         query = FindQuery(text, regex, case_sensitive, tuple(kinds) if kinds is not None else None)
         return find_events(self.timeline, self._work, query)
 
+    def launch_of(self, row: int) -> dict | None:
+        """The launch call of the device work at `row` (a position in `.timeline.events`, find()'s `row`), linked by
+        the trace's correlation id: the call's row, name and start, `latency_us` (call start to the work's start),
+        and what the call started in all (count, span_us, busy_us; a graph launch: every kernel it replays). None
+        when the event is neither a launch call nor device work, or carries no correlation id. The app's link and
+        the Perfetto export's flow arrows are the same links (analysis/launch_links.py)."""
+        from ..analysis.launch_links import launch_link, link_attrs
+
+        launch = launch_link(self.timeline, row)
+        return None if launch is None else link_attrs(launch, self.analysis.time_origin_ns)
+
+    def kernels_of(self, row: int) -> pd.DataFrame:
+        """The device work the launch call at `row` started (or, for device work, its launch's), one row each:
+        row, start_ms, dur_us, name, kind, device, stream; `.attrs` as launch_of's. Empty when there is no link."""
+        from ..analysis.launch_links import LINK_COLUMNS, launch_link, work_table
+
+        launch = launch_link(self.timeline, row)
+        if launch is None:
+            return pd.DataFrame(columns=list(LINK_COLUMNS))
+        return work_table(self.timeline, launch, self.analysis.time_origin_ns)
+
+    def gpu_lead(self, step: int) -> dict:
+        """What precedes step `step`'s first device work: lead_us (the GPU idle from the step's start), that work
+        (first_row, first_name), its launch (launch_of's object) and the longest host span on the launching thread
+        between the step's start and the launch call (host_row, host_name, host_start_ms, host_dur_us)."""
+        from ..analysis.launch_links import lead_attrs, step_lead
+
+        lead = step_lead(self.timeline, self.analysis, self._work.event_rows, self._work.step, step)
+        return lead_attrs(self.timeline, lead, self.analysis.time_origin_ns)
+
     @cached_property
     def _work(self):
         """The analysis' work items indexed for windows and finds (built on first use, kept with the trace)."""

@@ -24,26 +24,45 @@ RANGE_EXTRA_PX = 40  # a card whose value is a range ("44.3–133 tok/s", specul
 NAME_EXTRA_PX = 110  # a card whose value is a name (analysis.metrics.CARD_NAME_CHARS of a kernel's), this much
 
 
-def summary_cards(summary: Summary, label_prefix: str = "") -> None:
+FIRST_ROW_CARDS = 5  # the essential cards on the first screen: one row at 1280 px beside the sidebar (issue 43)
+
+
+def summary_cards(summary: Summary, label_prefix: str = "", first_row: int | None = None) -> None:
     """The headline metrics as st.metric cards of one width that wrap onto as many rows as the page needs (at
     1280 px six a row), values compact ("1.67k tok/s": analysis.number_format) so that none is cut; a
     stand-in over the main step kind where the trace has no decode steps, CPU wording on a CPU-only trace
-    (analysis.metrics.card_metrics)."""
-    row = st.container(horizontal=True, wrap=True, gap="small")
-    for m, label in card_metrics(summary):
-        why = unknown_reason(m, summary)  # a served run's figure that is null, with why (analysis.request_figures)
-        text = card_text(m, summary)
-        helptext = for_markdown(card_help(m, summary)) if m.text_item else card_help(m, summary)  # a kernel's name
-        row.metric(
-            label_prefix + label,
-            text,
-            border=True,
-            help=helptext + (f": {for_markdown(why)}" if why else ""),
-            # a range ("44.3–133 tok/s") or a name (the top kernel) is longer than a number
-            width=CARD_WIDTH_PX + (RANGE_EXTRA_PX if "–" in text else NAME_EXTRA_PX if m.text_item else 0),
-        )
-    unknown_lines(summary)
-    basis_line(summary)
+    (analysis.metrics.card_metrics, whose order puts the essential cards of the trace's kind first). `first_row`:
+    only that many in the row, the rest and the lines that explain them behind "More figures" (the Analyze page's
+    first screen, where the timeline must fit at 1280x720)."""
+    cards = card_metrics(summary)
+    row = st.container(horizontal=True, wrap=True, gap="small", vertical_alignment="center", key="summary_cards")
+    shown = cards if first_row is None else cards[:first_row]
+    for m, label in shown:
+        _card(row, m, label_prefix + label, summary)
+    if first_row is None:
+        unknown_lines(summary)
+        basis_line(summary)
+        return
+    with row.popover(f"More figures ({len(cards) - len(shown)})" if len(cards) > len(shown) else "More"):
+        more = st.container(horizontal=True, wrap=True, gap="small")
+        for m, label in cards[len(shown) :]:
+            _card(more, m, label_prefix + label, summary)
+        unknown_lines(summary)
+        basis_line(summary)
+
+
+def _card(row, m, label: str, summary: Summary) -> None:
+    why = unknown_reason(m, summary)  # a served run's figure that is null, with why (analysis.request_figures)
+    text = card_text(m, summary)  # "unknown" where why gives a reason
+    helptext = for_markdown(card_help(m, summary)) if m.text_item else card_help(m, summary)  # a kernel's name
+    row.metric(
+        label,
+        text,
+        border=True,
+        help=helptext + (f": {for_markdown(why)}" if why else ""),
+        # a range ("44.3–133 tok/s") or a name (the top kernel) is longer than a number
+        width=CARD_WIDTH_PX + (RANGE_EXTRA_PX if "–" in text else NAME_EXTRA_PX if m.text_item else 0),
+    )
 
 
 def unknown_lines(summary: Summary) -> None:

@@ -37,7 +37,8 @@ def cost_text(item: dict) -> str:
 
 def _place(loaded: LoadedTrace, finding) -> tuple[int, int] | None:
     anat = loaded.analysis.anatomy
-    return finding_range(finding, loaded.analysis.steps, anat.median_step if anat is not None else None)
+    median = anat.median_step if anat is not None else None
+    return finding_range(finding, loaded.analysis.steps, median, loaded.analysis.gaps)
 
 
 def _content(loaded: LoadedTrace) -> str:
@@ -46,9 +47,10 @@ def _content(loaded: LoadedTrace) -> str:
     return loaded.digest or loaded.name
 
 
-def zoom_to(state: MutableMapping, loaded: LoadedTrace, lo: int, hi: int) -> None:
-    """Zoom the overview to [lo, hi] (ns) and draw the steps in it (at most DETAIL_STEPS) at kernel level."""
-    state[ZOOM_KEY] = {_content(loaded): (int(lo), int(hi))}
+def zoom_to(state: MutableMapping, loaded: LoadedTrace, lo: int, hi: int, label: str = "evidence") -> None:
+    """Zoom the overview to [lo, hi] (ns), the finding's exact evidence, outlined on the overview and the detail
+    (`label` beside it), and draw the steps in it (at most DETAIL_STEPS) at kernel level."""
+    state[ZOOM_KEY] = {_content(loaded): (int(lo), int(hi), label)}
     steps = loaded.analysis.steps
     if len(steps) >= 2:
         starts, ends = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
@@ -71,6 +73,15 @@ def zoomed_range_ms(state: MutableMapping, loaded: LoadedTrace) -> tuple[float, 
     return lo - pad, hi + pad
 
 
+def evidence_ms(state: MutableMapping, loaded: LoadedTrace) -> tuple[float, float, str] | None:
+    """The evidence a Zoom outlines: (start, end) in ms from the trace's start and its label."""
+    zoom = (state.get(ZOOM_KEY) or {}).get(_content(loaded))
+    if zoom is None:
+        return None
+    origin = loaded.analysis.time_origin_ns
+    return (zoom[0] - origin) / 1e6, (zoom[1] - origin) / 1e6, zoom[2]
+
+
 def _zoom_button(loaded: LoadedTrace, finding, key: str) -> None:
     place = _place(loaded, finding)
     if place is None:
@@ -80,23 +91,25 @@ def _zoom_button(loaded: LoadedTrace, finding, key: str) -> None:
         key=key,
         width="content",
         icon=":material/zoom_in:",
-        help="Show this finding's evidence on the timeline: the overview zooms to it and the kernel detail "
-        "draws its step(s).",
+        help="Show this finding's evidence on the timeline: the overview zooms to its exact span (outlined; drag "
+        "the brush under it to look around) and the kernel detail draws its step(s).",
         on_click=zoom_to,
-        args=(st.session_state, loaded, *place),
+        args=(st.session_state, loaded, *place, f"evidence: {finding.id}"),
     )
 
 
 def top_findings(loaded: LoadedTrace) -> None:
-    """The first findings that say what to change, one line each with a Zoom button (the line wraps, the button
-    keeps its width); under them the descriptive findings as one line of context each."""
+    """The first findings that say what to change, one compact line each (cut with an ellipsis, whole on hover and
+    in "All findings" below) with a Zoom button: they stay above the timeline on a 1280x720 screen (issue 43). The
+    descriptive findings are lines of context under the timeline (context_lines)."""
     pairs = ordered(loaded)
     tag = loaded.answer_id[-10:]
     actionable = [p for p in pairs if not p[0].context]
     if not actionable:
         st.caption("No findings that say what to change: nothing above the thresholds DESIGN.md lists.")
+    box = st.container(key="top_findings", gap=None)
     for i, (finding, item) in enumerate(actionable[:TOP]):
-        row = st.container(horizontal=True, wrap=False, vertical_alignment="center", gap="small")
+        row = box.container(horizontal=True, wrap=False, vertical_alignment="center", gap="small")
         cost = cost_text(item)
         row.markdown(
             f"{SEVERITY_ICON.get(finding.severity, '')} **{for_markdown(finding.title)}**"
@@ -105,7 +118,6 @@ def top_findings(loaded: LoadedTrace) -> None:
         )
         with row:
             _zoom_button(loaded, finding, f"zoom_top_{i}_{tag}")
-    context_lines(pairs)
 
 
 def context_lines(pairs: list[tuple[object, dict]]) -> None:

@@ -28,6 +28,10 @@ CSS = """
 }
 [data-testid="stMetricValue"] { font-size: 1.3rem; line-height: 1.25; white-space: nowrap; }
 [data-testid="stMetricValue"] * { overflow: visible !important; text-overflow: clip !important; }
+/* the top findings: one line each, cut with an ellipsis (the whole text is in "All findings"), small buttons */
+.st-key-top_findings p { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; margin: 0; }
+.st-key-top_findings button { min-height: 1.7rem; padding: 0 .6rem; }
+.st-key-summary_cards [data-testid="stPopover"] button { min-height: 2.2rem; }
 /* a visible focus ring on the sidebar's page links and on buttons reached by the keyboard */
 [data-testid="stSidebarNav"] a:focus-visible, [data-testid="stSidebarNavLink"]:focus-visible,
 button:focus-visible {

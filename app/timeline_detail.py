@@ -25,7 +25,7 @@ import streamlit as st
 from ..analysis.event_find import FindQuery
 from ..exporters.figures import timeline_marks
 from ..exporters.figures.timeline import LaneSet, detail_lanes
-from . import find_panel, selection_panel
+from . import find_panel, findings_panel, launch_panel, selection_panel
 from .cache import LoadedTrace
 from .detail_window import detail_range
 from .stage_timing import mark
@@ -50,12 +50,16 @@ def _figure(
     query: FindQuery | None,
     focus_ms: tuple[float, float] | None,
     dragmode: str,
+    marks_key: str,
     _loaded: LoadedTrace,
     _hits,
+    _marks: timeline_marks.Marks | None,
 ):
-    """The detail figure with its marks: (figure, note, matches drawn), keyed by what it shows."""
+    """The detail figure with its marks: (figure, note, matches drawn), keyed by what it shows (`marks_key`: the
+    chosen event and the evidence outlined, by value)."""
     lanes = _lanes(answer_id, lo, hi, _loaded)
-    fig, drawn = timeline_marks.detail_figure(lanes, _loaded.analysis.time_origin_ns, _hits, focus_ms, dragmode)
+    origin = _loaded.analysis.time_origin_ns
+    fig, drawn = timeline_marks.detail_figure(lanes, origin, _hits, focus_ms, dragmode, _marks)
     return fig, lanes.note, drawn
 
 
@@ -83,6 +87,7 @@ def _workbench(loaded: LoadedTrace) -> None:
     chart = st.container()
     _panel(loaded, (lo, hi))  # written before the chart, shown under it
     query = found.found.query if found is not None else None
+    marks = launch_panel.marks(bench, findings_panel.evidence_ms(st.session_state, loaded))
     fig, note, drawn = _figure(
         loaded.answer_id,
         lo,
@@ -90,8 +95,10 @@ def _workbench(loaded: LoadedTrace) -> None:
         query,
         find_panel.focus_ms(bench, found),
         "select" if mode == "Select" else "zoom",
+        repr(marks),
         loaded,
         found.found.hits if found is not None else None,
+        marks,
     )
     mark("workbench figure built")
     with chart:
@@ -99,11 +106,12 @@ def _workbench(loaded: LoadedTrace) -> None:
             fig,
             width="stretch",
             key=DETAIL_KEY,
-            on_select=functools.partial(selection_panel.on_box, bench, DETAIL_KEY),
-            selection_mode=("box",),
+            on_select=functools.partial(launch_panel.on_pick, bench, DETAIL_KEY),
+            selection_mode=("points", "box"),  # a click chooses an event (issue 43), a drag in Select a range
             config={"displayModeBar": True},
         )
         st.caption(_caption(loaded, note, found, drawn))
+        launch_panel.section(bench)  # the chosen event: its launch, its kernels, its step's lead
     mark("workbench end")
 
 
@@ -126,4 +134,7 @@ def _caption(loaded: LoadedTrace, note: str, found, drawn: int) -> str:
         )
     if found is not None:
         text += f"{drawn:,} of the matches are in this range, in red; the rest is dimmed. "
-    return text + "Zoom: drag to zoom, double-click to reset. Select: drag across a range. Hover a segment to name it."
+    return text + (
+        "Zoom: drag to zoom, double-click to reset. Select: drag across a range. Hover a segment to name it; "
+        "click it to follow it to its launch or its kernels."
+    )

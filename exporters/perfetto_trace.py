@@ -12,7 +12,8 @@ What goes in:
   - a "Memory" group, when the trace has memory events: allocated and reserved bytes per device as counter
     tracks (read back into the memory table by parsers.perfetto_memory).
 Every Timeline row is written with its kind as category, its correlation id (plus
-a flow arrow from launch to GPU work), external id and input shapes, so Stepscope's
+a flow arrow from the launch call to each GPU activity it started: a graph launch's to every kernel it replays, the
+links analysis/launch_links.py follows), external id and input shapes, so Stepscope's
 Perfetto reader rebuilds the same Timeline and re-analysis finds the same steps
 and gaps. Slices that overlap without nesting go to extra lanes ("lane 2"),
 because Perfetto slices on one track must nest.
@@ -122,12 +123,12 @@ def _write_trace(timeline: Timeline, analysis: Analysis, f: IO[bytes]) -> tuple[
     tracks = _Tracks(builder)
     phases_root = tracks.get("phases", lambda d: setattr(d, "name", PHASES_TRACK))
 
-    slices = _timeline_slices(timeline, tracks)
+    slices, flow_ids = _timeline_slices(timeline, tracks)
     extra_iid = {n: len(names) + i + 1 for i, n in enumerate(extra_names)}
     step_slices = _step_slices(analysis, tracks, phases_root, phase_names, extra_iid, len(kinds))
     gap_slices = _gap_slices(analysis, tracks, phases_root, gap_names, extra_iid, len(kinds))
     counters = _step_counters(analysis, tracks, phases_root) + _memory_counters(timeline, tracks)
-    _write_events(builder, [slices, step_slices, gap_slices], counters)
+    _write_events(builder, [slices, step_slices, gap_slices], counters, flow_ids)
     n_slices = sum(len(s["ts"]) for s in (slices, step_slices, gap_slices))
     return n_slices, len(tracks.uuids), len(analysis.steps), len(analysis.gaps)
 
@@ -148,8 +149,9 @@ def _write_interned_state(builder, names: list[str], categories: list[str]) -> N
     builder.write_packet(packet)
 
 
-def _timeline_slices(timeline: Timeline, tracks: _Tracks) -> dict[str, np.ndarray]:
-    """Every Timeline row as a slice on its lane, with the columns the packets need."""
+def _timeline_slices(timeline: Timeline, tracks: _Tracks) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Every Timeline row as a slice on its lane, with the columns the packets need; and the flow ids their
+    flow_lo:flow_hi ranges index (_flows)."""
     ev = timeline.events
     n = len(ev)
     kind = ev["kind"].astype(str).to_numpy() if n else np.zeros(0, dtype=object)
@@ -181,7 +183,7 @@ def _timeline_slices(timeline: Timeline, tracks: _Tracks) -> dict[str, np.ndarra
     track = uuids[combo_codes] if n else np.zeros(0, dtype=np.int64)
     kind_codes = ev["kind"].cat.codes.to_numpy().astype(np.int64) + 1 if n else np.zeros(0, np.int64)
     corr = ev["correlation"].to_numpy()
-    flow_out, flow_in = _flows(corr, on_gpu, launch)
+    flow_lo, flow_hi, flow_in, flow_ids = _flows(corr, on_gpu, launch)
     dims = ev["input_dims"].astype(str).to_numpy() if "input_dims" in ev else np.full(n, "", dtype=object)
     return {
         "ts": ts,
@@ -192,10 +194,11 @@ def _timeline_slices(timeline: Timeline, tracks: _Tracks) -> dict[str, np.ndarra
         "correlation": corr,
         "external_id": ev["external_id"].to_numpy(),
         "input_dims": dims,
-        "flow_out": flow_out,
+        "flow_lo": flow_lo,
+        "flow_hi": flow_hi,
         "flow_in": flow_in,
         "annotations": np.full(n, None, dtype=object),
-    }
+    }, flow_ids
 
 
 def _device_name(meta, device: int) -> str | None:
@@ -225,16 +228,24 @@ def _process(pid: int, name: str | None):
     return describe
 
 
-def _flows(corr: np.ndarray, on_gpu: np.ndarray, launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Flow ids (correlation + 1) from each launch call to the first GPU activity it started."""
-    out = np.zeros(len(corr), dtype=np.int64)
-    into = np.zeros(len(corr), dtype=np.int64)
+def _flows(corr: np.ndarray, on_gpu: np.ndarray, launch: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The launch -> device work links as flows, the same links as analysis/launch_links.py (by correlation id):
+    every linked GPU activity ends a flow of its own (id: its row + 1), and the launch call (the first with that
+    id) starts all of its work's flows, a graph launch's one per kernel it replays. (flow_lo, flow_hi, flow_in):
+    the call's flows are ids[flow_lo:flow_hi] of the returned ids, in _write_events."""
+    n = len(corr)
+    flow_in = np.zeros(n, dtype=np.int64)
+    lo, hi = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     linked = np.intersect1d(corr[on_gpu & (corr >= 0)], corr[launch & (corr >= 0)])
-    for mask, target in ((launch, out), (on_gpu, into)):
-        idx = np.flatnonzero(mask & np.isin(corr, linked))
-        _, first = np.unique(corr[idx], return_index=True)
-        target[idx[first]] = corr[idx[first]] + 1
-    return out, into
+    work = np.flatnonzero(on_gpu & np.isin(corr, linked))
+    work = work[np.argsort(corr[work], kind="stable")]  # grouped by correlation, in row order within a group
+    flow_in[work] = work + 1
+    calls = np.flatnonzero(launch & np.isin(corr, linked))
+    _, first = np.unique(corr[calls], return_index=True)
+    calls = calls[first]
+    lo[calls] = np.searchsorted(corr[work], corr[calls], side="left")
+    hi[calls] = np.searchsorted(corr[work], corr[calls], side="right")
+    return lo, hi, flow_in, work + 1
 
 
 def _lanes(group_codes: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -342,7 +353,8 @@ def _derived_slices(start, end, track, names, iid, category_iid, notes) -> dict:
         "correlation": none,
         "external_id": none,
         "input_dims": np.full(n, "", dtype=object),
-        "flow_out": np.zeros(n, dtype=np.int64),
+        "flow_lo": np.zeros(n, dtype=np.int64),
+        "flow_hi": np.zeros(n, dtype=np.int64),
         "flow_in": np.zeros(n, dtype=np.int64),
         "annotations": np.array([*notes, None], dtype=object)[:n],
     }
@@ -405,7 +417,7 @@ def _memory_counters(timeline: Timeline, tracks: _Tracks) -> list[tuple[int, int
     return samples
 
 
-def _write_events(builder, parts: list[dict], counters: list[tuple[int, int, float]]) -> None:
+def _write_events(builder, parts: list[dict], counters: list[tuple[int, int, float]], flow_ids: np.ndarray) -> None:
     """BEGIN/END packets for all slices in time order: ENDs before BEGINs at the same instant (so
     back-to-back slices do not nest), outer BEGINs before inner ones, a zero-length slice's END last."""
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
@@ -450,8 +462,8 @@ def _write_events(builder, parts: list[dict], counters: list[tuple[int, int, flo
                 event.debug_annotations.add(name_iid=names[EXTERNAL_ID_ANNOTATION], int_value=external_id)
             if cols["input_dims"][i]:
                 event.debug_annotations.add(name_iid=names[INPUT_DIMS_ANNOTATION], string_value=cols["input_dims"][i])
-            if cols["flow_out"][i]:
-                event.flow_ids.append(int(cols["flow_out"][i]))
+            if cols["flow_hi"][i] > cols["flow_lo"][i]:
+                event.flow_ids.extend(flow_ids[cols["flow_lo"][i] : cols["flow_hi"][i]].tolist())
             notes = cols["annotations"][i]
             if notes:
                 for key, value in notes.items():

@@ -140,3 +140,33 @@ def many_tiny_requests(requests: int = 3000, decode_steps: int = 1) -> list[dict
             t += 10.0
         t += 5.0
     return events
+
+
+def graph_generation(
+    steps: int = 4, kernels: int = 30, kernel_us: float = 20.0, latency_us: float = 50.0, prepare_us: float = 300.0
+) -> list[dict]:
+    """SYNTHETIC CUDA-graph decode (issue 43): per step (marked) a host `prepare_inputs` op of prepare_us, then one
+    cudaGraphLaunch whose `kernels` kernels (all with the launch's correlation id, as CUPTI writes a graph's) start
+    latency_us after the call and run back to back; a D2H copy of the token ends the step."""
+    from contracts.markers import format_marker
+
+    events: list[dict] = []
+    t, corr = 1000.0, 1
+    for index in range(steps):
+        start = t
+        events.append(cpu_op("prepare_inputs", t, prepare_us))
+        t += prepare_us
+        events.append(launch(t, 10.0, corr, name="cudaGraphLaunch"))
+        k0 = t + latency_us
+        for k in range(kernels):
+            events.append(kernel(f"graph_kernel_{k % 3}", k0 + k * kernel_us, kernel_us, corr))
+        corr += 1
+        t = k0 + kernels * kernel_us
+        events.append(launch(t, 2.0, corr, name="cudaMemcpyAsync"))
+        events.append(memcpy_d2h(t + 2.0, 1.0, corr))
+        corr += 1
+        t += 3.0
+        kind = "prefill" if index == 0 else "decode"
+        events.append(annotation(format_marker(kind, 0, index, 16 if index == 0 else 1, 1), start, t - start))
+        t += 20.0
+    return events

@@ -257,7 +257,7 @@ def test_analyze_puts_findings_under_the_cards_and_zoom_moves_the_timeline(tmp_p
     assert zooms, [b.label for b in at.button]
     zooms[0].click().run()
     assert not at.exception
-    (lo, hi) = next(iter(at.session_state[ZOOM_KEY].values()))
+    (lo, hi, _) = next(iter(at.session_state[ZOOM_KEY].values()))
     assert hi > lo
     overview = next(
         json.loads(c.proto.spec)
@@ -266,6 +266,9 @@ def test_analyze_puts_findings_under_the_cards_and_zoom_moves_the_timeline(tmp_p
     )
     x0, x1 = overview["layout"]["xaxis"]["range"]
     assert x0 < x1  # the overview drawn at the finding's range
+    assert overview["layout"]["xaxis"]["rangeslider"]["visible"]  # the zoomed window as a brush (issue 43)
+    outlined = [s for s in overview["layout"].get("shapes", []) if s.get("type") == "rect"]
+    assert any(s["x1"] - s["x0"] == pytest.approx((hi - lo) / 1e6) and x0 <= s["x0"] for s in outlined)
 
 
 def test_fleet_box_names_are_short_on_the_axis_and_whole_in_the_hover():

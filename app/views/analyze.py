@@ -6,7 +6,7 @@ import streamlit as st
 
 from ...analysis.event_window import table_page
 from ...analysis.number_format import convert, format_value, shared_unit
-from ...exporters.figures import step_charts, timeline
+from ...exporters.figures import step_charts, timeline, timeline_marks
 from ...exporters.safe_text import for_markdown, plain
 from ...parsers import TraceError
 from .. import (
@@ -33,10 +33,7 @@ from ..uploads import upload_names, upload_run_names
 ORIGIN_LABEL = {"sample": "sample", "run": "past run", "upload": "upload", "logdir": "log directory"}
 
 
-FIRST_STEP = (
-    "A shipped sample is open. Open your own trace in the sidebar (upload, or the log directory) or profile one on "
-    "Run; **Zoom** on a finding shows its evidence on the timeline."
-)
+FIRST_STEP = "A shipped sample is open: open your own in the sidebar, or profile one on Run."
 
 
 def _pick_source() -> TraceSource | None:
@@ -93,11 +90,17 @@ def _empty_timeline() -> None:
 
 
 def _zoomed(overview, loaded):
-    """The overview at the range a finding's Zoom asked for (app/findings_panel.py), else as drawn."""
+    """The overview at the range a finding's Zoom asked for (app/findings_panel.py), the evidence outlined and the
+    zoomed window shown as a brush on the whole run under it (a range slider: drag it, or its ends), else as
+    drawn."""
     zoom = findings_panel.zoomed_range_ms(st.session_state, loaded)
     if zoom is not None:
-        overview.update_xaxes(range=list(zoom))
+        overview.update_xaxes(range=list(zoom), rangeslider={"visible": True, "thickness": 0.12})
         overview.update_layout(uirevision=f"zoom {zoom[0]:.6f} {zoom[1]:.6f}")  # a new zoom wins over the last drag
+        overview.update_layout(height=overview.layout.height + 50)  # the brush's room
+        evidence = findings_panel.evidence_ms(st.session_state, loaded)
+        marks = timeline_marks.Marks(evidence=evidence)
+        timeline_marks.draw_marks(overview, list(overview.layout.yaxis.ticktext), marks)
     return overview
 
 
@@ -263,9 +266,10 @@ def render() -> None:
         st.error(f"Could not read {for_markdown(source.label)}: {for_markdown(exc)}")
         return
     components.header(loaded)
-    components.summary_cards(loaded.analysis.summary)
-    findings_panel.top_findings(loaded)  # findings first, each with a button to its evidence on the timeline
-    _timeline_section(loaded)  # on the first screen at 1280x720: what else the page says comes after it
+    components.summary_cards(loaded.analysis.summary, first_row=components.FIRST_ROW_CARDS)  # one row, rest: more
+    findings_panel.top_findings(loaded)  # findings first, compact, each with a button to its evidence
+    _timeline_section(loaded)  # on the first screen at 1280x720 (and 1500): what else the page says comes after it
+    findings_panel.context_lines(findings_panel.ordered(loaded))  # what the run is: under the timeline
     roofline_line = st.container()  # filled once the roofline section below has its inputs
     findings_panel.all_findings(loaded)
     components.segmentation_box(loaded)

@@ -76,10 +76,12 @@ class LaneSet:
         width: int = LANE_WIDTH_PX,
         hover_points: int = 1,
         legend: bool = True,
+        rows=None,
     ) -> None:
         """Every [start, end] drawn on lane y, `width` px thick: WebGL lines, or SVG rectangles (hoverable at
         `hover_points` places across each, so a wide one answers wherever the mouse is). `legend` False: no legend
-        entry of its own (it joins the entry of the same name on the lane)."""
+        entry of its own (it joins the entry of the same name on the lane). `rows`: each segment's event (its row
+        in the events), the customdata a click on it reports (the detail's chosen event, issue 43)."""
         if self.webgl:
             trace = _segments(starts_ms, ends_ms, y, hover, color, name, width)
             trace.update(showlegend=legend, legendgroup=f"{name} {y}")
@@ -87,6 +89,9 @@ class LaneSet:
         else:
             bars = _bars(starts_ms, ends_ms, y, hover, color, name, width, hover_points)
             bars[0].showlegend = legend
+            if rows is not None:  # clickable: Plotly selects only points with markers (invisible ones here)
+                bars[1].customdata = np.tile(np.asarray(rows, dtype=np.int64), hover_points)
+                bars[1].update(mode="markers", marker={"size": 10, "opacity": 0}, unselected={"marker": {"opacity": 0}})
             self.traces += bars
 
     def lane(self, name: str) -> int:
@@ -515,7 +520,8 @@ def _event_trace(
     row = _step_of(ts, steps)
     step_text = np.where(row >= 0, step_labels[np.clip(row, 0, None)] if len(step_labels) else "", "outside steps")
     hover = event_hover(events, step_text, origin, window)
-    lanes.add_segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, color, name, LANE_WIDTH_PX - 4)
+    rows = events.index.to_numpy()  # the events' RangeIndex: a label is the row (parsers build it so)
+    lanes.add_segments(_ms(ts, origin), _ms(ts + dur, origin), y, hover, color, name, LANE_WIDTH_PX - 4, rows=rows)
     lanes.drawn.append((y, events))
 
 
