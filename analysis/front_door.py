@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from .roofline.model_config import ModelShape
     from .serving.front_end import FrontEndFiles
 
-Progress = Callable[[str], None]  # told each stage as it starts: "read", "analyse", "model", "report"
+# told each stage as it starts: "read", "segment N" (N events), "measure", "anatomy", "model", "report"
+Progress = Callable[[str], None]
 ReadFraction = Callable[[float], None]  # told how much of a trace file is read, 0 to 1, as it goes (a progress bar)
 
 
@@ -486,8 +487,7 @@ def _analysed(
     from . import analyze
     from .report import contract
 
-    notify("analyse")
-    analysis = analyze(timeline, options, front.front_end if front is not None else None)
+    analysis = analyze(timeline, options, front.front_end if front is not None else None, notify)
     notify("model")
     analysis, notes = with_model(timeline, analysis, sidecar, given)
     notify("report")

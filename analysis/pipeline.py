@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
@@ -34,23 +35,43 @@ from .summary import inter_token_latency_ns, outlier_mask, summarize
 from .trace_facts import trace_facts
 
 
-def analyze(timeline: Timeline, options: AnalysisOptions | None = None, front_end: FrontEnd | None = None) -> Analysis:
-    """`front_end`: a served run's API server trace read beside this worker's (analysis.serving.front_end)."""
+def analyze(
+    timeline: Timeline,
+    options: AnalysisOptions | None = None,
+    front_end: FrontEnd | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Analysis:
+    """`front_end`: a served run's API server trace read beside this worker's (analysis.serving.front_end).
+    `progress` is told each stage as it starts ("segment N", "measure", "anatomy"), so that a page or a terminal
+    can say which part of a long analysis runs and how long each took (the front door's Progress)."""
     options = options or AnalysisOptions()
+    notify = progress or _silent
+    notify(f"segment {len(timeline.events)}")
     if not (options.anatomy and _host_only(timeline.events)):
-        return _analyze(timeline, options, None, front_end)
+        return _analyze(timeline, options, None, front_end, notify)
     # A CPU trace's anatomy starts with its host ops' nesting and categories, which read only the events: a
     # worker thread computes them while this one finds the steps (numpy's sorts and searches release the GIL).
     # Leaving the block waits for the worker, whatever happens; its exception, if any, is raised by result().
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepscope-host-work") as pool:
         host = pool.submit(host_work, timeline.events, options.category_rules)
-        return _analyze(timeline, options, host, front_end)
+        return _analyze(timeline, options, host, front_end, notify)
 
 
-def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None, front_end: FrontEnd | None) -> Analysis:
+def _silent(stage: str) -> None:
+    """No progress wanted."""
+
+
+def _analyze(
+    timeline: Timeline,
+    options: AnalysisOptions,
+    host: Future | None,
+    front_end: FrontEnd | None,
+    notify: Callable[[str], None],
+) -> Analysis:
     """analyze()'s stages in order; `host`: host_work() of the timeline's events, computing in a worker."""
     bounds, segmentation = find_steps(timeline, options.step_regex)
     bounds, segmentation, served = follow_served(bounds, segmentation, front_end)
+    notify("measure")
     bounds, typed = typed_batch(bounds, options.batch)  # a batch the user typed, where the trace says none
     if "process" in bounds.attrs:  # several ranks in one file: measure the one whose steps were found
         timeline = one_process(timeline, bounds.attrs["process"])
@@ -98,6 +119,7 @@ def _analyze(timeline: Timeline, options: AnalysisOptions, host: Future | None, 
     if options.anatomy:
         from .anatomy import with_anatomy  # imports analysis.model, like this module
 
+        notify("anatomy")
         host_ops = host.result() if host is not None else None
         result = with_anatomy(timeline, result, rules=options.category_rules, activity=act, host=host_ops)
         result = replace(result, model_proposal=propose_model(timeline, result))  # reads the anatomy's layers

@@ -39,9 +39,11 @@ from ..analysis.front_door import (
 )
 from ..parsers import TraceError
 from ..parsers.limits import ReadLimits
-from .stage_timing import StageTimer
+from .stage_timing import StageLog, StageTimer
 
 READ_BAR_SECONDS = 0.5  # between two moves of the read progress bar
+STAGES_SHOWN_AFTER_S = 1.0  # an open that has taken this long says which stage runs (app.stage_timing.StageLog)
+OPEN_LOG_KEY = "stepscope_open_log"  # session state: (name, StageLog) of the open this run made
 MAX_OPENED = 8  # answers kept per server (each holds a Timeline: a big trace is hundreds of MB of columns)
 
 LoadedTrace = Opened  # the name the pages use for what they show
@@ -65,7 +67,7 @@ def _opened_bytes(sha256: str, key: str, _name: str, _data: bytes, _options: Ana
 
 def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cache: CachePolicy = USE_CACHE) -> Opened:
     """The front door, with progress shown and timed; a bad option is one line, like an unreadable trace."""
-    timer = StageTimer({"read": "parse", "analyse": "analysis", "model": "model", "report": "report"})
+    timer = StageTimer({"read": "parse", "segment": "analysis", "measure": "analysis", "anatomy": "analysis"})
     bar = _ReadBar()
 
     def stage(name: str) -> None:
@@ -74,7 +76,7 @@ def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cac
 
     try:
         with st.spinner("Reading and analysing the trace..."):
-            return open_trace(
+            opened = open_trace(
                 source,
                 options,
                 model=given.model,
@@ -88,6 +90,17 @@ def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cac
     finally:
         timer.done()
         bar.done()
+    st.session_state[OPEN_LOG_KEY] = (opened.name, bar.log)  # the page's "Drawing" line goes on from it
+    return opened
+
+
+def open_log_of(session_state, name: str) -> StageLog | None:
+    """The stages of `name`'s open in this run, once (a later rerun draws from the cache: nothing to say), and only
+    where the open took long enough to have shown them."""
+    entry = session_state.pop(OPEN_LOG_KEY, None)
+    if entry is None or entry[0] != name or entry[1].elapsed() < STAGES_SHOWN_AFTER_S:
+        return None
+    return entry[1]
 
 
 # Shown with the read bar, and gone with it: the page holds still while a big trace is read. The spinner's turning
@@ -112,6 +125,7 @@ class _ReadBar:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.slot, self.line, self.shown, self.clock, self.moved = None, None, -1, clock, -math.inf
+        self.log = StageLog(clock)
 
     def __call__(self, fraction: float) -> None:
         percent = max(0, min(100, int(fraction * 100)))
@@ -124,9 +138,12 @@ class _ReadBar:
         self._show(percent, f"Reading the trace: {percent}%")
 
     def stage(self, name: str) -> None:
-        """The front door's next stage: once the analysis starts, a bar that was shown says so."""
-        if name == "analyse" and self.line is not None:
-            self._show(100, "Analysing the trace...")
+        """The front door's next stage: after the read, the line says which stage runs and what each before it
+        took, once the bar is shown or the open has lasted STAGES_SHOWN_AFTER_S (a parse from the cache is quick,
+        its analysis need not be)."""
+        self.log(name)
+        if name != "read" and (self.line is not None or self.log.elapsed() >= STAGES_SHOWN_AFTER_S):
+            self._show(100, self.log.message())
 
     def _show(self, percent: int, text: str) -> None:
         if self.slot is None:

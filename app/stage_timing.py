@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable
 
 from ..contracts import settings
 
@@ -45,8 +46,12 @@ class StageTimer:
         self.current: tuple[str, float] | None = None
 
     def stage(self, name: str) -> None:
+        name = name.partition(" ")[0]  # "segment 1234567": the stage's word
+        name = self.names.get(name, name)
+        if self.current is not None and self.current[0] == name:
+            return  # analysis's own stages (segment, measure, anatomy) are one "analysis" in the log
         self.done()
-        self.current = (self.names.get(name, name), time.time())
+        self.current = (name, time.time())
 
     def done(self) -> None:
         if self.current is None:
@@ -57,3 +62,58 @@ class StageTimer:
         if target:
             with contextlib.suppress(OSError), open(target, "a") as log:
                 log.write(json.dumps({"stage": name, "start": start, "end": time.time()}) + "\n")
+
+
+# What each of the front door's stages (analysis.front_door.Progress) says while it runs; "segment" names the
+# events read, which the stage's word carries ("segment 1234567").
+STAGE_WORDS = {
+    "read": "Reading the trace",
+    "segment": "Cutting {detail} events into steps",
+    "measure": "Measuring steps, gaps and findings",
+    "anatomy": "Step anatomy: categories and layers",
+    "model": "The model's expected figures",
+    "report": "Writing the answer",
+    "draw": "Drawing the figures",
+}
+
+
+class StageLog:
+    """The stages of one long open as they go: the one running now, and what each finished one took, so that a
+    user watching a 20-second open sees which part is slow (the page's progress line, the CLI's)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.took: list[tuple[str, float]] = []
+        self.current: tuple[str, str, float] | None = None  # (stage, detail, start)
+
+    def __call__(self, stage: str) -> None:
+        word, _, detail = stage.partition(" ")
+        self.finish()
+        self.current = (word, detail, self.clock())
+
+    def finish(self) -> None:
+        if self.current is not None:
+            word, _, start = self.current
+            self.took.append((word, self.clock() - start))
+            self.current = None
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def message(self) -> str:
+        """ "Cutting 1,234,567 events into steps… (read 8.1 s)": what runs now, then what ran and took how long."""
+        done = self.took_text()
+        if self.current is None:
+            return done
+        word, detail, _ = self.current
+        detail = f"{int(detail):,}" if detail.isdigit() else "the"
+        now = STAGE_WORDS.get(word, word).format(detail=detail)
+        return f"{now}…" + (f" ({done})" if done else "")
+
+    def took_text(self) -> str:
+        return ", ".join(f"{word} {_seconds(took)}" for word, took in self.took)
+
+
+def _seconds(took: float) -> str:
+    return f"{took * 1000:.0f} ms" if took < 0.1 else f"{took:.1f} s"

@@ -37,13 +37,18 @@ def test_the_read_bar_shows_whole_percents_and_goes_once_read(monkeypatch):
     now = [0.0]
     bar = cache._ReadBar(clock=lambda: now[0])
     bar.stage("read")
-    bar.stage("analyse")
+    bar.stage("segment 12")
     bar.done()
     assert log == []  # nothing read in pieces (a cache hit, a small file): no bar, no style, the spinner as before
+    now[0] = 0.0
+    bar = cache._ReadBar(clock=lambda: now[0])
+    bar.stage("read")
     for seconds, fraction in ((0, 0.1), (1, 0.104), (2, 0.5), (2.2, 0.6), (3, 0.7), (4, 1.0)):
         now[0] = seconds
         bar(fraction)
-    bar.stage("analyse")
+    bar.stage("segment 1234567")
+    now[0] = 4.5
+    bar.stage("measure")
     bar.done()
     style = ("style", cache.STILL_WHILE_READING, {"unsafe_allow_html": True})
     assert log == [
@@ -52,7 +57,8 @@ def test_the_read_bar_shows_whole_percents_and_goes_once_read(monkeypatch):
         ("progress", 10, "Reading the trace: 10%"),
         ("progress", 50, "Reading the trace: 50%"),  # 60% came too soon after it
         ("progress", 70, "Reading the trace: 70%"),
-        ("progress", 100, "Analysing the trace..."),
+        ("progress", 100, "Cutting 1,234,567 events into steps… (read 4.0 s)"),  # the stage, with what ran before
+        ("progress", 100, "Measuring steps, gaps and findings… (read 4.0 s, segment 0.5 s)"),
         ("empty",),  # the slot holds the style and the bar: both go
     ]
 

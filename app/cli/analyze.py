@@ -59,7 +59,12 @@ def run_analyze(args: argparse.Namespace) -> int:
     from .read_progress import read_progress_for
 
     trace = single_trace_of(args.trace)
-    answer = open_report(trace, options, read_fraction=read_progress_for(os.path.basename(trace)), **given_args(args))
+    shown = read_progress_for(os.path.basename(trace))  # None unless stderr is a terminal
+    try:
+        answer = open_report(trace, options, read_fraction=shown, progress=shown and shown.stage, **given_args(args))
+    finally:
+        if shown is not None:
+            shown.done()
     _print_notes(answer.notes)
     if answer.report is not None and not args.json:  # made now: rendered from it, not parsed back from the text
         write_text(_render_text(answer.report))
@@ -91,7 +96,12 @@ def _analyze_window(args: argparse.Namespace, options, window: tuple[float, floa
     from .read_progress import read_progress_for
 
     trace = single_trace_of(args.trace)
-    opened = open_trace(trace, options, read_fraction=read_progress_for(os.path.basename(trace)), **given_args(args))
+    shown = read_progress_for(os.path.basename(trace))
+    try:
+        opened = open_trace(trace, options, read_fraction=shown, progress=shown and shown.stage, **given_args(args))
+    finally:
+        if shown is not None:
+            shown.done()
     _print_notes(opened.notes)
     index = work_index(opened.timeline, opened.analysis)
     frame = range_window(index, ms_to_ns(index, window[0]), ms_to_ns(index, window[1]))

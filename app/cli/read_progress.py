@@ -1,21 +1,37 @@
-"""How much of a big trace is read, shown on the terminal while it is read (`analyze`).
+"""How much of a big trace is read, and which stage of its analysis runs, shown on the terminal while it opens
+(`analyze`).
 
 Only where stderr is a terminal: a pipe or a file (scripts, tests, CI) sees nothing but the answer and, on failure,
-the one `error:` line. The line is rewritten in place each whole percent and cleared when reading ends.
+the one `error:` line. The line is rewritten in place each whole percent, then at each stage with what each stage
+before it took ("Cutting 1,234,567 events into steps… (read 8.1 s)"), and cleared before the answer is written.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import TextIO
+
+from ..stage_timing import StageLog
 
 
 class ReadProgress:
-    """A read_fraction hook (analysis.front_door.ReadFraction) that writes `reading TRACE: 42%` to a terminal."""
+    """A read_fraction hook (analysis.front_door.ReadFraction) that writes `reading TRACE: 42%` to a terminal, and
+    a Progress hook (`stage`) that writes the stage messages of app.stage_timing.StageLog."""
 
     def __init__(self, name: str, stream: TextIO) -> None:
         self.name, self.stream, self.shown = name, stream, -1
+        self.log = StageLog()
+
+    def stage(self, name: str) -> None:
+        self.log(name)
+        if name != "read":
+            self.stream.write(f"\r\033[K{self.log.message()}")
+            self.stream.flush()
+
+    def done(self) -> None:
+        """Clear the line: the answer follows on the same terminal."""
+        self.stream.write("\r\033[K")
+        self.stream.flush()
 
     def __call__(self, fraction: float) -> None:
         percent = max(0, min(100, int(fraction * 100)))
@@ -29,7 +45,7 @@ class ReadProgress:
         self.stream.flush()
 
 
-def read_progress_for(name: str, stream: TextIO | None = None) -> Callable[[float], None] | None:
+def read_progress_for(name: str, stream: TextIO | None = None) -> ReadProgress | None:
     """The hook for reading `name`, or None when the stream is not a terminal."""
     stream = stream or sys.stderr
     try:

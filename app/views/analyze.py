@@ -22,6 +22,7 @@ from .. import (
     timeline_detail,
 )
 from ..analysis_settings import settings_expander
+from ..cache import open_log_of
 from ..logdir import configured_logdir
 from ..navigation import ANALYZE_KEY
 from ..source_loading import load_source
@@ -105,10 +106,17 @@ def _zoomed(overview, loaded):
 
 
 def _timeline_section(loaded) -> None:
+    opening = open_log_of(st.session_state, loaded.name)  # a long open just made: say that drawing runs now
+    drawing = st.empty() if opening is not None else None
+    if drawing is not None:
+        opening("draw")
+        drawing.caption(opening.message())
     with stage("figure"):  # built and serialised for the browser
         overview, note = timeline.overview_figure(loaded.analysis)
         overview = requests_panel.mark_chosen(overview, st.session_state, loaded)  # the chosen request's steps
         st.plotly_chart(_zoomed(overview, loaded), width="stretch", key="overview_timeline")
+    if drawing is not None:
+        drawing.empty()
     if note:
         st.caption(note)
     timeline_detail.section(loaded)  # the kernel detail, Find and the Selection panel (one fragment)
