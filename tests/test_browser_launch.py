@@ -21,6 +21,13 @@ pytestmark = pytest.mark.browser
 REAL = REPO / "tests" / "data" / "real"
 GRAPH_TRACE = "tracelens_vllm_gptoss_decode_fullgraph_rocm.json.gz"
 CHOSEN = "[class*='st-key-chosen_event_']"
+README_SHOTS = REPO / "docs" / "screenshots"  # with STEPSCOPE_UPDATE_SCREENSHOTS=1, README's copies are refreshed
+
+
+def _shot(page, name: str, full_page: bool = False) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
+    if os.environ.get("STEPSCOPE_UPDATE_SCREENSHOTS"):
+        page.screenshot(path=str(README_SHOTS / f"{name}.png"), full_page=full_page)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +87,7 @@ def test_launch_links_zoom_and_first_screen(browser, app) -> None:
     _settled(page, 2000)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     overview = page.locator(".stPlotlyChart").first.bounding_box()
-    page.screenshot(path=str(ARTIFACTS / "first_screen_1280x720_graph.png"))
+    _shot(page, "first_screen_1280x720_graph")
     assert overview["y"] + overview["height"] <= SMALL["height"], overview  # the whole overview above the fold
 
     trace = stepscope.load(REAL / GRAPH_TRACE)
@@ -94,7 +101,7 @@ def test_launch_links_zoom_and_first_screen(browser, app) -> None:
     span = format_value(replayed.attrs["span_us"], "us")
     assert f"covers {len(replayed):,} kernels, {span}" in text, text
     assert "replays a graph" in text
-    page.screenshot(path=str(ARTIFACTS / "graph_launch_1280x720.png"), full_page=True)
+    _shot(page, "graph_launch_1280x720", full_page=True)
     page.get_by_role("button", name="Select what it launched").click()
     page.wait_for_selector("[class*='st-key-selection_answer_']", timeout=PAGE_TIMEOUT_MS)
     _settled(page)
@@ -117,5 +124,7 @@ def test_launch_links_zoom_and_first_screen(browser, app) -> None:
     layout = page.evaluate("() => document.querySelector('.stPlotlyChart .js-plotly-plot').layout")
     assert layout["xaxis"]["rangeslider"]["visible"]
     assert any(s.get("type") == "rect" for s in layout.get("shapes", []))
-    page.screenshot(path=str(ARTIFACTS / "zoom_evidence_1280x720.png"))
+    page.mouse.move(5, SMALL["height"] - 5)  # no tooltip over the cards
+    page.wait_for_timeout(500)
+    _shot(page, "zoom_evidence_1280x720")
     page.close()
