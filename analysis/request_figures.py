@@ -94,6 +94,8 @@ def with_run_figures(summary: Summary, requests: RequestTable, steps: pd.DataFra
         )
     if summary.ttft_ms is None:
         reasons["ttft_ms"] = TTFT_UNKNOWN
+    if (summary.ttft_ms_dist or {}).get("p90") is None:  # its card says "unknown" with why, as p50's does
+        reasons["ttft_p90_ms"] = TTFT_UNKNOWN
     if summary.itl_ms is None:
         reasons["itl_p50_ms"] = reasons["itl_p90_ms"] = (
             "ITL unknown: no step's decoding sequences are known; record_shapes=True or the engine's annotations would"
