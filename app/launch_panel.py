@@ -25,10 +25,15 @@ from .workbench import Bench
 
 
 def on_pick(bench: Bench, chart_key: str) -> None:
-    """The detail's selection event: a click on a segment chooses its event; a box (Select mode) is a range."""
+    """The detail's selection event: a click on a segment chooses its event; a box (Select mode) is a range. A box
+    selects the points inside it too, so the box is looked at first: a drag must not become a click on its first
+    segment."""
     event = bench.state.get(chart_key) or {}
-    points = (event.get("selection") or {}).get("points") or []
-    for point in points:
+    selection = event.get("selection") or {}
+    if selection.get("box"):
+        on_box(bench, chart_key)
+        return
+    for point in selection.get("points") or []:
         row = point.get("customdata")
         row = row[0] if isinstance(row, list | tuple) and row else row
         if isinstance(row, int | float) and math.isfinite(row) and 0 <= row < len(bench.loaded.timeline.events):

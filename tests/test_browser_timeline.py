@@ -209,6 +209,8 @@ def test_a_step_and_a_pinned_step_give_busy_and_a_diff(page):
 def test_a_drag_in_select_mode_selects_that_range(page):
     page.get_by_role("radio", name="Select", exact=True).click()
     _settled(page, 2000)
+    page.locator(DETAIL).scroll_into_view_if_needed()  # the mouse drags where the detail is on screen
+    page.wait_for_timeout(500)
     box = page.locator(f"{DETAIL} .nsewdrag").first.bounding_box()
     y = box["y"] + box["height"] / 2
     page.mouse.move(box["x"] + box["width"] * 0.3, y)
