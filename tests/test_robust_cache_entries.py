@@ -187,3 +187,62 @@ def test_the_cli_rebuilds_a_result_entry_of_another_shape(tmp_path, shape):
     again = _cli(["analyze", str(EAGER), "--json"], cache)
     assert again.returncode == 0 and again.stdout == cold.stdout and "Traceback" not in again.stderr
     assert json.loads(entry.read_bytes().partition(b"\n")[0])["entry"] == entry.name  # rebuilt, bound
+
+
+def _fake_measurement() -> dict:
+    """What analysis.roofline.machine._measured returns, with figures no real measurement gives (so a test sees
+    which record was used) and without the seconds of numpy a measurement costs."""
+    from analysis.roofline import machine
+
+    return {
+        "memory_bytes_per_s": 1.25e9,
+        "flops_per_s": 3.5e9,
+        "host": machine.socket.gethostname()[:100],
+        "how": "synthetic",
+        "under_load": False,
+        "cpu": machine._cpu_identity(),
+        "measured": "2026-12-04T00:00:00+00:00",
+    }
+
+
+def _stored(**changes) -> dict:
+    """A stored record with figures of its own (9e9 B/s: a read of it shows) and the given changes."""
+    record = {**_fake_measurement(), "memory_bytes_per_s": 9e9, **changes}
+    return {k: v for k, v in record.items() if v is not None}
+
+
+BAD_MACHINE_RECORDS = {
+    "a list": [],
+    "a number": 5,
+    "figures as strings": _stored(memory_bytes_per_s="fast"),
+    "measured missing": _stored(measured=None),
+    "under_load a string": _stored(under_load="no"),
+    "how a list": _stored(how=["x"]),
+    "another host's": _stored(host="another-box"),
+    "another cpu's": _stored(cpu="riscv 1 cores"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(BAD_MACHINE_RECORDS))
+def test_a_stored_machine_record_of_another_shape_or_machine_is_measured_again(tmp_path, monkeypatch, shape):
+    from analysis.roofline import machine
+
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(machine, "_measured", _fake_measurement)
+    path = machine._stored_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(BAD_MACHINE_RECORDS[shape]))
+    hardware = machine.this_machine("CPU")
+    assert (hardware.memory_bytes_per_s, hardware.flops_per_s) == (1.25e9, 3.5e9)  # measured, not read
+    assert json.loads(path.read_text()) == _fake_measurement()  # the record repaired
+
+
+def test_this_machines_own_record_is_read_back(tmp_path, monkeypatch):
+    from analysis.roofline import machine
+
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(machine, "_measured", lambda: pytest.fail("measured although a good record is stored"))
+    path = machine._stored_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(_stored()))
+    assert machine.this_machine("CPU").memory_bytes_per_s == 9e9
