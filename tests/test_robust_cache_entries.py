@@ -246,3 +246,24 @@ def test_this_machines_own_record_is_read_back(tmp_path, monkeypatch):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(_stored()))
     assert machine.this_machine("CPU").memory_bytes_per_s == 9e9
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        ("results", "foreign", None),
+        ("timelines", "foreign", None),
+        ("stat", "foreign", None),
+        ("timelines", "meta-field", ("meta.event_count", "12")),
+        ("timelines", "meta-field", ("meta.devices", [[0]])),
+        ("timelines", "meta-field", ("columns", {"ts": 1})),
+        ("results", "forged-result", json.dumps({"steps": []})),
+    ],
+    ids=lambda d: f"{d[0]}-{d[1]}" if isinstance(d, tuple) else str(d),
+)
+def test_the_fuzz_surface_judges_foreign_and_reshaped_entries(damage):
+    """The fuzz surface's new damages (tests/fuzz_surfaces.py; bench/fuzz.py runs them at length), each once here:
+    the answers after the damage are the clean ones."""
+    from tests import fuzz_surfaces
+
+    assert fuzz_surfaces.check_cache_damage(damage) == 0

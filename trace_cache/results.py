@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .keys import file_digest, hash_text, known_digest, result_entry_name
 from .store import CacheStore
 
-_TAG = "stepscope-result/2"  # 2: the header binds the entry's name
+RESULT_TAG = "stepscope-result/2"  # 2: the header binds the entry's name
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def store_result(
     if digest is None:  # the file changed while it was analysed, or the cache is not writable
         return False
     name = result_entry_name(digest, key)
-    header = json.dumps({"tag": _TAG, "entry": name, "sum": hash_text(text), "notes": list(notes)})
+    header = json.dumps({"tag": RESULT_TAG, "entry": name, "sum": hash_text(text), "notes": list(notes)})
     data = (header + "\n" + text).encode()
     return store.put_bytes("results", name, data) is not None
 
@@ -84,7 +84,7 @@ def _decode(raw: bytes, name: str) -> CachedResult | None:
         text = body.decode()
     except (ValueError, UnicodeDecodeError):
         return None
-    if not sep or not isinstance(header, dict) or header.get("tag") != _TAG or header.get("entry") != name:
+    if not sep or not isinstance(header, dict) or header.get("tag") != RESULT_TAG or header.get("entry") != name:
         return None  # another format, or another trace's (or key's) answer under this name
     if header.get("sum") != hash_text(text):
         return None
