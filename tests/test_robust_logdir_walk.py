@@ -101,3 +101,25 @@ def test_a_candidate_is_sniffed_by_a_bounded_head(tmp_path, packed):
     path = _write(tmp_path / "logs" / name, data)
     assert len(logdir._head(path)) <= logdir._HEAD_BYTES
     assert scan_traces(tmp_path / "logs", sniffs=logdir.SniffCache()).traces == []
+
+
+def test_the_analyze_page_says_where_the_walk_stopped(tmp_path, monkeypatch):
+    """AppTest: with the walk's bound below the tree's entries, the picker still offers what it found and says in
+    one line, under the folder box and the trace list, that the walk stopped."""
+    import streamlit as st
+
+    from tests.app_pages import page_test
+
+    root = tmp_path / "logs"
+    _write(root / "a" / "trace.json", TRACE)
+    for i in range(60):
+        _write(root / "b" / f"step-{i}.txt", b"x")
+    monkeypatch.setenv("STEPSCOPE_LOGDIR", str(root))
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(logdir, "MAX_VISITED", 40)
+    st.cache_data.clear()
+    at = page_test("analyze", 120).run()
+    assert not at.exception
+    captions = [c.value for c in at.caption]
+    assert any("The folder walk stopped after 40 entries" in c for c in captions), captions
+    assert any("the walk stopped after 40 entries" in c for c in captions), captions
