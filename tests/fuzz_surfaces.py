@@ -384,6 +384,44 @@ def check_cache_damage(damage: tuple[str, str, object]) -> int:
         return 0
 
 
+# --- thousands of distinct long names (issue 39, item 4)
+
+
+@st.composite
+def long_name_traces(draw) -> tuple[int, int, int, str]:
+    """(kernels, name length, kernels per forward, filler): a gzip'd generation whose every kernel has a distinct
+    name of that length (tests/synthetic_long_names.py), the filler drawn to stress the name passes (brackets
+    nested or unbalanced, words the patterns look for, text the short name keeps)."""
+    kernels = draw(st.integers(50, 3000))
+    length = draw(st.sampled_from([1, 64, 1023, 1024, 1025, 4000, 8192, 16384]))
+    per_step = draw(st.integers(5, 100))
+    filler = draw(
+        st.one_of(
+            st.just(""),
+            st.text(alphabet="<>()[]:, abxyzFlashGemmcudaMemcpy$vllm/", min_size=1, max_size=40),
+            st.sampled_from(["<" * 20, ">" * 20, "(" * 10 + "x", "Synchronize ", "vllm/", "cudaMemcpy"]),
+        )
+    )
+    return kernels, length, per_step, filler
+
+
+def check_long_names(drawn: tuple[int, int, int, str]) -> int:
+    """analyze --json of the trace answers within the alarm (or is refused in one line); an answer holds its
+    forwards, each with its kernels."""
+    from tests.synthetic_long_names import synthetic_long_names_gz
+
+    kernels, length, per_step, filler = drawn
+    with tempfile.TemporaryDirectory(prefix="stepscope-fuzz-names-") as tmp:
+        path = Path(tmp) / "trace.json.gz"
+        path.write_bytes(synthetic_long_names_gz(kernels, length, per_step, filler))
+        status, out, err = run_cli(["analyze", str(path), "--json"], Path(tmp) / "cache")
+        assert_outcome(status, out, err)
+        if status == 0:
+            steps = json.loads(out)["steps"]
+            assert len(steps) == max(1, kernels // per_step) and all(s["kernels"] == per_step for s in steps), err
+        return status
+
+
 # --- sidecars that are not files (or are too large, or too deep)
 
 

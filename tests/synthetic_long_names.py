@@ -17,14 +17,17 @@ from tests.synthetic_traces import doc, synthetic_generation
 _FILLER = "cute::tuple<cute::C<128>, cute::C<64>, unsigned_long_long, cute::Layout<int, int>>, "
 
 
-def long_name(index: int, name_bytes: int, kind: str = "kernel") -> str:
-    """A distinct name of `name_bytes` characters: its number first, then filler."""
+def long_name(index: int, name_bytes: int, kind: str = "kernel", filler: str = _FILLER) -> str:
+    """A distinct name of `name_bytes` characters: its number first, then `filler` repeated."""
     head = f"void synthetic_{kind}_{index}<"
-    body = (_FILLER * (name_bytes // len(_FILLER) + 1))[: max(0, name_bytes - len(head) - 1)]
+    filler = filler or _FILLER
+    body = (filler * (name_bytes // len(filler) + 1))[: max(0, name_bytes - len(head) - 1)]
     return head + body + ">"
 
 
-def synthetic_long_names(kernels: int = 5000, name_bytes: int = 8192, per_step: int = 50) -> list[dict]:
+def synthetic_long_names(
+    kernels: int = 5000, name_bytes: int = 8192, per_step: int = 50, filler: str = _FILLER
+) -> list[dict]:
     """A host-bound generation (tests/synthetic_traces.synthetic_generation) of kernels // per_step forwards of
     `per_step` kernels each, every kernel with a distinct name of `name_bytes` characters (the host ops keep theirs:
     the forwards are found by their aten::embedding)."""
@@ -32,11 +35,13 @@ def synthetic_long_names(kernels: int = 5000, name_bytes: int = 8192, per_step: 
     count = 0
     for event in events:
         if event["cat"] == "kernel":
-            event["name"] = long_name(count, name_bytes)
+            event["name"] = long_name(count, name_bytes, filler=filler)
             count += 1
     return events
 
 
-def synthetic_long_names_gz(kernels: int = 5000, name_bytes: int = 8192, per_step: int = 50) -> bytes:
+def synthetic_long_names_gz(
+    kernels: int = 5000, name_bytes: int = 8192, per_step: int = 50, filler: str = _FILLER
+) -> bytes:
     """synthetic_long_names as a gzip'd Kineto JSON document (under 1 MB at the defaults)."""
-    return gzip.compress(json.dumps(doc(synthetic_long_names(kernels, name_bytes, per_step))).encode(), 6)
+    return gzip.compress(json.dumps(doc(synthetic_long_names(kernels, name_bytes, per_step, filler))).encode(), 6)
