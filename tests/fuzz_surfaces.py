@@ -392,9 +392,9 @@ def long_name_traces(draw) -> tuple[int, int, int, str]:
     """(kernels, name length, kernels per forward, filler): a gzip'd generation whose every kernel has a distinct
     name of that length (tests/synthetic_long_names.py), the filler drawn to stress the name passes (brackets
     nested or unbalanced, words the patterns look for, text the short name keeps)."""
-    kernels = draw(st.integers(50, 3000))
-    length = draw(st.sampled_from([1, 64, 1023, 1024, 1025, 4000, 8192, 16384]))
     per_step = draw(st.integers(5, 100))
+    kernels = per_step * draw(st.integers(2, 3000 // per_step))  # two forwards at least: one is not a generation
+    length = draw(st.sampled_from([1, 64, 1023, 1024, 1025, 4000, 8192, 16384]))
     filler = draw(
         st.one_of(
             st.just(""),
@@ -418,7 +418,7 @@ def check_long_names(drawn: tuple[int, int, int, str]) -> int:
         assert_outcome(status, out, err)
         if status == 0:
             steps = json.loads(out)["steps"]
-            assert len(steps) == max(1, kernels // per_step) and all(s["kernels"] == per_step for s in steps), err
+            assert len(steps) == kernels // per_step and all(s["kernels"] == per_step for s in steps), err
         return status
 
 
