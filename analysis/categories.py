@@ -3,7 +3,8 @@
 Rules are regexes over the kernel's short name (analysis/kernel_names.py), which keeps the family
 and drops template/parameter text: matching the full C++ signature would let a parameter type
 (`flashinfer::QuantizationSFLayout` in a quantize kernel) decide the category. User rules (a TOML
-file of `category = [regex, ...]`) are tried first, on the full name and on the short name.
+file of `category = [regex, ...]`) are tried first, on the full name (its first MATCH_CHARS characters:
+analysis/names.py) and on the short name.
 
 On CPU traces the "kernels" are host ops, nested per thread. An op's self time (its duration
 minus its direct children's) goes to the category of its nearest categorised ancestor, itself
@@ -26,6 +27,7 @@ import pandas as pd
 
 from ..contracts.safe_read import read_regular_text
 from .kernel_names import short_names
+from .names import match_text
 from .user_patterns import UserPattern, compile_user_pattern
 
 CATEGORIES = (
@@ -178,8 +180,9 @@ def category_of(name: str, short: str, user_rules: tuple[Rule, ...] = ()) -> str
 
 
 def matching_rule(name: str, short: str, user_rules: tuple[Rule, ...] = ()) -> Rule | None:
+    text = match_text(name)  # a bounded prefix of a name of kilobytes (analysis.names)
     for rule in user_rules:
-        if rule.pattern.search(name) or rule.pattern.search(short):
+        if rule.pattern.search(text) or rule.pattern.search(short):
             return rule
     for rule in BUILTIN:
         if rule.pattern.search(short):
@@ -366,7 +369,7 @@ def host_op_columns(
     short, own = categorize(names, user_rules)
     names = names.array if isinstance(names, pd.Series) else names
     names = names if isinstance(names, pd.Categorical) else pd.Categorical(names)
-    is_container = np.append([bool(CONTAINERS.search(str(c))) for c in names.categories], False)[names.codes]
+    is_container = np.append([bool(CONTAINERS.search(match_text(c))) for c in names.categories], False)[names.codes]
     own_codes = np.asarray(own.codes, dtype=np.int64)
     if sort is not None:
         own_codes, is_container, dur = own_codes[sort], is_container[sort], dur[sort]

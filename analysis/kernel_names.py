@@ -173,17 +173,38 @@ def _core_name(text: str) -> str:
     return "::".join(parts)
 
 
+_INNERMOST = {"<": re.compile(r"<[^<>]*>"), "(": re.compile(r"\([^()]*\)")}
+_NESTED_PASSES = 16  # innermost-group passes before the bracket walk takes over (deeper nesting is rare)
+
+
 def _drop_nested(text: str, open_: str, close: str) -> str:
-    """Remove every balanced open...close group (and what it holds), keeping the rest."""
+    """Remove every balanced open...close group (and what it holds), keeping the rest; a close with nothing open is
+    kept, an open never closed drops the rest. Innermost groups are removed by a compiled pattern, pass after pass
+    (a name's template arguments are kilobytes: a walk of its characters in Python cost a millisecond a name); a
+    name nested deeper than _NESTED_PASSES is finished by a walk of its brackets. Once no group is left, every close
+    comes before every open, so what stays is the text up to the first open."""
+    if open_ not in text:
+        return text
+    inner = _INNERMOST[open_]
+    for _ in range(_NESTED_PASSES):
+        text, removed = inner.subn("", text)
+        if not removed:
+            cut = text.find(open_)
+            return text if cut < 0 else text[:cut]
+    return _walk_brackets(text, open_, close)
+
+
+def _walk_brackets(text: str, open_: str, close: str) -> str:
+    """_drop_nested by walking the brackets one by one (the text between them taken whole)."""
     out = []
     depth = 0
-    for ch in text:
-        if ch == open_:
+    for token in re.split(f"([{re.escape(open_)}{re.escape(close)}])", text):
+        if token == open_:
             depth += 1
-        elif ch == close and depth:
+        elif token == close and depth:
             depth -= 1
         elif depth == 0:
-            out.append(ch)
+            out.append(token)
     return "".join(out)
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..parsers.timeline import Timeline
 from .model import TraceFacts
+from .names import match_text
 
 _ENGINES = (  # (engine, pattern on distinct event names)
     ("SGLang", re.compile(r"sglang[/.]|^step\[(?:DECODE|EXTEND|MIXED|PREFILL|IDLE)\b")),
@@ -39,7 +40,7 @@ def world_size(timeline: Timeline) -> int:
 def engine_of(names: pd.Series) -> tuple[str | None, str | None]:
     """(engine, evidence) from the distinct event names (a categorical column's categories: no pass over rows)."""
     distinct = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else pd.unique(names)
-    text = pd.Series([str(n) for n in distinct], dtype=object)
+    text = pd.Series([match_text(n) for n in distinct], dtype=object)  # a bounded prefix (analysis.names)
     counts = {engine: int(text.str.contains(pattern).sum()) for engine, pattern in _ENGINES}
     found = {e: n for e, n in counts.items() if n}
     if not found:

@@ -31,7 +31,25 @@ SUFFIXES = (".json", ".gz", ".pftrace", ".perfetto-trace", ".sqlite", ".pb", ".t
 MAX_FILES = 2000  # entries offered: traces in one listing, folders in the folder list (README); a huge tree is cut
 MAX_DEPTH = 6
 MAX_CANDIDATES = 100_000  # files with a trace suffix looked at (one stat each) in one listing; more are not
+MAX_VISITED = 200_000  # entries of any kind (files, folders) a walk looks at: a tree of a million files is cut there
 MAX_NEW_SNIFFS = 5000  # files read for the first time in one listing; the rest on the next refreshes
+# Names a trace never has, skipped before any stat or read: what sits beside traces (run records) and in model
+# folders under a log directory (configs, tokenizers, weight indexes), all JSON that a sniff would read.
+NOT_TRACE_NAMES = frozenset(
+    {
+        "run.json",
+        "sweep.json",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "preprocessor_config.json",
+        "package.json",
+        "package-lock.json",
+    }
+)
+NOT_TRACE_ENDINGS = (".index.json",)  # model.safetensors.index.json and the like
 _HEAD_BYTES = 1 << 16
 _RANK_IN_JSON = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d{1,6})')
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d{1,6})(?!\d)", re.IGNORECASE)
@@ -193,15 +211,57 @@ def resolve_within(root: Path, rel: str | os.PathLike = "") -> Path:
 
 
 def list_folders(root: Path) -> list[str]:
-    """The root ("") and its sub-folders (relative, sorted), hidden ones and links out of the root left out; at
-    most MAX_FILES sub-folders (the first found, walking down)."""
+    """The root ("") and its sub-folders (see scan_folders)."""
+    return scan_folders(root)[0]
+
+
+def scan_folders(root: Path) -> tuple[list[str], tuple[str, ...]]:
+    """(the root "" and its sub-folders, relative and sorted; notes on what was cut). Hidden folders and links
+    are left out; at most MAX_FILES sub-folders (the first found, walking down) and MAX_VISITED entries looked at,
+    files included: a folder of a million files costs one bounded walk, not a list of every name."""
     root = Path(root).resolve()
     out: list[str] = []
-    for folder, dirs, _ in _walk(root):
-        out += [(folder / name).relative_to(root).as_posix() for name in dirs[: MAX_FILES - len(out)]]
-        if len(out) >= MAX_FILES:
-            break
-    return ["", *sorted(out)]
+    visited = 0
+    stack = [(str(root), 0)]
+    while stack and len(out) < MAX_FILES and visited < MAX_VISITED:
+        folder, depth = stack.pop()
+        for entry in _entries(folder, MAX_VISITED - visited):
+            visited += 1
+            if entry.name.startswith(".") or not _is_folder(entry):
+                continue
+            out.append(os.path.relpath(entry.path, root).replace(os.sep, "/"))
+            if depth + 1 < MAX_DEPTH:
+                stack.append((entry.path, depth + 1))
+            if len(out) >= MAX_FILES:
+                break
+    notes = []
+    if len(out) >= MAX_FILES:
+        notes.append(f"the first {MAX_FILES:,} folders are offered")
+    elif visited >= MAX_VISITED:
+        notes.append(f"the folder walk stopped after {MAX_VISITED:,} entries: the tree holds more")
+    return ["", *sorted(out)], tuple(notes)
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _entries(folder: str, most: int) -> list[os.DirEntry]:
+    """At most `most` entries of a folder (none when it cannot be listed), read lazily: a folder of a million
+    names is not read whole."""
+    out = []
+    try:
+        with os.scandir(folder) as scan:
+            for entry in scan:
+                if len(out) >= most:
+                    break
+                out.append(entry)
+    except OSError:
+        pass
+    return out
 
 
 def list_traces(root: Path, folder: str = "") -> list[TraceFile]:
@@ -240,7 +300,7 @@ def scan_traces(root: Path, folder: str = "", sniffs: SniffCache | None = None) 
     if len(found) >= MAX_FILES:
         notes.append(f"only the newest {MAX_FILES:,} traces are listed: pick a sub-folder to see the others")
     if cut:
-        notes.append(f"only {MAX_CANDIDATES:,} files were looked at: the folder holds more")
+        notes.append(cut)
     if pending:
         notes.append(f"{pending:,} files not looked at yet: the list fills in as it refreshes")
     return Listing(found, tuple(notes))
@@ -251,51 +311,51 @@ def listing_stamp(root: Path, folder: str = "") -> tuple:
     return tuple((t.rel_path, t.size_bytes, t.mtime_ns) for t in list_traces(root, folder))
 
 
-def _walk(start: Path):
-    base_depth = len(start.parts)
-    for folder, dirs, files in os.walk(start, followlinks=False):
-        here = Path(folder)
-        dirs[:] = [d for d in dirs if not d.startswith(".") and not (here / d).is_symlink()]
-        if len(here.parts) - base_depth >= MAX_DEPTH:
-            dirs[:] = []
-        yield here, dirs, files
-
-
-def _candidates(root: str, start: str) -> tuple[list[tuple[str, os.stat_result]], bool]:
-    """(path, stat) of the regular files under `start` whose names look like traces, at most MAX_CANDIDATES
-    (and whether the walk was cut there). Hidden entries and links to folders are skipped; a link to a file is
-    followed only when it stays inside the root. Strings and DirEntry stats, not Paths: a listing of 60k files
-    is rerun every few seconds, and building a Path costs more than the stat."""
+def _candidates(root: str, start: str) -> tuple[list[tuple[str, os.stat_result]], str]:
+    """(path, stat) of the regular files under `start` whose names look like traces, and a line saying where the
+    walk was cut ("" when it was not): at most MAX_CANDIDATES such files, and at most MAX_VISITED entries of any
+    kind looked at. Hidden entries, links to folders and names a trace never has (NOT_TRACE_NAMES) are skipped
+    by name, before any stat; a link to a file is followed only when it stays inside the root. Strings and
+    DirEntry stats, not Paths: a listing of 60k files is rerun every few seconds, and building a Path costs more
+    than the stat."""
     out: list[tuple[str, os.stat_result]] = []
     folders = [(start, 0)]
+    visited = 0
     while folders:
         folder, depth = folders.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
+        entries = _entries(folder, MAX_VISITED - visited + 1)
         for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if depth < MAX_DEPTH:
-                        folders.append((entry.path, depth + 1))
-                    continue
-                if not name.lower().endswith(SUFFIXES):
-                    continue
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode):  # listed under the link's name; its target must lie inside the root
-                    st = resolve_within(Path(root), os.path.relpath(entry.path, root)).stat()
-            except (OSError, OutsideLogdirError):
-                continue
-            if not stat.S_ISREG(st.st_mode):
+            visited += 1
+            if visited > MAX_VISITED:
+                return out, f"the walk stopped after {MAX_VISITED:,} entries: pick a sub-folder to see the others"
+            found = _candidate(root, entry, depth, folders)
+            if found is None:
                 continue
             if len(out) >= MAX_CANDIDATES:
-                return out, True
-            out.append((entry.path, st))
-    return out, False
+                return out, f"only {MAX_CANDIDATES:,} files were looked at: the folder holds more"
+            out.append(found)
+    return out, ""
+
+
+def _candidate(root: str, entry: os.DirEntry, depth: int, folders: list) -> tuple[str, os.stat_result] | None:
+    """(path, stat) of an entry that may be a trace, else None; a folder is queued on `folders` to be walked."""
+    name = entry.name
+    if name.startswith("."):
+        return None
+    try:
+        if entry.is_dir(follow_symlinks=False):
+            if depth < MAX_DEPTH:
+                folders.append((entry.path, depth + 1))
+            return None
+        lower = name.lower()
+        if not lower.endswith(SUFFIXES) or lower in NOT_TRACE_NAMES or lower.endswith(NOT_TRACE_ENDINGS):
+            return None
+        st = entry.stat(follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):  # listed under the link's name; its target must lie inside the root
+            st = resolve_within(Path(root), os.path.relpath(entry.path, root)).stat()
+    except (OSError, OutsideLogdirError):
+        return None
+    return (entry.path, st) if stat.S_ISREG(st.st_mode) else None
 
 
 class SniffCache:

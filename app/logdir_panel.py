@@ -15,14 +15,13 @@ import streamlit as st
 
 from ..exporters.safe_text import for_markdown
 from .logdir import (
-    MAX_FILES,
     OutsideLogdirError,
     RunFolder,
     TraceFile,
     configured_logdir,
     entry_key,
     human_size,
-    list_folders,
+    scan_folders,
     scan_traces,
     shown_name,
 )
@@ -87,7 +86,8 @@ def _listing(root_text: str) -> None:
     """Widgets hold entry keys (valid UTF-8), never raw names: a name that is not UTF-8 is shown escaped and
     still opens."""
     root = Path(root_text)
-    folders = {entry_key(rel): rel for rel in list_folders(root)}
+    folder_list, folder_notes = scan_folders(root)
+    folders = {entry_key(rel): rel for rel in folder_list}
     if st.session_state.get(FOLDER_KEY) not in folders:
         st.session_state[FOLDER_KEY] = ""
     left = right = st.container()  # stacked: the picker lives in the sidebar
@@ -98,8 +98,8 @@ def _listing(root_text: str) -> None:
         format_func=lambda k: shown_name(folders[k]) or "(top)",
         help="Traces in this folder and the folders below it are listed, newest first.",
     )
-    if len(folders) > MAX_FILES:
-        left.caption(f"The first {MAX_FILES:,} folders are offered.")
+    for note in folder_notes:  # the cap on folders, or the walk's bound on entries looked at
+        left.caption(for_markdown(note[:1].upper() + note[1:] + "."))
     listing = scan_traces(root, folders[folder])
     traces = listing.entries  # a serving engine's profile folder is one entry: its run
     if not traces:

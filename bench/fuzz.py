@@ -1,15 +1,15 @@
 """A long fuzzing session over the same SYNTHETIC generators as tests/test_fuzz.py, with random seeds.
 
-    python bench/fuzz.py --minutes 25 [--formats kineto,perfetto,nsys,run,ranks,logdir,cache,sidecar,regex]
+    python bench/fuzz.py --minutes 25 [--formats kineto,perfetto,nsys,run,ranks,logdir,cache,sidecar,regex,names]
                          [--address-space-mb 3000]
 
 Runs rounds of Hypothesis examples per surface until the time is up: the three trace formats and run.json
 (tests/fuzz_inputs.py), and issue 26's surfaces (tests/fuzz_surfaces.py): rank folders, --logdir names, damaged
-cache entries, sidecars that are not files, user regexes. Unlike the test it does not stop at the first
-failure: every distinct failure (exception type, innermost project frame, first words) is counted, one example
-of each saved under bench/out/fuzz/, and slow inputs (over 10 s) are saved too; an input still running after
-20 s fails (tests/fuzz_surfaces.py's alarm). The process runs under the issue's address-space bound (ulimit -v
-3000000 by default), so running out of memory shows as a failure. Prints a table.
+cache entries, sidecars that are not files, user regexes; and issue 39's thousands of distinct long names. Unlike
+the test it does not stop at the first failure: every distinct failure (exception type, innermost project frame,
+first words) is counted, one example of each saved under bench/out/fuzz/, and slow inputs (over 10 s) are saved
+too; an input still running after 20 s fails (tests/fuzz_surfaces.py's alarm). The process runs under the issue's
+address-space bound (ulimit -v 3000000 by default), so running out of memory shows as a failure. Prints a table.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ SURFACES = {  # issue 26: each check builds its own input from the drawn value a
     "cache": (fs.cache_damage, fs.check_cache_damage),
     "sidecar": (fs.sidecars, fs.check_sidecar),
     "regex": (fs.user_regexes, fs.check_user_regex),
+    "names": (fs.long_name_traces, fs.check_long_names),  # issue 39: thousands of distinct long names
 }
 
 

@@ -24,6 +24,7 @@ from app.cli.main import INTERNAL_ERROR
 from app.cli.main import main as cli_main
 from tests import fuzz_inputs as fi
 from tests.synthetic_traces import annotation, doc, kernel, launch, synthetic_generation
+from trace_cache.results import RESULT_TAG as _RESULT_TAG
 
 WALL_S = 20
 BAD_WORDS = (INTERNAL_ERROR, "internal error", "out of memory")
@@ -256,7 +257,8 @@ SMALL_TRACE = json.dumps(doc(synthetic_generation(decode_steps=3))).encode()
 def cache_damage(draw) -> tuple[str, str, object]:
     """(which entry: stat | results | timelines, how, what with): the damage done to one cache entry."""
     kind = draw(st.sampled_from(["stat", "results", "timelines"]))
-    how = draw(st.sampled_from(["bytes", "not-a-file", "truncate", "flip", "forged-result", "empty", "meta"]))
+    hows = ["bytes", "not-a-file", "truncate", "flip", "forged-result", "empty", "meta", "meta-field", "foreign"]
+    how = draw(st.sampled_from(hows))
     if how == "bytes":
         return kind, how, draw(st.binary(max_size=200))
     if how == "not-a-file":
@@ -268,7 +270,25 @@ def cache_damage(draw) -> tuple[str, str, object]:
         return kind, how, body
     if how == "meta":  # for a Timeline entry: a valid Arrow file whose metadata JSON is hostile
         return kind, how, draw(st.one_of(JSON_VALUES.map(json.dumps), st.just("[" * 5000 + "]" * 5000)))
-    return kind, how, None
+    if how == "meta-field":  # a Timeline entry's own metadata, bound to its name, one field of another shape
+        return kind, how, (draw(st.sampled_from(META_FIELDS)), draw(JSON_VALUES))
+    return kind, how, None  # "foreign": another trace's entry of the same kind written over this one's
+
+
+# The fields of a Timeline entry's stored meta (trace_cache/column_file.py META_SHAPE), and of its metadata.
+META_FIELDS = (
+    "meta.source_format",
+    "meta.event_count",
+    "meta.devices",
+    "meta.device_keys",
+    "meta.thread_names",
+    "meta.unknown_categories",
+    "meta.warnings",
+    "meta.extra",
+    "columns",
+    "memory_rows",
+)
+OTHER_TRACE = json.dumps(doc(synthetic_generation(decode_steps=5, kernels_per_step=4))).encode()
 
 
 def _damage(entry: Path, how: str, what) -> None:
@@ -288,13 +308,38 @@ def _damage(entry: Path, how: str, what) -> None:
         if data:
             data[what % len(data)] ^= 0xFF
         data = bytes(data)
-    elif how == "forged-result":
-        data = (json.dumps({"tag": "stepscope-result/1", "sum": hash_text(what), "notes": []}) + "\n" + what).encode()
+    elif how == "forged-result":  # whoever can write the cache can name the entry too: the body is judged
+        header = {"tag": _RESULT_TAG, "entry": entry.name, "sum": hash_text(what), "notes": []}
+        data = (json.dumps(header) + "\n" + what).encode()
     elif how == "meta" and raw[:6] == b"ARROW1":
         data = _with_metadata(raw, what)
+    elif how == "meta-field" and raw[:6] == b"ARROW1":
+        data = _with_metadata(raw, json.dumps(_with_field(_metadata_of(raw), *what)))
+    elif how == "foreign":
+        data = what
     else:
         data = b""
     entry.write_bytes(data)
+
+
+def _metadata_of(raw: bytes) -> dict:
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from trace_cache.entry_seal import SEAL_BYTES
+
+    table = ipc.open_file(pa.py_buffer(raw[:-SEAL_BYTES])).read_all()
+    return json.loads(table.schema.metadata[b"stepscope"])
+
+
+def _with_field(metadata: dict, field: str, value: object) -> dict:
+    """The metadata with one field (a dotted path) set to `value`."""
+    *parents, last = field.split(".")
+    inner = metadata
+    for name in parents:
+        inner = inner[name]
+    inner[last] = value
+    return metadata
 
 
 def _with_metadata(raw: bytes, meta: str) -> bytes:
@@ -324,6 +369,11 @@ def check_cache_damage(damage: tuple[str, str, object]) -> int:
         clean = [run_cli(argv, cache) for argv in runs]
         clean_other = run_cli(other, Path(tmp) / "other-cache")
         assert all(c[0] == 0 for c in [*clean, clean_other]), clean[0][2]
+        if how == "foreign":  # another trace's entry of this kind, from a cache of its own
+            foreign = Path(tmp) / "foreign.json"
+            foreign.write_bytes(OTHER_TRACE)
+            assert run_cli(["analyze", str(foreign), "--json"], Path(tmp) / "foreign")[0] == 0
+            what = next(e for e in sorted((Path(tmp) / "foreign" / kind).iterdir()) if e.name[0] != ".").read_bytes()
         for entry in sorted((cache / kind).iterdir()) if (cache / kind).is_dir() else []:
             if not entry.name.startswith("."):
                 _damage(entry, how, what)
@@ -332,6 +382,44 @@ def check_cache_damage(damage: tuple[str, str, object]) -> int:
             assert_outcome(status, out, err)
             assert status == 0 and out == expected[1], (kind, how, err[-500:])
         return 0
+
+
+# --- thousands of distinct long names (issue 39, item 4)
+
+
+@st.composite
+def long_name_traces(draw) -> tuple[int, int, int, str]:
+    """(kernels, name length, kernels per forward, filler): a gzip'd generation whose every kernel has a distinct
+    name of that length (tests/synthetic_long_names.py), the filler drawn to stress the name passes (brackets
+    nested or unbalanced, words the patterns look for, text the short name keeps)."""
+    per_step = draw(st.integers(5, 100))
+    kernels = per_step * draw(st.integers(2, 3000 // per_step))  # two forwards at least: one is not a generation
+    length = draw(st.sampled_from([1, 64, 1023, 1024, 1025, 4000, 8192, 16384]))
+    filler = draw(
+        st.one_of(
+            st.just(""),
+            st.text(alphabet="<>()[]:, abxyzFlashGemmcudaMemcpy$vllm/", min_size=1, max_size=40),
+            st.sampled_from(["<" * 20, ">" * 20, "(" * 10 + "x", "Synchronize ", "vllm/", "cudaMemcpy"]),
+        )
+    )
+    return kernels, length, per_step, filler
+
+
+def check_long_names(drawn: tuple[int, int, int, str]) -> int:
+    """analyze --json of the trace answers within the alarm (or is refused in one line); an answer holds its
+    forwards, each with its kernels."""
+    from tests.synthetic_long_names import synthetic_long_names_gz
+
+    kernels, length, per_step, filler = drawn
+    with tempfile.TemporaryDirectory(prefix="stepscope-fuzz-names-") as tmp:
+        path = Path(tmp) / "trace.json.gz"
+        path.write_bytes(synthetic_long_names_gz(kernels, length, per_step, filler))
+        status, out, err = run_cli(["analyze", str(path), "--json"], Path(tmp) / "cache")
+        assert_outcome(status, out, err)
+        if status == 0:
+            steps = json.loads(out)["steps"]
+            assert len(steps) == kernels // per_step and all(s["kernels"] == per_step for s in steps), err
+        return status
 
 
 # --- sidecars that are not files (or are too large, or too deep)

@@ -76,6 +76,12 @@ def test_fuzz_cache_entries(damage) -> None:
     fs.check_cache_damage(damage)
 
 
+@_settings(6)
+@given(fs.long_name_traces())
+def test_fuzz_long_names(drawn) -> None:
+    fs.check_long_names(drawn)
+
+
 @_settings(30)
 @given(fs.sidecars())
 def test_fuzz_sidecars(sidecar) -> None:

@@ -139,8 +139,8 @@ def test_a_column_file_reads_back_as_the_values_written(tmp_path):
     meta = TraceMeta(source_format="kineto-json", event_count=rows, warnings=("w",))
     path = tmp_path / "entry.arrow"
     with open(path, "w+b") as handle:  # read and write, as the store's temporary file: the seal reads it back
-        write_entry(handle, Timeline(events=frame, meta=meta))
-    back = read_entry(path)
+        write_entry(handle, Timeline(events=frame, meta=meta), key="entry.arrow")
+    back = read_entry(path, key="entry.arrow")
     assert back.events["ts"].tolist() == (np.arange(rows) * 7).tolist()
     assert back.events["kind"].tolist() == ["kernel", "cpu_op"] * (rows // 2)
     assert back.meta.warnings == ("w",) and back.meta.event_count == rows
@@ -149,7 +149,7 @@ def test_a_column_file_reads_back_as_the_values_written(tmp_path):
     data[len(data) // 3] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError):
-        read_entry(path)
+        read_entry(path, key="entry.arrow")
 
 
 @pytest.fixture

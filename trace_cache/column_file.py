@@ -9,6 +9,12 @@ frame are read-only views of the mapped file, which suits a Timeline (treated as
 A Timeline with a memory table (parsers.memory_table) has a second table of another length: the file is then the
 events' IPC file, the memory table's IPC file, the offset of the second and a 16-byte trailer, and both are mapped
 back from the one file (`entry_tables`). Every file ends with a seal (entry_seal): a changed byte is a miss.
+
+The seal says an entry is whole, not whose it is: the schema's metadata also holds the name the entry was written
+under (the trace's content hash, the parser version and limits), and a read under another name is a miss, so two
+entries swapped on disk never give one trace the other's Timeline. The metadata's JSON is checked by its shape
+(META_SHAPE) before it is used: valid JSON of another shape (a list, a number, a field of another type, a missing
+key) is a damaged entry, never an internal error or a wrong value later in the analysis.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ..parsers.memory_table import MEMORY_COLUMNS
 from ..parsers.timeline import DeviceInfo, TraceMeta
 from .entry_seal import seal, sealed_size
 from .keys import PARSER_VERSION
+from .results import NULL, fits
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,7 +87,7 @@ def meta_from_json(raw: dict) -> TraceMeta:
     )
 
 
-def timeline_to_table(timeline: Timeline) -> pa.Table:
+def timeline_to_table(timeline: Timeline, key: str) -> pa.Table:
     import pandas as pd
     import pyarrow as pa
 
@@ -99,15 +106,16 @@ def timeline_to_table(timeline: Timeline) -> pa.Table:
             raise NotCacheableError(f"column {name} of type {col.dtype} is not cached")
         arrays.append(array)
         fields.append(pa.field(str(name), array.type))
-    schema = pa.schema(fields, metadata=_schema_metadata(timeline.meta, list(frame.columns), timeline.memory))
+    schema = pa.schema(fields, metadata=_schema_metadata(timeline.meta, list(frame.columns), timeline.memory, key))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _schema_metadata(meta: TraceMeta, columns: list[str], memory: pd.DataFrame | None) -> dict[bytes, bytes]:
-    """What an entry's schema says besides its columns: the parser version, the Timeline's meta, the columns'
-    order and the memory table's length."""
+def _schema_metadata(meta: TraceMeta, columns: list[str], memory: pd.DataFrame | None, key: str) -> dict[bytes, bytes]:
+    """What an entry's schema says besides its columns: the parser version, the entry's name (its key), the
+    Timeline's meta, the columns' order and the memory table's length."""
     raw = {
         "parser_version": PARSER_VERSION,
+        "entry": key,
         "meta": meta_to_json(meta),
         "columns": columns,
         "memory_rows": None if memory is None else len(memory),
@@ -137,10 +145,46 @@ def table_to_memory(table: pa.Table, rows: int) -> pd.DataFrame:
     return pd.DataFrame(data, copy=False)
 
 
-def table_to_timeline(table: pa.Table, memory: pa.Table | None = None) -> Timeline:
+_DEVICE = [(int, str, NULL)]  # ordinal, name, SMs, memory, compute major/minor, warp size (ints or null)
+META_SHAPE = {
+    "source_format": str,
+    "event_count": int,
+    "base_time_ns": (int, NULL),
+    "devices": [_DEVICE],
+    "device_keys": [int],
+    "process_names": [[object]],
+    "thread_names": [[object]],
+    "sort_order": [[object]],
+    "id_labels": [[object]],
+    "unknown_categories": {"*": int},
+    "skipped": {"*": int},
+    "warnings": [str],
+    "extra": dict,
+}
+_PAIRS = {"process_names": 2, "thread_names": 3, "sort_order": 3, "id_labels": 2}
+
+
+def _fits_meta(meta: object) -> bool:
+    """Whether an entry's stored meta has the shape meta_to_json writes (rows of the right length included)."""
+    if not fits(meta, META_SHAPE) or not isinstance(meta, dict):
+        return False
+    if len(meta["devices"]) != len(meta["device_keys"]) or any(len(d) != 7 for d in meta["devices"]):
+        return False
+    return all(len(row) == width for key, width in _PAIRS.items() for row in meta[key])
+
+
+def table_to_timeline(table: pa.Table, memory: pa.Table | None, key: str) -> Timeline:
+    """The Timeline of an entry's tables, when its metadata is this parser's, names entry `key` and has the shape
+    written; NotCacheableError otherwise."""
     raw = json.loads((table.schema.metadata or {}).get(_META_KEY, b"null"))
     if not isinstance(raw, dict) or raw.get("parser_version") != PARSER_VERSION:
         raise NotCacheableError("another parser version")
+    if raw.get("entry") != key:
+        raise NotCacheableError("the entry was written under another name (another trace's, or other limits)")
+    if not _fits_meta(raw.get("meta")) or not fits(raw.get("columns"), [str]):
+        raise NotCacheableError("the entry's metadata is not of the shape written")
+    if not (raw.get("memory_rows") is None or fits(raw["memory_rows"], int)):
+        raise NotCacheableError("the entry's memory table length is not a count")
     frame = frame_of_table(table, raw["columns"])
     rows = raw.get("memory_rows")
     if (rows is None) != (memory is None):
@@ -149,15 +193,15 @@ def table_to_timeline(table: pa.Table, memory: pa.Table | None = None) -> Timeli
     return Timeline(events=frame, meta=meta_from_json(raw["meta"]), memory=memory_frame)
 
 
-def write_entry(handle, timeline: Timeline) -> None:
+def write_entry(handle, timeline: Timeline, *, key: str) -> None:
     """The Timeline's column file into an open binary file (the store's temporary, placed whole after): the events'
-    IPC file, the memory table's, the seal. Raises NotCacheableError when the Timeline holds what Arrow/JSON cannot
-    hold exactly."""
+    IPC file, the memory table's, the seal; `key` is the entry's name, kept inside it (see the module). Raises
+    NotCacheableError when the Timeline holds what Arrow/JSON cannot hold exactly."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
     try:
-        table = timeline_to_table(timeline)
+        table = timeline_to_table(timeline, key)
         memory = memory_to_table(timeline.memory) if timeline.memory is not None else None
     except (pa.ArrowException, TypeError, ValueError) as exc:
         raise NotCacheableError(str(exc)) from None
@@ -168,13 +212,13 @@ def write_entry(handle, timeline: Timeline) -> None:
     seal(handle)
 
 
-def read_entry(path: Path) -> Timeline:
-    """The Timeline of a column file, memory-mapped, once it matches its seal and its tables are valid. Raises
-    OSError, pyarrow.ArrowException, NotCacheableError, ValueError, KeyError, TypeError or RecursionError (metadata
-    JSON nested too deep) for a damaged or foreign file."""
+def read_entry(path: Path, *, key: str) -> Timeline:
+    """The Timeline of a column file, memory-mapped, once it matches its seal, was written under `key` and its
+    tables are valid. Raises OSError, pyarrow.ArrowException, NotCacheableError, ValueError, KeyError, TypeError or
+    RecursionError (metadata JSON nested too deep) for a damaged or foreign file."""
     table, memory = entry_tables(_mapped_content(path))
     table.validate(full=True)  # codes within their dictionaries, offsets in bounds
-    return table_to_timeline(table, memory)
+    return table_to_timeline(table, memory, key)
 
 
 def _append_memory(handle, memory: pa.Table | None) -> None:

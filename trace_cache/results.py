@@ -4,6 +4,11 @@ A warm `analyze` is one stat, one small read of the stat index, one read of the 
 checksum: no parse, no analysis, no heavy import. An entry is a header line (JSON: a format tag,
 the body's checksum and the notes the command printed on stderr) followed by the body, exactly the
 text the command printed; a checksum mismatch (a damaged file) drops the entry so it is rebuilt.
+
+An entry is bound to its key: the header holds the name the entry was stored under (the trace's content hash and
+the answer's key), and a read under any other name is a miss. Why: the checksum and the contract's shape say the
+body is some whole answer, not that it is this trace's; two entries swapped on disk (or one copied over another)
+would otherwise serve another trace's steps and findings with exit 0.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 from .keys import file_digest, hash_text, known_digest, result_entry_name
 from .store import CacheStore
 
-_TAG = "stepscope-result/1"
+RESULT_TAG = "stepscope-result/2"  # 2: the header binds the entry's name
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,7 @@ def cached_result(
     raw = store.read_bytes("results", name)
     if raw is None:
         return None
-    result = _decode(raw)
+    result = _decode(raw, name)
     if result is None:
         store.discard("results", name)
     return result
@@ -65,19 +70,23 @@ def store_result(
     digest = known_digest(store, path)
     if digest is None:  # the file changed while it was analysed, or the cache is not writable
         return False
-    header = json.dumps({"tag": _TAG, "sum": hash_text(text), "notes": list(notes)})
+    name = result_entry_name(digest, key)
+    header = json.dumps({"tag": RESULT_TAG, "entry": name, "sum": hash_text(text), "notes": list(notes)})
     data = (header + "\n" + text).encode()
-    return store.put_bytes("results", result_entry_name(digest, key), data) is not None
+    return store.put_bytes("results", name, data) is not None
 
 
-def _decode(raw: bytes) -> CachedResult | None:
+def _decode(raw: bytes, name: str) -> CachedResult | None:
+    """The entry's answer when its header is this format's, names this entry and checks its body; else None."""
     head, sep, body = raw.partition(b"\n")
     try:
         header = json.loads(head)
         text = body.decode()
     except (ValueError, UnicodeDecodeError):
         return None
-    if not sep or not isinstance(header, dict) or header.get("tag") != _TAG or header.get("sum") != hash_text(text):
+    if not sep or not isinstance(header, dict) or header.get("tag") != RESULT_TAG or header.get("entry") != name:
+        return None  # another format, or another trace's (or key's) answer under this name
+    if header.get("sum") != hash_text(text):
         return None
     if not is_analyze_result(text):
         return None  # a valid checksum over something else: a miss, never served or rendered

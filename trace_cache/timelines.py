@@ -48,8 +48,9 @@ def _limit_values(limits: ReadLimits) -> list:
 
 def save_timeline(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits | None = None) -> bool:
     """Write the Timeline's entry (atomically), for the limits it was read under; False when it cannot be cached."""
+    name = _entry_name(digest, limits)
     try:
-        written = store.put("timelines", _entry_name(digest, limits), lambda handle: write_entry(handle, timeline))
+        written = store.put("timelines", name, lambda handle: write_entry(handle, timeline, key=name))
     except NotCacheableError:
         return False
     return written is not None
@@ -65,7 +66,7 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
     import pyarrow as pa  # only for a hit: a miss (a first open) does not pay for the import
 
     try:
-        return read_entry(path)
+        return read_entry(path, key=name)
     except (pa.ArrowException, *_DAMAGED):
         store.discard("timelines", name)
         return None

@@ -108,9 +108,18 @@ def _read(path: Path) -> dict | None:
     except (OSError, ValueError, RecursionError):
         return None
     raw = read_figures(raw)
-    return (
-        raw if raw is not None and isinstance(raw.get("host"), str) and isinstance(raw.get("measured"), str) else None
-    )
+    return raw if raw is not None and _is_this_machines(raw) else None
+
+
+def _is_this_machines(raw: dict) -> bool:
+    """Whether a stored record has the shape _measured writes and names this host and CPU: the file's name is a hash
+    of both, but a record copied from another machine's cache (or edited to JSON of another shape) must be measured
+    again, never labelled as this machine's."""
+    if not (isinstance(raw.get("measured"), str) and isinstance(raw.get("how", ""), str)):
+        return False
+    if not isinstance(raw.get("under_load", False), bool):
+        return False
+    return raw.get("host") == socket.gethostname()[:100] and raw.get("cpu") == _cpu_identity()
 
 
 def _write(path: Path, figures: dict) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..event_rows import isin_ints, kind_mask, name_mask
-from ..names import name_matches
+from ..names import match_text, name_matches
 from .frames import Found, Views, boundary_frame, requests_opened_by
 from .request_spans import requests_by_enclosing_span
 
@@ -145,7 +145,12 @@ def _forward_spans(code, start, end, work: np.ndarray, handoffs: np.ndarray, nam
     # most forwards; then most of the work; then a known forward name; then the outermost (longest)
     ranked = sorted(
         ok,
-        key=lambda c: (n[c], round(100 * coverage[c]), bool(FORWARD_HINT.search(str(names[c]))), total_dur[c] / n[c]),
+        key=lambda c: (
+            n[c],
+            round(100 * coverage[c]),
+            bool(FORWARD_HINT.search(match_text(names[c]))),
+            total_dur[c] / n[c],
+        ),
         reverse=True,
     )  # a few candidate names, not events
     chosen = ranked[0]
