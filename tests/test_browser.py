@@ -301,6 +301,29 @@ def test_run_page_runs_a_generation_and_opens_it(browser, app_url):
     page.close()
 
 
+def test_a_second_session_is_answered_while_a_first_runs_a_generation(browser, app_url):
+    """Issue 39: a profiled generation runs in a child process (collectors.child), so the server answers another
+    session while it works; the first session's Stop then ends it. (The seconds the second session waited are
+    printed, not judged: `pytest -s` shows them.)"""
+    runner, dialogs = _open(browser, f"{app_url}/run")
+    runner.get_by_label("New tokens").fill("1024")  # the bound's default: a run of tens of seconds on this CPU
+    runner.get_by_label("Batch").fill("4")
+    runner.get_by_role("button", name="Run", exact=True).click()
+    stop = runner.locator(".st-key-run_stop").get_by_role("button", name="Stop")  # not the header's own Stop
+    stop.wait_for(timeout=PAGE_TIMEOUT_MS)
+    started = time.monotonic()
+    other, _ = _open(browser, app_url)
+    _wait_for_analysis(other)
+    waited = time.monotonic() - started
+    assert stop.is_visible() and "Running 1 profiled generation" in runner.inner_text("body")  # still running
+    print(f"second session answered in {waited:.1f} s while the first ran a generation")
+    stop.click()
+    runner.get_by_text("Run stopped: its process was ended.").wait_for(timeout=PAGE_TIMEOUT_MS)
+    assert not dialogs
+    other.close()
+    runner.close()
+
+
 def test_run_page_sweeps_prefill_and_plots_it(browser, app_url):
     page, dialogs = _open(browser, f"{app_url}/run")
     page.get_by_text("Run a prefill sweep").wait_for(timeout=PAGE_TIMEOUT_MS)
