@@ -166,31 +166,9 @@ def detect_layers(
     if len(block_first) > MIN_LAYERS and block_last[-1] - block_first[-1] + 1 < 0.75 * typical:
         block_first, block_last = block_first[:-1], block_last[:-1]  # a stub of a layer: left to the tail
         block_last[-1] = min(block_first[-1] + typical, rep.stop, n) - 1
-    # a first or last layer that differs from the others by a kernel or two (the first layer's norm
-    # has no residual add to fuse; the last one's ends in the final norm) is still a layer
-    ends = []
-    lo = max(block_first[0] - typical, 0)
-    head_seq = name_codes[lo : block_first[0]]
-    if len(head_seq) >= 0.75 * typical and _is_near_copy(
-        head_seq,
-        name_codes[block_first[0] : block_last[0] + 1],
-        all_cats[kept_idx[lo] : kept_idx[block_first[0]]],
-        category_codes[block_first[0] : block_last[0] + 1],
-    ):
-        block_first = np.insert(block_first, 0, block_first[0] - len(head_seq))
-        block_last = np.insert(block_last, 0, block_first[1] - 1)
-        ends.append("first")
-    hi = block_last[-1] + 1 + typical
-    tail_seq = name_codes[block_last[-1] + 1 : hi]
-    if len(tail_seq) >= 0.75 * typical and _is_near_copy(
-        tail_seq,
-        name_codes[block_first[-1] : block_last[-1] + 1],
-        all_cats[kept_idx[block_last[-1]] + 1 : kept_idx[min(hi, n) - 1] + 1],
-        category_codes[block_first[-1] : block_last[-1] + 1],
-    ):
-        block_first = np.append(block_first, block_last[-1] + 1)
-        block_last = np.append(block_last, block_last[-1] + len(tail_seq))
-        ends.append("last")
+    block_first, block_last, ends = _near_copy_ends(
+        block_first, block_last, typical, name_codes, category_codes, all_cats, kept_idx
+    )
     if ends:
         how += f"; the {' and '.join(ends)} layer(s) differ from the rest by a few kernels"
     first = int(block_first[0])
@@ -228,6 +206,44 @@ def detect_layers(
         block_ends_ns=tuple(int(x) for x in b_end),
         evidence=evidence,
     )
+
+
+def _near_copy_ends(
+    block_first: np.ndarray,
+    block_last: np.ndarray,
+    typical: int,
+    name_codes: np.ndarray,
+    category_codes: np.ndarray,
+    all_cats: np.ndarray,
+    kept_idx: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The layers with a first or last one added where it differs from the others by a kernel or two (the first
+    layer's norm has no residual add to fuse; the last one's ends in the final norm): it is still a layer."""
+    n = len(name_codes)
+    ends = []
+    lo = max(block_first[0] - typical, 0)
+    head_seq = name_codes[lo : block_first[0]]
+    if len(head_seq) >= 0.75 * typical and _is_near_copy(
+        head_seq,
+        name_codes[block_first[0] : block_last[0] + 1],
+        all_cats[kept_idx[lo] : kept_idx[block_first[0]]],
+        category_codes[block_first[0] : block_last[0] + 1],
+    ):
+        block_first = np.insert(block_first, 0, block_first[0] - len(head_seq))
+        block_last = np.insert(block_last, 0, block_first[1] - 1)
+        ends.append("first")
+    hi = block_last[-1] + 1 + typical
+    tail_seq = name_codes[block_last[-1] + 1 : hi]
+    if len(tail_seq) >= 0.75 * typical and _is_near_copy(
+        tail_seq,
+        name_codes[block_first[-1] : block_last[-1] + 1],
+        all_cats[kept_idx[block_last[-1]] + 1 : kept_idx[min(hi, n) - 1] + 1],
+        category_codes[block_first[-1] : block_last[-1] + 1],
+    ):
+        block_first = np.append(block_first, block_last[-1] + 1)
+        block_last = np.append(block_last, block_last[-1] + len(tail_seq))
+        ends.append("last")
+    return block_first, block_last, ends
 
 
 def _layers_per_block(names: np.ndarray, cats: np.ndarray) -> np.ndarray | None:
