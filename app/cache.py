@@ -43,7 +43,7 @@ from .stage_timing import StageLog, StageTimer
 
 READ_BAR_SECONDS = 0.5  # between two moves of the read progress bar
 STAGES_SHOWN_AFTER_S = 1.0  # an open that has taken this long says which stage runs (app.stage_timing.StageLog)
-OPEN_LOG_KEY = "stepscope_open_log"  # session state: (name, StageLog) of the open this run made
+OPEN_LOG_KEY = "stepscope_open_log"  # session state: (analysis, StageLog) of the open this run made
 MAX_OPENED = 8  # answers kept per server (each holds a Timeline: a big trace is hundreds of MB of columns)
 
 LoadedTrace = Opened  # the name the pages use for what they show
@@ -90,15 +90,16 @@ def _open(source: Path | TraceBytes, options: AnalysisOptions, given: Given, cac
     finally:
         timer.done()
         bar.done()
-    st.session_state[OPEN_LOG_KEY] = (opened.name, bar.log)  # the page's "Drawing" line goes on from it
+    st.session_state[OPEN_LOG_KEY] = (opened.analysis, bar.log)  # the page's "Drawing" line goes on from it
     return opened
 
 
-def open_log_of(session_state, name: str) -> StageLog | None:
-    """The stages of `name`'s open in this run, once (a later rerun draws from the cache: nothing to say), and only
-    where the open took long enough to have shown them."""
+def open_log_of(session_state, loaded: Opened) -> StageLog | None:
+    """The stages of `loaded`'s open in this run, once (a later rerun draws from the cache: nothing to say), and
+    only where the open took long enough to have shown them. Known by its analysis object: the page's copy may be
+    renamed (cache.renamed), never re-analysed."""
     entry = session_state.pop(OPEN_LOG_KEY, None)
-    if entry is None or entry[0] != name or entry[1].elapsed() < STAGES_SHOWN_AFTER_S:
+    if entry is None or entry[0] is not loaded.analysis or entry[1].elapsed() < STAGES_SHOWN_AFTER_S:
         return None
     return entry[1]
 

@@ -95,3 +95,21 @@ def test_the_cli_shows_the_stages_on_a_terminal_only(tmp_path):
     assert text.endswith("\r\033[K")
     piped = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=300)
     assert piped.returncode == 0 and piped.stderr == b""
+
+
+def test_the_page_says_drawing_once_and_only_for_the_trace_just_opened():
+    from types import SimpleNamespace
+
+    from app.cache import OPEN_LOG_KEY, open_log_of
+
+    now = [0.0]
+    log = StageLog(clock=lambda: now[0])
+    log("read")
+    now[0] = 5.0
+    opened, other = SimpleNamespace(analysis=object()), SimpleNamespace(analysis=object())
+    state = {OPEN_LOG_KEY: (opened.analysis, log)}
+    assert open_log_of(dict(state), other) is None  # another trace's open says nothing here
+    assert open_log_of(state, opened) is log
+    assert open_log_of(state, opened) is None  # once: a rerun draws from the cache
+    quick = StageLog(clock=lambda: 0.0)
+    assert open_log_of({OPEN_LOG_KEY: (opened.analysis, quick)}, opened) is None  # a quick open shows no stages

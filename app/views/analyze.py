@@ -106,7 +106,7 @@ def _zoomed(overview, loaded):
 
 
 def _timeline_section(loaded) -> None:
-    opening = open_log_of(st.session_state, loaded.name)  # a long open just made: say that drawing runs now
+    opening = open_log_of(st.session_state, loaded)  # a long open just made: say that drawing runs now
     drawing = st.empty() if opening is not None else None
     if drawing is not None:
         opening("draw")
