@@ -19,9 +19,12 @@ SAMPLES = REPO / "sample_traces"
 ARTIFACTS = REPO / "test-artifacts" / "first_screen"
 SCREENS = {"1280x720": {"width": 1280, "height": 720}, "1500x850": {"width": 1500, "height": 850}}
 # a sample folder's trace keeps its run.json beside it (the model, the device): the cards it gives are the sample's
-TRACES = [f"{p.name}/trace.json.gz" for p in sorted(SAMPLES.iterdir()) if (p / "trace.json.gz").is_file()] + [
-    p.name for p in sorted(REAL.glob("*.json*"))
-]
+# a sample of several ranks is one entry for the run (its folder's name and a slash)
+TRACES = [
+    f"{p.name}/trace.json.gz" if (p / "trace.json.gz").is_file() else f"{p.name}/"
+    for p in sorted(SAMPLES.iterdir())
+    if p.is_dir()
+] + [p.name for p in sorted(REAL.glob("*.json*"))]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +37,7 @@ def app(tmp_path_factory):
     for path in REAL.glob("*.json*"):
         shutil.copy(path, logs / path.name)
     for folder in SAMPLES.iterdir():
-        if (folder / "trace.json.gz").is_file():
+        if folder.is_dir():
             shutil.copytree(folder, logs / folder.name)
     env = dict(os.environ, STEPSCOPE_RUNS_DIR=str(root / "runs"), STEPSCOPE_CACHE_DIR=str(root / "cache"))
     with _streamlit(env, ("--logdir", str(logs))) as url:
