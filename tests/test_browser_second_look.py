@@ -84,6 +84,7 @@ def _cards(page) -> dict[str, str]:
         out[label] = card.locator("[data-testid='stMetricValue']").inner_text().strip()
     if more.count():
         page.keyboard.press("Escape")
+        page.evaluate("() => document.activeElement?.blur()")  # no focus ring left on the button in a screenshot
         page.wait_for_timeout(300)
     return out
 
