@@ -66,7 +66,7 @@ def _analyze(
     options: AnalysisOptions,
     host: Future | None,
     front_end: FrontEnd | None,
-    notify: Callable[[str], None],
+    notify: Callable[[str], None] = _silent,
 ) -> Analysis:
     """analyze()'s stages in order; `host`: host_work() of the timeline's events, computing in a worker."""
     bounds, segmentation = find_steps(timeline, options.step_regex)

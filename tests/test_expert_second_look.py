@@ -139,6 +139,8 @@ def test_two_fresh_cache_folders_give_one_answer_for_each_shipped_sample(sample,
 
 
 def test_machine_figures_taken_under_load_are_measured_again_when_quiet(monkeypatch, tmp_path):
+    import socket
+
     from analysis.roofline import machine
 
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path))
@@ -146,8 +148,9 @@ def test_machine_figures_taken_under_load_are_measured_again_when_quiet(monkeypa
 
     def measured():
         bandwidth, flops = next(rounds)
-        return {"memory_bytes_per_s": bandwidth, "flops_per_s": flops, "host": "h", "how": "test",
-                "under_load": loaded[0], "measured": "now"}  # fmt: skip
+        return {"memory_bytes_per_s": bandwidth, "flops_per_s": flops, "host": socket.gethostname()[:100],
+                "cpu": machine._cpu_identity(), "how": "test", "under_load": loaded[0], "measured": "now"}  # fmt: skip
+        # (this host and CPU, as _measured writes them: a record naming another machine is measured again)
 
     monkeypatch.setattr(machine, "_measured", measured)
     loaded = [True]
