@@ -169,16 +169,27 @@ def test_find_on_the_sample_counts_what_the_api_finds_and_marks_it(page):
     api = stepscope.load(SAMPLE).find("aten::mm")
     shown = _find(page, "aten::mm")
     assert count_line(api) in shown
+    page.wait_for_function(  # the panel is written before the chart: wait for the chart's marked matches
+        "(s) => (document.querySelector(s)?._fullData ?? []).some(d => d.name === 'matches')",
+        arg=DETAIL,
+        timeout=PAGE_TIMEOUT_MS,
+    )
     traces = _detail_traces(page)
     marked = [t for t in traces if t["name"] == "matches"]
     assert marked and all(t["opacity"] in (None, 1) for t in marked)
     lanes = [t for t in traces if t["fill"] == "toself" and t["name"] != "matches"]  # SVG rectangles
     assert lanes and all(t["opacity"] < 0.5 for t in lanes), traces  # the rest dimmed
-    page.get_by_role("button", name="Next").click()
-    page.wait_for_function(
-        "() => (document.querySelector(\"[class*='st-key-find_row_']\")?.textContent ?? '').includes('match 1')",
-        timeout=PAGE_TIMEOUT_MS,
-    )
+    for attempt in range(3):  # a click that lands while the fragment redraws its row is lost: click again
+        page.get_by_role("button", name="Next").click()
+        try:
+            page.wait_for_function(
+                "() => /match \\d/.test(document.querySelector(\"[class*='st-key-find_row_']\")?.textContent ?? '')",
+                timeout=PAGE_TIMEOUT_MS // 3,
+            )
+            break
+        except Exception:  # playwright's TimeoutError
+            if attempt == 2:
+                raise
     _settled(page, 2000)
     _shoot(page, "find", "[class*='st-key-find_text_']")
     page.get_by_role("button", name="Select all matches").click()
