@@ -7,11 +7,6 @@ can start before pandas is loaded.
 
 from __future__ import annotations
 
-if "." not in __name__:  # imported by its bare folder name in a checkout: be the stepscope. module
-    from stepscope._checkout import alias_this
-
-    alias_this(__name__)
-
 import importlib
 from typing import TYPE_CHECKING
 

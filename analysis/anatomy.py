@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+
 from .activity import Activity, derive_activity
 from .annotations import engine_batch
 from .categories import (

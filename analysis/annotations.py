@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..contracts.markers import parse_marker
-from ..parsers.numbers import bounded_int, has_oversized_number
+from stepscope.contracts.markers import parse_marker
+from stepscope.parsers.numbers import bounded_int, has_oversized_number
 
 if TYPE_CHECKING:
     from .user_patterns import UserPattern

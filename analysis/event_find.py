@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..parsers.timeline import Timeline
+from stepscope.parsers.timeline import Timeline
+
 from .event_window import WorkIndex
 from .user_patterns import MAX_PATTERN_CHARS, compile_user_pattern
 

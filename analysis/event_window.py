@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..parsers.timeline import GPU_KINDS, Timeline
+from stepscope.parsers.timeline import GPU_KINDS, Timeline
+
 from .activity import busy_union, covered_time
 from .categories import CATEGORIES
 from .event_rows import kind_mask

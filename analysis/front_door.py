@@ -32,11 +32,12 @@ from .options import AnalysisOptions
 from .result_key import NotKeyableError, result_key
 
 if TYPE_CHECKING:
-    from ..parsers.limits import ReadLimits
-    from ..parsers.ranks import RankedRun
-    from ..parsers.run_sidecar import Sidecar
-    from ..parsers.timeline import Timeline
-    from ..trace_cache.store import CacheStore
+    from stepscope.parsers.limits import ReadLimits
+    from stepscope.parsers.ranks import RankedRun
+    from stepscope.parsers.run_sidecar import Sidecar
+    from stepscope.parsers.timeline import Timeline
+    from stepscope.trace_cache.store import CacheStore
+
     from .model import Analysis
     from .ranks import RankRun
     from .roofline.hardware import Hardware
@@ -120,7 +121,7 @@ def _inputs(
 ) -> tuple[AnalysisOptions, Given, ReadLimits]:
     """The options, the given model and device, and the read limits every door resolves the same way (the
     defaults where None); raises ValueError for a model or device that cannot be resolved."""
-    from ..parsers.limits import ReadLimits
+    from stepscope.parsers.limits import ReadLimits
 
     return (
         options or AnalysisOptions(),
@@ -198,7 +199,7 @@ def open_report(
     A file the stat index does not know is not hashed before it is read: the read hashes it while its pieces
     decode (and stops at once if its content is cached), and the answer is looked for by that hash before the
     analysis. Hashing first cost a cold 1.3 GB trace a quarter of a second on one core before decoding began."""
-    from ..parsers.run_sidecar import read_sidecar
+    from stepscope.parsers.run_sidecar import read_sidecar
 
     options, given, limits = _inputs(options, model, device, limits)
     sidecar = read_sidecar(path)
@@ -266,8 +267,9 @@ def open_folder(
     """A folder or glob (or a list of files) of one run: the worker ranks and, for a serving engine's profile folder,
     its API server's trace, read as the front end of every rank (parsers.ranks.split_front_ends). One worker rank
     (and `single`) gives that trace's answer, its report with `front_end`; several give the ranks of the run."""
-    from ..parsers.errors import TraceError
-    from ..parsers.ranks import find_trace_files, split_front_ends
+    from stepscope.parsers.errors import TraceError
+    from stepscope.parsers.ranks import find_trace_files, split_front_ends
+
     from .serving.front_end import front_end_files
 
     options, given, limits = _inputs(options, model, device, limits)
@@ -329,7 +331,8 @@ def open_folder_trace(
 
 
 def _run_of(read, members, label, options, given, limits, notify, front) -> OpenedRun:
-    from ..parsers.ranks import rank_timelines
+    from stepscope.parsers.ranks import rank_timelines
+
     from .ranks import analyze_ranks
     from .ranks_report import multi_rank_contract
 
@@ -353,7 +356,7 @@ def _run_of(read, members, label, options, given, limits, notify, front) -> Open
 
 def is_run_source(source: str | os.PathLike) -> bool:
     """Whether a path names a run of several traces (a folder or glob holding more than one), not one file."""
-    from ..parsers.ranks import find_trace_files
+    from stepscope.parsers.ranks import find_trace_files
 
     text = os.fspath(source)
     if Path(text).is_file() or (not Path(text).is_dir() and not glob.has_magic(text)):
@@ -363,7 +366,7 @@ def is_run_source(source: str | os.PathLike) -> bool:
 
 def single_trace_of(source: str | os.PathLike) -> str:
     """The one trace a folder or glob holds (or the path itself): `analyze DIR` on a folder of one trace."""
-    from ..parsers.ranks import find_trace_files
+    from stepscope.parsers.ranks import find_trace_files
 
     text = os.fspath(source)
     if Path(text).is_file() or (not Path(text).is_dir() and not glob.has_magic(text)):
@@ -427,7 +430,7 @@ def _read(
 ) -> tuple[str | None, Timeline, Sidecar, Path | None]:
     """(digest, Timeline with its run record, the sidecar, the file's path) of one file or upload; the run.json
     is read here unless the caller already read it."""
-    from ..parsers.run_sidecar import Sidecar, read_sidecar, with_sidecar
+    from stepscope.parsers.run_sidecar import Sidecar, read_sidecar, with_sidecar
 
     if isinstance(source, TraceBytes):
         digest, timeline = _read_bytes(source.data, limits, cache)
@@ -444,10 +447,10 @@ def _read_file(
     """Read while the analysis loads: a big trace's decoding starts before pandas and the analysis are imported,
     which they are while the forked child decodes. `read_fraction` hears how much is read, 0 to 1, as it goes."""
     if not cache.timelines:
-        from ..parsers.load import load_trace
+        from stepscope.parsers.load import load_trace
 
         return None, load_trace(path, limits, meanwhile=_import_analysis, progress=read_fraction)
-    from ..trace_cache.timelines import open_trace_cached
+    from stepscope.trace_cache.timelines import open_trace_cached
 
     return open_trace_cached(path, limits, cache.store, meanwhile=_import_analysis, progress=read_fraction)
 
@@ -458,14 +461,14 @@ def _import_analysis() -> None:
 
 
 def _read_bytes(data: bytes, limits: ReadLimits, cache: CachePolicy) -> tuple[str, Timeline]:
-    from ..trace_cache.keys import hash_bytes
+    from stepscope.trace_cache.keys import hash_bytes
 
     digest = hash_bytes(data)
     if not cache.timelines:
-        from ..parsers.load import parse_trace_bytes
+        from stepscope.parsers.load import parse_trace_bytes
 
         return digest, parse_trace_bytes(data, limits)
-    from ..trace_cache.timelines import parse_bytes_cached
+    from stepscope.trace_cache.timelines import parse_bytes_cached
 
     return digest, parse_bytes_cached(data, limits, cache.store)
 
@@ -553,7 +556,7 @@ def trace_hardware(timeline: Timeline, analysis: Analysis) -> Hardware | None:
 def answer_key(path: str | os.PathLike, options: AnalysisOptions, given: Given, limits: ReadLimits) -> str | None:
     """The key of a file's answer: every input that shapes it but the trace's bytes (result_key.py); None when one
     cannot be keyed."""
-    from ..parsers.run_sidecar import read_sidecar
+    from stepscope.parsers.run_sidecar import read_sidecar
 
     return answer_key_for(read_sidecar(path), options, given, limits)
 
@@ -582,14 +585,14 @@ def cached_answer(
 
     `known_only`: look the file's content hash up in the stat index only, never hash the file (the warm command
     line: a file the index does not know is almost always a first open, which hashes it as it reads it)."""
-    from ..trace_cache.results import cached_result
+    from stepscope.trace_cache.results import cached_result
 
     hit = cached_result(path, key, store=cache.store, known_only=known_only)
     return None if hit is None else ReportAnswer(hit.text, hit.notes, cached=True)
 
 
 def _store_answer(path: str | os.PathLike, key: str, text: str, notes: tuple[str, ...], cache: CachePolicy) -> None:
-    from ..trace_cache.results import store_result
+    from stepscope.trace_cache.results import store_result
 
     with contextlib.suppress(OSError, ValueError):  # a cache that cannot be written never fails the answer
         store_result(path, key, text, notes, store=cache.store)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..parsers.timeline import HOST_LAUNCH_KINDS
+from stepscope.parsers.timeline import HOST_LAUNCH_KINDS
+
 from .activity import Activity, covered_time
 from .event_rows import kind_mask
 from .model import Finding

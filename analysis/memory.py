@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..parsers.memory_table import CPU_DEVICE_TYPE, UNKNOWN, device_label
-from ..parsers.timeline import Timeline
+from stepscope.parsers.memory_table import CPU_DEVICE_TYPE, UNKNOWN, device_label
+from stepscope.parsers.timeline import Timeline
+
 from .model import Analysis
 from .roofline.gpus import match_gpu
 from .summary import MemorySummary

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..contracts.run_record import RunRecord
-from ..parsers.timeline import Timeline
+from stepscope.contracts.run_record import RunRecord
+from stepscope.parsers.timeline import Timeline
+
 from .memory import kv_tokens_capacity
 from .memory_findings import kv_growth_findings
 from .metrics import format_bytes

@@ -23,7 +23,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from ..parsers.timeline import Timeline
+from stepscope.parsers.timeline import Timeline
+
 from .categories import categorize
 from .model import Analysis
 from .number_format import compact, format_value

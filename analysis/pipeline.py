@@ -9,7 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+
 from .activity import busy_union, derive_activity
 from .capture_figures import capture_figures, gpu_mostly_idle
 from .composition import with_batch_figures

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..parsers.ranks import RankedRun
-from ..parsers.timeline import GPU_KINDS, Timeline
+from stepscope.parsers.ranks import RankedRun
+from stepscope.parsers.timeline import GPU_KINDS, Timeline
+
 from . import Analysis, AnalysisOptions, analyze
 from .activity import busy_union, covered_time, derive_activity
 from .categories import categorize

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..parsers.ranks import RankedRun
+from stepscope.parsers.ranks import RankedRun
+
 from .rank_collectives import summary as collective_summary
 from .ranks import RankRun
 from .report import _clean, contract

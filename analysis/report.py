@@ -7,7 +7,8 @@ import math
 
 import pandas as pd
 
-from ..parsers.timeline import Timeline
+from stepscope.parsers.timeline import Timeline
+
 from .activity import busy_union
 from .composition import requests_of
 from .model import Analysis

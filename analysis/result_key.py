@@ -72,7 +72,7 @@ def source_stamp() -> str:
             except OSError:
                 continue
             rows.append(f"{file.relative_to(PACKAGE_ROOT)}:{st.st_size}:{st.st_mtime_ns}")
-    from ..trace_cache.keys import hash_text
+    from stepscope.trace_cache.keys import hash_text
 
     return hash_text("\n".join(rows))[-16:]
 
@@ -80,7 +80,7 @@ def source_stamp() -> str:
 def result_key(**parts: Any) -> str:
     """The key of one answer from named parts (options, model, limits, sidecar, machine, command, ...), each turned
     into key material; NotKeyableError when one cannot be."""
-    from ..trace_cache.keys import PARSER_VERSION, hash_text
+    from stepscope.trace_cache.keys import PARSER_VERSION, hash_text
 
     material = {name: key_material(value) for name, value in sorted(parts.items())}
     material["versions"] = [PARSER_VERSION, RESULT_VERSION, source_stamp()]

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..parsers.timeline import Timeline
+from stepscope.parsers.timeline import Timeline
+
 from .activity import busy_union
 from .categories import categorize
 from .event_find import FindQuery, find, per_step

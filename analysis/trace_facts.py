@@ -12,7 +12,8 @@ import re
 
 import pandas as pd
 
-from ..parsers.timeline import Timeline
+from stepscope.parsers.timeline import Timeline
+
 from .model import TraceFacts
 from .names import match_text
 

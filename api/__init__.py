@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-if "." not in __name__:  # imported by its bare folder name in a checkout: be the stepscope. module
-    from stepscope._checkout import alias_this
-
-    alias_this(__name__)
-
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -15,12 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis import Analysis, AnalysisOptions
-from ..analysis import analyze as _analyze
-from ..analysis.compare import Comparison
-from ..analysis.compare import compare as _compare
-from ..analysis.front_door import Opened, OpenedRun
-from ..parsers import Timeline
+from stepscope.analysis import Analysis, AnalysisOptions
+from stepscope.analysis import analyze as _analyze
+from stepscope.analysis.compare import Comparison
+from stepscope.analysis.compare import compare as _compare
+from stepscope.analysis.front_door import Opened, OpenedRun
+from stepscope.parsers import Timeline
 
 
 @dataclass(frozen=True)
@@ -76,7 +71,7 @@ class Trace:
         kernels, categories. Either a time range (ms from the trace's start, the app's clock) or `steps` (rows of
         `.steps`: the work they own, clipped to their spans). The same computation as the app's Selection panel
         and `analyze --window` (analysis/event_window.py)."""
-        from ..analysis.event_window import ms_to_ns, range_window, steps_window
+        from stepscope.analysis.event_window import ms_to_ns, range_window, steps_window
 
         if steps is not None:
             if start_ms is not None or end_ms is not None:
@@ -92,7 +87,7 @@ class Trace:
         """Every event whose name holds `text` (case ignored unless `case_sensitive`), or matches it as an RE2
         regex with `regex=True`: one row each, start_ms, dur_us, name, kind, step (-1 outside steps). `kinds`:
         only events of these kinds ("kernel", "cpu_op", "runtime", ...). The app's Find box gives the same rows."""
-        from ..analysis.event_find import FindQuery, find_events
+        from stepscope.analysis.event_find import FindQuery, find_events
 
         query = FindQuery(text, regex, case_sensitive, tuple(kinds) if kinds is not None else None)
         return find_events(self.timeline, self._work, query)
@@ -103,7 +98,7 @@ class Trace:
         and what the call started in all (count, span_us, busy_us; a graph launch: every kernel it replays). None
         when the event is neither a launch call nor device work, or carries no correlation id. The app's link and
         the Perfetto export's flow arrows are the same links (analysis/launch_links.py)."""
-        from ..analysis.launch_links import launch_link, link_attrs
+        from stepscope.analysis.launch_links import launch_link, link_attrs
 
         launch = launch_link(self.timeline, row)
         return None if launch is None else link_attrs(launch, self.analysis.time_origin_ns)
@@ -111,7 +106,7 @@ class Trace:
     def kernels_of(self, row: int) -> pd.DataFrame:
         """The device work the launch call at `row` started (or, for device work, its launch's), one row each:
         row, start_ms, dur_us, name, kind, device, stream; `.attrs` as launch_of's. Empty when there is no link."""
-        from ..analysis.launch_links import LINK_COLUMNS, launch_link, work_table
+        from stepscope.analysis.launch_links import LINK_COLUMNS, launch_link, work_table
 
         launch = launch_link(self.timeline, row)
         if launch is None:
@@ -122,7 +117,7 @@ class Trace:
         """What precedes step `step`'s first device work: lead_us (the GPU idle from the step's start), that work
         (first_row, first_name), its launch (launch_of's object) and the longest host span on the launching thread
         between the step's start and the launch call (host_row, host_name, host_start_ms, host_dur_us)."""
-        from ..analysis.launch_links import lead_attrs, step_lead
+        from stepscope.analysis.launch_links import lead_attrs, step_lead
 
         lead = step_lead(self.timeline, self.analysis, self._work.event_rows, self._work.step, step)
         return lead_attrs(self.timeline, lead, self.analysis.time_origin_ns)
@@ -130,13 +125,13 @@ class Trace:
     @cached_property
     def _work(self):
         """The analysis' work items indexed for windows and finds (built on first use, kept with the trace)."""
-        from ..analysis.event_window import work_index
+        from stepscope.analysis.event_window import work_index
 
         return work_index(self.timeline, self.analysis)
 
     def html_report(self, path: str | os.PathLike, vs: Trace | None = None) -> Path:
         """Write the self-contained HTML report (plotly.js inside, opens offline); returns its path."""
-        from ..exporters.report_html import build_report, report_trace, write_report
+        from stepscope.exporters.report_html import build_report, report_trace, write_report
 
         traces = [report_trace(t.opened) for t in (self, vs) if t is not None]
         write_report(build_report(*traces), path)
@@ -161,7 +156,7 @@ class TraceComparison:
 
     def gate(self, *exprs: str) -> list:
         """Check gates such as "itl_p50_ms<=1.05x"; each result has .ok and .line()."""
-        from ..analysis.gate import evaluate_gates, parse_gates
+        from stepscope.analysis.gate import evaluate_gates, parse_gates
 
         return evaluate_gates(parse_gates(exprs), self.a.analysis.summary, self.b.analysis.summary)
 
@@ -186,7 +181,7 @@ def load(
     name, model folder or config.json for a trace without run.json (as the CLI's --model); `batch`: sequences per
     step for a trace that does not say (as --batch).
     Raises stepscope.parsers.TraceError (or ValueError for a bad option) with a one-line reason."""
-    from ..analysis.front_door import NO_CACHE, USE_CACHE, OpenedRun, is_run_source, open_folder, open_trace
+    from stepscope.analysis.front_door import NO_CACHE, USE_CACHE, OpenedRun, is_run_source, open_folder, open_trace
 
     options = AnalysisOptions.from_us(gap_threshold_us, step_regex=step_regex, batch=batch)
     policy = USE_CACHE if cache else NO_CACHE
@@ -198,7 +193,7 @@ def load(
 
 def _single(path: str | os.PathLike) -> str:
     """The one trace a folder or glob of one trace holds, or the path itself."""
-    from ..analysis.front_door import single_trace_of
+    from stepscope.analysis.front_door import single_trace_of
 
     return single_trace_of(path)
 
@@ -233,7 +228,7 @@ def load_run(
 ) -> Run:
     """Read every rank of a run (a folder or glob of rank traces) through the front door, as `stepscope analyze
     DIR` does. Raises TraceError naming the file that could not be read."""
-    from ..analysis.front_door import NO_CACHE, USE_CACHE, open_run
+    from stepscope.analysis.front_door import NO_CACHE, USE_CACHE, open_run
 
     options = AnalysisOptions.from_us(gap_threshold_us, step_regex=step_regex)
     return Run(open_run(source, options, model=model, cache=USE_CACHE if cache else NO_CACHE))

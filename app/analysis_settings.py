@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from ..analysis import AnalysisOptions
+from stepscope.analysis import AnalysisOptions
 
 if TYPE_CHECKING:
-    from ..analysis.front_door import Given
-    from ..analysis.roofline import ModelShape
+    from stepscope.analysis.front_door import Given
+    from stepscope.analysis.roofline import ModelShape
 
 GAP_US_KEY = "gap_threshold_us"
 REGEX_KEY = "step_regex"
@@ -39,7 +39,7 @@ def current_options(state: MutableMapping) -> AnalysisOptions:
 def current_given(state: MutableMapping) -> Given:
     """The model and device picked for traces without a run.json (the roofline panel's choices), as the front door
     takes them. A run.json beside the trace wins over them, as over the CLI's --model and --gpu."""
-    from ..analysis.front_door import Given, resolve_device
+    from stepscope.analysis.front_door import Given, resolve_device
 
     choice = state.get(MODEL_KEY)
     return Given(model_of(choice) if choice else None, resolve_device(state.get(DEVICE_KEY)))
@@ -47,8 +47,8 @@ def current_given(state: MutableMapping) -> Given:
 
 def model_of(choice: tuple) -> ModelShape:
     """The ModelShape a stored choice describes (ValueError when it does not describe one)."""
-    from ..analysis.roofline.model_config import shape_from_config, shape_from_form
-    from ..analysis.roofline.model_source import model_shape
+    from stepscope.analysis.roofline.model_config import shape_from_config, shape_from_form
+    from stepscope.analysis.roofline.model_source import model_shape
 
     kind, data = choice
     if kind == "config" and isinstance(data, dict):

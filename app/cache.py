@@ -23,8 +23,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..analysis import AnalysisOptions
-from ..analysis.front_door import (
+from stepscope.analysis import AnalysisOptions
+from stepscope.analysis.front_door import (
     NOTHING_GIVEN,
     USE_CACHE,
     CachePolicy,
@@ -37,8 +37,9 @@ from ..analysis.front_door import (
     open_trace,
     renamed,
 )
-from ..parsers import TraceError
-from ..parsers.limits import ReadLimits
+from stepscope.parsers import TraceError
+from stepscope.parsers.limits import ReadLimits
+
 from .stage_timing import StageLog, StageTimer
 
 READ_BAR_SECONDS = 0.5  # between two moves of the read progress bar
@@ -169,7 +170,7 @@ def load_path(
         st_ = os.stat(path)
     except OSError as exc:
         raise TraceError(f"cannot open {path.name}: {exc.strerror or exc}") from None
-    from ..trace_cache.keys import file_sample, stat_identity
+    from stepscope.trace_cache.keys import file_sample, stat_identity
 
     key = answer_key(path, options, given, ReadLimits.from_env())
     if key is None:  # an input that cannot be keyed: opened each time, never remembered under a wrong key
@@ -182,8 +183,8 @@ def load_path(
 
 def load_bytes(name: str, data: bytes, options: AnalysisOptions | None = None, given: Given = NOTHING_GIVEN) -> Opened:
     """The front door's answer for uploaded bytes (remembered by content, options and model). Raises TraceError."""
-    from ..analysis.front_door import answer_key_for
-    from ..parsers.run_sidecar import Sidecar
+    from stepscope.analysis.front_door import answer_key_for
+    from stepscope.parsers.run_sidecar import Sidecar
 
     options = options or AnalysisOptions()
     key = answer_key_for(Sidecar(), options, given, ReadLimits.from_env())
@@ -201,8 +202,8 @@ def load_folder(
     """The front door's answer for the files of one run (a serving engine's profile folder: its worker and its API
     server's trace; several files uploaded together), as `analyze DIR` reads them (front_door.open_folder_trace),
     remembered by every file's state (or bytes) and the answer's key. Raises TraceError with a one-line reason."""
-    from ..parsers.run_sidecar import Sidecar
-    from ..trace_cache.keys import file_sample, stat_identity
+    from stepscope.parsers.run_sidecar import Sidecar
+    from stepscope.trace_cache.keys import file_sample, stat_identity
 
     options = options or AnalysisOptions()
     key = answer_key_for(Sidecar(), options, given, ReadLimits.from_env())

@@ -52,9 +52,9 @@ def serve_cached_analyze(argv: Sequence[str]) -> int | None:
 
 
 def _cached(args: argparse.Namespace):
-    from ..analysis.front_door import NOTHING_GIVEN, USE_CACHE, answer_key, cached_answer
-    from ..analysis.options import AnalysisOptions
-    from ..parsers.limits import ReadLimits
+    from stepscope.analysis.front_door import NOTHING_GIVEN, USE_CACHE, answer_key, cached_answer
+    from stepscope.analysis.options import AnalysisOptions
+    from stepscope.parsers.limits import ReadLimits
 
     options = AnalysisOptions.from_us(args.gap_threshold_us, step_regex=args.step_regex, batch=args.batch)
     key = answer_key(args.trace, options, NOTHING_GIVEN, ReadLimits.from_env())

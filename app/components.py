@@ -9,11 +9,12 @@ import json
 
 import streamlit as st
 
-from ..analysis.metrics import HEADLINE, card_help, card_metrics, card_text, unknown_reason
-from ..analysis.number_format import format_count
-from ..analysis.step_figures import unknown_tokens_reason
-from ..analysis.summary import Summary
-from ..exporters.safe_text import for_markdown
+from stepscope.analysis.metrics import HEADLINE, card_help, card_metrics, card_text, unknown_reason
+from stepscope.analysis.number_format import format_count
+from stepscope.analysis.step_figures import unknown_tokens_reason
+from stepscope.analysis.summary import Summary
+from stepscope.exporters.safe_text import for_markdown
+
 from . import tables
 from .cache import LoadedTrace
 from .findings_panel import alert

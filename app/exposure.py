@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..contracts import settings
+from stepscope.contracts import settings
 
 LOCAL_ADDRESSES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 ALLOW_REMOTE_ENV = "STEPSCOPE_ALLOW_REMOTE_RUNS"

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from ..analysis.event_find import FindQuery, Found, count_line, per_step
-from ..analysis.event_window import table_page
-from ..analysis.number_format import format_value
-from ..analysis.selection import Selection
-from ..analysis.user_patterns import MAX_PATTERN_CHARS
-from ..exporters.figures import timeline_marks
-from ..exporters.safe_text import for_markdown
+from stepscope.analysis.event_find import FindQuery, Found, count_line, per_step
+from stepscope.analysis.event_window import table_page
+from stepscope.analysis.number_format import format_value
+from stepscope.analysis.selection import Selection
+from stepscope.analysis.user_patterns import MAX_PATTERN_CHARS
+from stepscope.exporters.figures import timeline_marks
+from stepscope.exporters.safe_text import for_markdown
+
 from . import tables
 from .detail_window import show_event
 from .workbench import Bench

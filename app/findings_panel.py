@@ -13,9 +13,10 @@ from collections.abc import MutableMapping
 
 import streamlit as st
 
-from ..analysis.findings import finding_range
-from ..analysis.report import saving_text
-from ..exporters.safe_text import for_markdown
+from stepscope.analysis.findings import finding_range
+from stepscope.analysis.report import saving_text
+from stepscope.exporters.safe_text import for_markdown
+
 from .cache import LoadedTrace
 
 TOP = 3  # findings shown under the cards

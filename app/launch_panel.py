@@ -14,12 +14,13 @@ import math
 import numpy as np
 import streamlit as st
 
-from ..analysis.event_find import steps_of
-from ..analysis.launch_links import Launch, cover_line, launch_link, lead_attrs, link_attrs, step_lead
-from ..analysis.number_format import format_value
-from ..analysis.selection import Selection
-from ..exporters.figures.timeline_marks import Marks
-from ..exporters.safe_text import for_markdown
+from stepscope.analysis.event_find import steps_of
+from stepscope.analysis.launch_links import Launch, cover_line, launch_link, lead_attrs, link_attrs, step_lead
+from stepscope.analysis.number_format import format_value
+from stepscope.analysis.selection import Selection
+from stepscope.exporters.figures.timeline_marks import Marks
+from stepscope.exporters.safe_text import for_markdown
+
 from .selection_panel import on_box
 from .workbench import Bench
 

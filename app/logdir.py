@@ -21,10 +21,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contracts import settings
-from ..contracts.safe_read import open_regular
-from ..exporters.safe_text import plain
-from ..parsers.ranks import FRONT_END_NAME, SERVING_WORKER_NAME
+from stepscope.contracts import settings
+from stepscope.contracts.safe_read import open_regular
+from stepscope.exporters.safe_text import plain
+from stepscope.parsers.ranks import FRONT_END_NAME, SERVING_WORKER_NAME
 
 LOGDIR_ENV = "STEPSCOPE_LOGDIR"
 SUFFIXES = (".json", ".gz", ".pftrace", ".perfetto-trace", ".sqlite", ".pb", ".trace")
@@ -146,7 +146,7 @@ def group_runs(traces: list[TraceFile]) -> list[TraceFile | RunFolder]:
 def folder_files(root: Path, folder: Path) -> list[Path]:
     """The trace files of a run folder under the root (as `analyze DIR` lists them), each checked to lie inside the
     root (a link out of it is left out)."""
-    from ..parsers.ranks import find_trace_files
+    from stepscope.parsers.ranks import find_trace_files
 
     root = Path(root).resolve()
     out = []

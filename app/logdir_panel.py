@@ -13,7 +13,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..exporters.safe_text import for_markdown
+from stepscope.exporters.safe_text import for_markdown
+
 from .logdir import (
     OutsideLogdirError,
     RunFolder,

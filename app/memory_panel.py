@@ -7,10 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ..analysis.metrics import format_bytes
-from ..analysis.number_format import MISSING, format_count
-from ..exporters.figures import memory_chart
-from ..exporters.safe_text import for_markdown
+from stepscope.analysis.metrics import format_bytes
+from stepscope.analysis.number_format import MISSING, format_count
+from stepscope.exporters.figures import memory_chart
+from stepscope.exporters.safe_text import for_markdown
+
 from .cache import LoadedTrace
 from .tables import show
 

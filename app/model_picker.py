@@ -13,8 +13,9 @@ from collections.abc import MutableMapping
 
 import streamlit as st
 
-from ..analysis.number_format import compact
-from ..exporters.safe_text import for_markdown
+from stepscope.analysis.number_format import compact
+from stepscope.exporters.safe_text import for_markdown
+
 from .analysis_settings import MODEL_KEY, model_of, set_custom_model
 
 MAX_CONFIG_BYTES = 16 << 20  # the same bound as a model config read by name (contracts.safe_read)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..exporters.perfetto_trace import perfetto_trace_bytes
-from ..exporters.perfetto_ui import open_in_perfetto_html
-from ..exporters.safe_text import for_markdown
+from stepscope.exporters.perfetto_trace import perfetto_trace_bytes
+from stepscope.exporters.perfetto_ui import open_in_perfetto_html
+from stepscope.exporters.safe_text import for_markdown
+
 from .cache import LoadedTrace
 from .components import file_base
 

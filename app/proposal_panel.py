@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.model_proposal import ModelProposal, form_fields, roofline_text
-from ..analysis.roofline import usable_run_record
-from ..exporters.safe_text import for_markdown
+from stepscope.analysis.model_proposal import ModelProposal, form_fields, roofline_text
+from stepscope.analysis.roofline import usable_run_record
+from stepscope.exporters.safe_text import for_markdown
+
 from .analysis_settings import set_model
 from .cache import LoadedTrace
 

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..analysis import AnalysisOptions
-from ..analysis.front_door import OpenedRun, TraceBytes, open_run
-from ..analysis.ranks import RankRun
-from ..parsers import TraceError
-from ..parsers.limits import ReadLimits
-from ..parsers.ranks import RankedRun, find_trace_files
+from stepscope.analysis import AnalysisOptions
+from stepscope.analysis.front_door import OpenedRun, TraceBytes, open_run
+from stepscope.analysis.ranks import RankRun
+from stepscope.parsers import TraceError
+from stepscope.parsers.limits import ReadLimits
+from stepscope.parsers.ranks import RankedRun, find_trace_files
+
 from .analysis_settings import current_given, current_options
 from .trace_sources import runs_dir, samples_dir
 
@@ -105,7 +106,7 @@ def _ranks_of_uploads(
 
 def load_rank_source(source: RankSource, state: MutableMapping) -> LoadedRanks:
     """Raises TraceError (one line) when a file cannot be read."""
-    from ..analysis.result_key import NotKeyableError, result_key
+    from stepscope.analysis.result_key import NotKeyableError, result_key
 
     options, model = current_options(state), current_given(state)  # model: the model and device given
     try:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.compare import Comparison
-from ..exporters.report_html import build_report
+from stepscope.analysis.compare import Comparison
+from stepscope.exporters.report_html import build_report
+
 from .cache import LoadedTrace
 from .components import file_base
 

@@ -15,10 +15,11 @@ from collections.abc import MutableMapping
 import pandas as pd
 import streamlit as st
 
-from ..analysis.request_figures import step_requests
-from ..exporters.figures import request_charts, request_lanes
-from ..exporters.request_tables import COLUMNS, requests_table, step_composition
-from ..exporters.safe_text import for_markdown
+from stepscope.analysis.request_figures import step_requests
+from stepscope.exporters.figures import request_charts, request_lanes
+from stepscope.exporters.request_tables import COLUMNS, requests_table, step_composition
+from stepscope.exporters.safe_text import for_markdown
+
 from . import tables
 from .cache import LoadedTrace
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from ..analysis.model import ranked
-from ..analysis.model_proposal import NOTE_PREFIX
-from ..analysis.number_format import compact, format_value, sig
-from ..analysis.roofline import (
+from stepscope.analysis.model import ranked
+from stepscope.analysis.model_proposal import NOTE_PREFIX
+from stepscope.analysis.number_format import compact, format_value, sig
+from stepscope.analysis.roofline import (
     GPUS,
     TYPICAL_FRACTIONS,
     Hardware,
@@ -31,11 +31,12 @@ from ..analysis.roofline import (
     timeline_device,
     usable_run_record,
 )
-from ..analysis.roofline.compare import format_bytes
-from ..analysis.roofline.model_source import preset_names
-from ..collectors.presets import DEFAULT_PRESET, PRESETS
-from ..contracts.run_record import RunRecord
-from ..exporters.safe_text import for_markdown
+from stepscope.analysis.roofline.compare import format_bytes
+from stepscope.analysis.roofline.model_source import preset_names
+from stepscope.contracts.presets import DEFAULT_PRESET, PRESETS
+from stepscope.contracts.run_record import RunRecord
+from stepscope.exporters.safe_text import for_markdown
+
 from . import components, model_picker, proposal_panel, tables
 from .analysis_settings import CUSTOM_KINDS, DEVICE_KEY, MODEL_KEY, set_device, set_model
 from .cache import LoadedTrace

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable
 
-from ..contracts import settings
+from stepscope.contracts import settings
 
 TIMING_ENV = "STEPSCOPE_TIMING_LOG"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..analysis.roofline import load_sweep
+from stepscope.analysis.roofline import load_sweep
 
 SWEEP_FILE = "sweep.json"
 ProgressCallback = Callable[[str, int, int], None]
@@ -19,8 +19,8 @@ def run_sweep(spec, out_dir: str | Path, progress: ProgressCallback | None = Non
     """Run collectors.sweep with `spec` (a SweepSpec) into out_dir; (path of sweep.json, its record).
 
     Raises CollectorError with a one-line message when the sweep fails."""
-    from ..analysis.roofline import complete_sweep
-    from ..collectors.sweep import run_prefill_sweep
+    from stepscope.analysis.roofline import complete_sweep
+    from stepscope.collectors.sweep import run_prefill_sweep
 
     result = run_prefill_sweep(spec, out_dir=out_dir, progress=progress, complete=complete_sweep)
     path = Path(result["path"])

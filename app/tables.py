@@ -6,15 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.kernel_names import distinct_short_names
-from ..analysis.model import Analysis
-from ..analysis.number_format import MISSING, round_sig
-from ..exporters.anatomy_tables import (  # re-exported: the pages' tables, shared with the HTML report
+from stepscope.analysis.kernel_names import distinct_short_names
+from stepscope.analysis.model import Analysis
+from stepscope.analysis.number_format import MISSING, round_sig
+from stepscope.exporters.anatomy_tables import (  # re-exported: the pages' tables, shared with the HTML report
     category_roofline_table as category_roofline_table,
 )
-from ..exporters.anatomy_tables import category_table as category_table
-from ..exporters.anatomy_tables import composition_table as composition_table
-from ..exporters.safe_text import plain
+from stepscope.exporters.anatomy_tables import category_table as category_table
+from stepscope.exporters.anatomy_tables import composition_table as composition_table
+from stepscope.exporters.safe_text import plain
 
 STEP_TIME_COLUMNS = ("start_ns", "end_ns", "token_ns")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contracts import settings
-from ..contracts.run_record import RunRecord, read_run_record
+from stepscope.contracts import settings
+from stepscope.contracts.run_record import RunRecord, read_run_record
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE_FILE = "trace.json.gz"

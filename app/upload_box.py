@@ -12,8 +12,9 @@ from collections.abc import MutableMapping
 
 import streamlit as st
 
-from ..exporters.safe_text import for_markdown
-from ..parsers.trace_processor import trace_processor_status
+from stepscope.exporters.safe_text import for_markdown
+from stepscope.parsers.trace_processor import trace_processor_status
+
 from .uploads import register_upload, register_upload_run, size_limit_text
 
 FORMATS_READ = (

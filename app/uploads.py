@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from ..analysis.front_door import TraceBytes
-from ..parsers import TraceError
-from ..parsers.limits import MiB, ReadLimits
+from stepscope.analysis.front_door import TraceBytes
+from stepscope.parsers import TraceError
+from stepscope.parsers.limits import MiB, ReadLimits
+
 from .analysis_settings import current_given, current_options
 from .cache import LoadedTrace, load_bytes, load_folder, sha256_of_bytes
 

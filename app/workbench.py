@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from ..analysis.event_find import FindQuery, Found, find
-from ..analysis.event_window import WorkIndex, ms_to_ns, work_index
-from ..analysis.selection import Selection
+from stepscope.analysis.event_find import FindQuery, Found, find
+from stepscope.analysis.event_window import WorkIndex, ms_to_ns, work_index
+from stepscope.analysis.selection import Selection
+
 from .cache import MAX_OPENED, LoadedTrace
 
 

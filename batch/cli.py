@@ -17,8 +17,8 @@ def add_batch_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def handle_batch(args: argparse.Namespace) -> int:
-    from .inputs import discover
-    from .runner import run_batch
+    from stepscope.batch.inputs import discover
+    from stepscope.batch.runner import run_batch
 
     if args.workers is not None and args.workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)

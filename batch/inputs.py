@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contracts.safe_read import open_regular
-from ..parsers.errors import TraceError
-from ..parsers.ranks import (
+from stepscope.contracts.safe_read import open_regular
+from stepscope.parsers.errors import TraceError
+from stepscope.parsers.ranks import (
     FRONT_END_NAME,
     NOT_TRACES,
     SERVING_WORKER_NAME,

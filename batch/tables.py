@@ -14,8 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..analysis.metrics import METRICS
-from ..contracts.safe_read import open_regular
+from stepscope.analysis.metrics import METRICS
+from stepscope.contracts.safe_read import open_regular
+
 from .work import CATEGORY_FIELDS, COUNT_METRICS, GAP_FIELDS, ROW_TABLES, STEP_FIELDS, TRACE_FIELDS
 
 SCHEMAS = {

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from ..analysis.metrics import METRICS
+from stepscope.analysis.metrics import METRICS
 
 COUNT_METRICS = ("prefill_steps", "decode_steps")  # integers; every other metric is a float
 TRACE_FIELDS = (
@@ -184,8 +184,8 @@ def analyze_one(key: str, path: str, size_bytes: int, copies: int = 1, crash_onc
             os._exit(17)
         except FileExistsError:
             pass
-    from ..analysis.front_door import OpenedRun, open_folder, open_trace
-    from ..parsers.errors import TraceError
+    from stepscope.analysis.front_door import OpenedRun, open_folder, open_trace
+    from stepscope.parsers.errors import TraceError
 
     started = time.perf_counter()
     base = {f: None for f in TRACE_FIELDS}

@@ -17,9 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import analyze  # noqa: E402
-from analysis.step_finding import find_steps  # noqa: E402
-from parsers import load_trace  # noqa: E402
+from stepscope.analysis import analyze  # noqa: E402
+from stepscope.analysis.step_finding import find_steps  # noqa: E402
+from stepscope.parsers import load_trace  # noqa: E402
 
 DEFAULT_TRACES = [ROOT / "bench/out/gpu/gpu_trace.json", ROOT / "bench/out/cpu/cpu_trace.json"]
 

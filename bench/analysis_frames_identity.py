@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from analysis_identity import inputs  # noqa: E402
 
-from analysis import AnalysisOptions, analyze  # noqa: E402
-from parsers.load import load_trace  # noqa: E402
+from stepscope.analysis import AnalysisOptions, analyze  # noqa: E402
+from stepscope.parsers.load import load_trace  # noqa: E402
 
 
 def fingerprint(value: object) -> object:

@@ -26,10 +26,10 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".sqlite")
 # traces' roofline numbers change from run to run; the analysis under test does not depend on them.
 CLI = """
 import sys
-from analysis.roofline import cpu_calibration as c
+from stepscope.analysis.roofline import cpu_calibration as c
 c.measure_memory_bandwidth = lambda repeats=5: 16e9
 c.measure_matmul_throughput = lambda repeats=3: 100e9
-from app.cli.main import main
+from stepscope.app.cli.main import main
 sys.argv = ["app.cli", *sys.argv[1:]]
 sys.exit(main())
 """

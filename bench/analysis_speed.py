@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, sys, time
-from analysis import AnalysisOptions, analyze
-from parsers.load import load_trace
+from stepscope.analysis import AnalysisOptions, analyze
+from stepscope.parsers.load import load_trace
 timeline = load_trace(sys.argv[1])
 out = {}
 for call in ("cold", "warm"):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis import AnalysisOptions, analyze
-from parsers import load_trace
+from stepscope.analysis import AnalysisOptions, analyze
+from stepscope.parsers import load_trace
 
 REPEATS = 5
 

@@ -21,9 +21,9 @@ DEFAULT_TRACE = REPO / "bench" / "out" / "gpu" / "gpu_trace.json"
 
 
 def main(argv: list[str]) -> int:
-    from analysis import analyze
-    from exporters.figures import timeline as timeline_figures
-    from parsers import load_trace
+    from stepscope.analysis import analyze
+    from stepscope.exporters.figures import timeline as timeline_figures
+    from stepscope.parsers import load_trace
 
     path = Path(argv[0]) if argv else DEFAULT_TRACE
     if not path.exists():

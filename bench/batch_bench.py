@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from batch.runner import run_batch  # noqa: E402
-from batch.work import PATH_FIELDS, TIMING_FIELDS  # noqa: E402
+from stepscope.batch.runner import run_batch  # noqa: E402
+from stepscope.batch.work import PATH_FIELDS, TIMING_FIELDS  # noqa: E402
 
 REAL = ROOT.parent / "shared" / "real_traces"
 if not REAL.is_dir():

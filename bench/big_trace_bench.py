@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from make_big_serving_trace import SOURCE, build, copies_for  # noqa: E402
 
-from parsers.memory_budget import memory_budget_bytes  # noqa: E402
+from stepscope.parsers.memory_budget import memory_budget_bytes  # noqa: E402
 
 _PEAK = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
 _SOURCE_STEPS = 1  # the source trace's steps (make_big_serving_trace's docstring: its one vLLM step annotation)

@@ -291,9 +291,9 @@ def one_round(browser, trace: Path) -> dict:
 def figure_json_mb(trace: Path) -> float:
     """Size of the overview figure's JSON for this trace (what the page sends), from an in-process build."""
     sys.path.insert(0, str(ROOT))
-    from analysis import analyze
-    from exporters.figures.timeline import overview_figure
-    from parsers import load_trace
+    from stepscope.analysis import analyze
+    from stepscope.exporters.figures.timeline import overview_figure
+    from stepscope.parsers import load_trace
 
     figure, _ = overview_figure(analyze(load_trace(trace)))
     return round(len(figure.to_json()) / 1e6, 2)

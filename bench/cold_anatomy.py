@@ -2,7 +2,7 @@
 
 Each round runs, one after the other, whole processes (medians over the rounds):
 - `python -c pass` (the interpreter's start), `import numpy`, `import numpy, pandas`, and the CLI's own first
-  imports (`import app.cli.main`);
+  imports (`import stepscope.app.cli.main`);
 - a cold read alone (`parsers.load_trace`, no cache, the process's imports included), and a cold read with the
   analysis (`analyze TRACE --json` with an empty STEPSCOPE_CACHE_DIR).
 The differences are the stages: reading = read - imports of numpy and pandas (the reader imports them while the
@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         "start-up (python -c pass)": [py, "-c", "pass"],
         "import numpy": [py, "-c", "import numpy"],
         "import numpy, pandas": [py, "-c", "import numpy, pandas"],
-        "the CLI's first imports": [py, "-c", "import app.cli.main"],
-        "read (load_trace, no cache)": [py, "-c", f"from parsers import load_trace; load_trace({trace!r})"],
+        "the CLI's first imports": [py, "-c", "import stepscope.app.cli.main"],
+        "read (load_trace, no cache)": [py, "-c", f"from stepscope.parsers import load_trace; load_trace({trace!r})"],
         "analyze --json, cold": [py, "-m", "app.cli", "analyze", trace, "--json"],
     }
     times: dict[str, list[float]] = {name: [] for name in stages}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.roofline.cpu_calibration import measure_matmul_throughput, measure_memory_bandwidth
+from stepscope.analysis.roofline.cpu_calibration import measure_matmul_throughput, measure_memory_bandwidth
 
 
 def main() -> None:

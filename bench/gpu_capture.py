@@ -47,7 +47,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.trace_size import MIB, TRACE_LIMIT_BYTES, TraceShape, decode_step_cap, estimate_trace_bytes  # noqa: E402
-from collectors.capture_check import TraceCheck, check_capture, format_summary, write_text_atomically  # noqa: E402
+from stepscope.collectors.capture_check import (  # noqa: E402
+    TraceCheck,
+    check_capture,
+    format_summary,
+    write_text_atomically,
+)
 
 FILE_LIMIT_BYTES = 16 * MIB  # what the device tool brings back per file
 OUT_LIMIT_BYTES = 62 * MIB  # and in all (64 MiB), less room for the summary and the log
@@ -145,8 +150,8 @@ def decode_cap_for(capture: Capture, plan: Plan, scale: float) -> tuple[int, int
 
 def run_capture(capture: Capture, plan: Plan, model: Any, work: Path, out: Path, scale: float) -> CaptureResult:
     """Profile one capture with the collectors, annotate its run.json, archive it into ``out`` and check it."""
-    from collectors.run import RunSpec, run_profiled_generation
-    from contracts.run_record import read_run_record, write_run_record
+    from stepscope.collectors.run import RunSpec, run_profiled_generation
+    from stepscope.contracts.run_record import read_run_record, write_run_record
 
     started = time.perf_counter()
     runs = plan.capture_as_run(capture)
@@ -400,7 +405,7 @@ def _capture_set(captures: list[Capture], out: Path, args: argparse.Namespace) -
 
             import torch
 
-            from collectors.devices import release_device_memory
+            from stepscope.collectors.devices import release_device_memory
 
             gc.collect()
             return release_device_memory(torch.device(plan.device))
@@ -422,11 +427,11 @@ def _capture_set(captures: list[Capture], out: Path, args: argparse.Namespace) -
 
 def _prepare(dry_run: bool, captures: list[Capture]) -> tuple[Plan, Any, list[str]]:
     """The plan, the one model every capture reuses, and the summary's header lines (what ran where)."""
-    from collectors.devices import device_name, parse_dtype
-    from collectors.model_loading import build_preset
-    from collectors.run import _quiet_libraries
-    from collectors.run_record import versions
-    from collectors.torch_setup import torch_and_device
+    from stepscope.collectors.devices import device_name, parse_dtype
+    from stepscope.collectors.model_loading import build_preset
+    from stepscope.collectors.run import _quiet_libraries
+    from stepscope.collectors.run_record import versions
+    from stepscope.collectors.torch_setup import torch_and_device
 
     _quiet_libraries()
     _torch, device = torch_and_device("cpu" if dry_run else "cuda", "bench/gpu_capture.py")

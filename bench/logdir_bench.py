@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app import logdir  # noqa: E402
+from stepscope.app import logdir  # noqa: E402
 from tests.synthetic_traces import doc, synthetic_generation  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "logdir_tree"

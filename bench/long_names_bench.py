@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import AnalysisOptions, analyze  # noqa: E402
-from parsers.load import load_trace  # noqa: E402
+from stepscope.analysis import AnalysisOptions, analyze  # noqa: E402
+from stepscope.parsers.load import load_trace  # noqa: E402
 from tests.synthetic_long_names import synthetic_long_names_gz  # noqa: E402
 
 

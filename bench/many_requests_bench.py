@@ -17,9 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import analyze  # noqa: E402
-from analysis.report import contract  # noqa: E402
-from parsers import parse_trace_bytes  # noqa: E402
+from stepscope.analysis import analyze  # noqa: E402
+from stepscope.analysis.report import contract  # noqa: E402
+from stepscope.parsers import parse_trace_bytes  # noqa: E402
 from tests.synthetic_traces import doc, many_tiny_requests  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def tiny_events_bench(count: int) -> None:
     code = (
         (
             "import resource, sys, time; sys.path.insert(0, %r)\n"
-            "from parsers import load_trace, TraceError\n"
+            "from stepscope.parsers import load_trace, TraceError\n"
             "t = time.perf_counter()\n"
             "try:\n    load_trace(%r); outcome = 'read'\n"
             "except TraceError as exc:\n    outcome = 'refused: ' + str(exc)[:90]\n"

@@ -22,9 +22,9 @@ sys.path.insert(0, str(REPO))
 
 
 def _figures() -> list[tuple[str, object]]:
-    from analysis import analyze
-    from exporters.figures import timeline as timeline_figures
-    from parsers import load_trace
+    from stepscope.analysis import analyze
+    from stepscope.exporters.figures import timeline as timeline_figures
+    from stepscope.parsers import load_trace
 
     out = []
     for folder in sorted((REPO / "sample_traces").iterdir()):

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from contracts.markers import format_marker  # noqa: E402
+from stepscope.contracts.markers import format_marker  # noqa: E402
 from tests.synthetic_traces import annotation, kernel, launch  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
@@ -86,11 +86,11 @@ def whole_process(folder: Path, cache: Path) -> float:
 def stages(folder: Path, cache: Path) -> dict[str, float]:
     """The stages of a warm `analyze DIR --json`, timed in this process."""
     os.environ["STEPSCOPE_CACHE_DIR"] = str(cache)
-    from analysis import analyze
-    from analysis.ranks import analyze_ranks
-    from analysis.ranks_report import multi_rank_contract
-    from parsers.ranks import find_trace_files, rank_timelines
-    from trace_cache.timelines import load_trace_cached
+    from stepscope.analysis import analyze
+    from stepscope.analysis.ranks import analyze_ranks
+    from stepscope.analysis.ranks_report import multi_rank_contract
+    from stepscope.parsers.ranks import find_trace_files, rank_timelines
+    from stepscope.trace_cache.timelines import load_trace_cached
 
     out: dict[str, float] = {}
     t = time.perf_counter()

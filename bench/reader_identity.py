@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CLI = """
 import sys
-from analysis.roofline import cpu_calibration as c
+from stepscope.analysis.roofline import cpu_calibration as c
 c.measure_memory_bandwidth = lambda repeats=5: 16e9
 c.measure_matmul_throughput = lambda repeats=3: 100e9
-from app.cli.main import main
+from stepscope.app.cli.main import main
 sys.argv = ["app.cli", *sys.argv[1:]]
 sys.exit(main())
 """

@@ -25,7 +25,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exporters.figures.request_lanes import PAGE, request_lanes_figure  # noqa: E402
+from stepscope.exporters.figures.request_lanes import PAGE, request_lanes_figure  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 STEP_NS = 5_000_000

@@ -32,11 +32,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from parsers.kineto import pieces as split_decode  # noqa: E402
-from parsers.kineto.columns import ColumnBuilder as _ColumnBuilder  # noqa: E402
-from parsers.kineto.fields import EVENT_FIELDS  # noqa: E402
-from parsers.kineto.file_pieces import FileSource  # noqa: E402
-from parsers.kineto.join import narrow_run, sort_run  # noqa: E402
+from stepscope.parsers.kineto import pieces as split_decode  # noqa: E402
+from stepscope.parsers.kineto.columns import ColumnBuilder as _ColumnBuilder  # noqa: E402
+from stepscope.parsers.kineto.fields import EVENT_FIELDS  # noqa: E402
+from stepscope.parsers.kineto.file_pieces import FileSource  # noqa: E402
+from stepscope.parsers.kineto.join import narrow_run, sort_run  # noqa: E402
 
 STAGES = ("read", "decode", "columns", "sort", "free")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.front_door import NO_CACHE, open_folder  # noqa: E402
+from stepscope.analysis.front_door import NO_CACHE, open_folder  # noqa: E402
 from tests.captures.vllm import make_twins  # noqa: E402
 from tests.captures.vllm_truth import score  # noqa: E402
 

@@ -176,7 +176,7 @@ def measure(
     """Capture the tiny-width ``layers``-layer Llama on this CPU with each of ``options`` ("plain", "stack")."""
     import transformers
 
-    from collectors.run import RunSpec, run_profiled_generation
+    from stepscope.collectors.run import RunSpec, run_profiled_generation
 
     config = transformers.LlamaConfig(
         hidden_size=64,

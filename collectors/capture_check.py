@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..contracts.markers import MARKER_PREFIX
+from stepscope.contracts.markers import MARKER_PREFIX
 
 KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
 HOST_CATEGORIES = frozenset(

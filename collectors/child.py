@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..contracts import settings
-from .errors import CollectorError
+from stepscope.collectors.errors import CollectorError
+from stepscope.contracts import settings
 
 NICE = 10
 POLL_S = 0.25
@@ -137,7 +137,7 @@ def _child_main() -> int:
     def say(message: dict) -> None:
         real_stdout.write(json.dumps(message) + "\n")
 
-    from .run import RunSpec, _quiet_libraries, run_profiled_generation
+    from stepscope.collectors.run import RunSpec, _quiet_libraries, run_profiled_generation
 
     _quiet_libraries()
     try:

@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..contracts.run_record import read_run_record
-from .errors import CollectorError
-from .run import RunSpec, run_profiled_generation
+from stepscope.collectors.errors import CollectorError
+from stepscope.collectors.run import RunSpec, run_profiled_generation
+from stepscope.contracts.run_record import read_run_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,11 +45,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _stepscope_summary(trace: Path) -> dict[str, Any] | None:
     """The hook for Stepscope's own figures; None (with a note) when analysis is not there yet."""
-    if importlib.util.find_spec("analysis") is None:
+    if importlib.util.find_spec("stepscope.analysis") is None:
         print("  stepscope analyze: skipped (analysis not importable)")
         return None
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", "analyze", str(trace), "--json"],
+        [sys.executable, "-m", "stepscope", "analyze", str(trace), "--json"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..contracts.machine_figures import measure
+from stepscope.contracts.machine_figures import measure
 
 COPY_BYTES = 64 << 20  # well beyond the caches
 MATMUL_N = 1024

@@ -14,10 +14,11 @@ from typing import Any
 
 import torch
 
-from ..contracts.safe_read import read_regular_text
+from stepscope.contracts.presets import PRESETS
+from stepscope.contracts.safe_read import read_regular_text
+
 from .devices import free_memory_bytes
 from .errors import CollectorError
-from .presets import preset_config
 
 
 @dataclass
@@ -163,6 +164,21 @@ def _config_file(path: str) -> dict[str, Any]:
         raise CollectorError(f"could not read {path}/config.json: {' '.join(str(exc).split())[:200]}") from None
     if not isinstance(config, dict):
         raise CollectorError(f"{path}/config.json is not a JSON object")
+    return config
+
+
+def preset_config(name: str):
+    """The transformers config of a preset; unknown names get a message listing the known ones."""
+    preset = PRESETS.get(name)
+    if preset is None:
+        known = ", ".join(sorted(PRESETS))
+        raise CollectorError(f"unknown preset {name!r}; known presets: {known}")
+    import transformers
+
+    config_class = getattr(transformers, preset.config_class)
+    config = config_class(**preset.config_kwargs)
+    # Presets always use PyTorch's SDPA: the attention kernels a stock HF deployment runs.
+    config._attn_implementation = "sdpa"
     return config
 
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..contracts import settings
-from .errors import CollectorError
-from .torch_setup import torch_and_device
+from stepscope.collectors.errors import CollectorError
+from stepscope.collectors.torch_setup import torch_and_device
+from stepscope.contracts import settings
 
 ProgressCallback = Callable[[str, int, int], None]
 STAGES = ("load model", "warm up", "profile", "export")
@@ -67,7 +67,7 @@ class RunSpec:
 
 
 def _validate(spec: RunSpec) -> None:
-    from .decode_loops import MODES
+    from stepscope.collectors.decode_loops import MODES
 
     if spec.mode not in MODES:
         raise CollectorError(f"unknown mode {spec.mode!r}; use one of {', '.join(MODES)}")
@@ -97,7 +97,7 @@ def _run_id(spec: RunSpec, device_type: str) -> str:
 
 
 def _make_loop(loaded: Any, spec: RunSpec, device: Any, prompt_len: int) -> Any:
-    from .decode_loops import DecodeSettings, HFGenerateLoop, StaticCacheLoop
+    from stepscope.collectors.decode_loops import DecodeSettings, HFGenerateLoop, StaticCacheLoop
 
     settings = DecodeSettings(spec.new_tokens, spec.batch, prompt_len, spec.sample, spec.temperature)
     if spec.mode == "eager":
@@ -123,8 +123,8 @@ def run_profiled_generation(
     notify = progress or (lambda stage, done, total: None)
     _validate(spec)
     torch, device = torch_and_device(spec.device, "collectors")
-    from .devices import parse_dtype, release_device_memory
-    from .locking import device_lock
+    from stepscope.collectors.devices import parse_dtype, release_device_memory
+    from stepscope.collectors.locking import device_lock
 
     if spec.mode == "cuda-graph" and device.type != "cuda":
         raise CollectorError("mode cuda-graph needs a CUDA GPU; on the CPU use mode eager or compile")
@@ -182,7 +182,7 @@ def _check_supplied_model(loaded: Any, spec: RunSpec, device: Any, dtype: Any) -
 
 
 def _load_model(spec: RunSpec, device: Any, dtype: Any, supplied: Any | None) -> Any:
-    from .model_loading import build_preset, load_pretrained
+    from stepscope.collectors.model_loading import build_preset, load_pretrained
 
     if supplied is not None:
         _check_supplied_model(supplied, spec, device, dtype)
@@ -203,12 +203,12 @@ def _profile_into(
     notify: ProgressCallback,
     supplied_model: Any | None = None,
 ) -> Path:
-    from ..contracts.run_record import write_run_record
-    from .devices import device_name, release_device_memory
-    from .profiling import ProfilerOptions, ProfileWindow
-    from .prompts import prompt_ids
-    from .run_record import build_record, timings
-    from .step_tracker import StepTracker
+    from stepscope.collectors.devices import device_name, release_device_memory
+    from stepscope.collectors.profiling import ProfilerOptions, ProfileWindow
+    from stepscope.collectors.prompts import prompt_ids
+    from stepscope.collectors.run_record import build_record, timings
+    from stepscope.collectors.step_tracker import StepTracker
+    from stepscope.contracts.run_record import write_run_record
 
     notify("load model", 0, 1)
     loaded = _load_model(spec, device, dtype, supplied_model)

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..contracts.run_record import SCHEMA, RunRecord
+from stepscope.contracts.run_record import SCHEMA, RunRecord
 
 
 def versions() -> dict[str, str | None]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..contracts.markers import format_marker
+from stepscope.contracts.markers import format_marker
 
 
 class StepTracker:

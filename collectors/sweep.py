@@ -45,8 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..contracts.sweep_record import SCHEMA as SWEEP_SCHEMA
-from ..contracts.sweep_record import write_sweep_record
+from stepscope.contracts.sweep_record import SCHEMA as SWEEP_SCHEMA
+from stepscope.contracts.sweep_record import write_sweep_record
+
 from .errors import CollectorError
 from .torch_setup import torch_and_device
 

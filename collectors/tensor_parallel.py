@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import CollectorError
+from stepscope.collectors.errors import CollectorError
 
 TRACE_NAME = "rank-{rank}.trace.json.gz"
 
@@ -103,11 +103,11 @@ def _rank_main(rank: int, spec: TPSpec, port: int, out: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from .decode_loops import DecodeSettings, HFGenerateLoop
-    from .model_loading import build_preset
-    from .profiling import ProfilerOptions, ProfileWindow
-    from .prompts import prompt_ids
-    from .step_tracker import StepTracker
+    from stepscope.collectors.decode_loops import DecodeSettings, HFGenerateLoop
+    from stepscope.collectors.model_loading import build_preset
+    from stepscope.collectors.profiling import ProfilerOptions, ProfileWindow
+    from stepscope.collectors.prompts import prompt_ids
+    from stepscope.collectors.step_tracker import StepTracker
 
     torch.set_num_threads(spec.threads_per_rank)
     dist.init_process_group("gloo", rank=rank, world_size=spec.ranks)
@@ -144,9 +144,9 @@ def run_tensor_parallel(spec: TPSpec, out_dir: str | os.PathLike = "runs") -> Pa
     """Run ``spec.ranks`` processes, write one trace per rank plus run.json into a new run folder atomically."""
     import torch.multiprocessing as mp
 
-    from ..contracts.run_record import write_run_record
-    from .presets import preset_config
-    from .run_record import build_record, json_safe, timings
+    from stepscope.collectors.model_loading import preset_config
+    from stepscope.collectors.run_record import build_record, json_safe, timings
+    from stepscope.contracts.run_record import write_run_record
 
     if spec.ranks < 2:
         raise CollectorError("ranks must be at least 2")

@@ -4,8 +4,3 @@ figures the app and the report draw, the Perfetto export. No Streamlit here.
 Nothing is imported here: the command line's warm path renders a cached answer as text (text_report) without
 loading the Perfetto protos, Plotly or pandas.
 """
-
-if "." not in __name__:  # imported by its bare folder name in a checkout: be the stepscope. module
-    from stepscope._checkout import alias_this
-
-    alias_this(__name__)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analysis.composition import composition_table as composition_table_of
-from ..analysis.composition import requests_of
-from ..analysis.model import Analysis
-from ..analysis.number_format import format_value
+from stepscope.analysis.composition import composition_table as composition_table_of
+from stepscope.analysis.composition import requests_of
+from stepscope.analysis.model import Analysis
+from stepscope.analysis.number_format import format_value
 
 
 def composition_table(analysis: Analysis) -> pd.DataFrame:

@@ -12,10 +12,11 @@ import math
 import re
 from collections.abc import Sequence
 
-from ..analysis.compare import Comparison
-from ..analysis.gate import GateResult
-from ..analysis.metrics import BY_KEY
-from ..analysis.number_format import format_delta, format_ratio, format_row, format_value, shared_unit
+from stepscope.analysis.compare import Comparison
+from stepscope.analysis.gate import GateResult
+from stepscope.analysis.metrics import BY_KEY
+from stepscope.analysis.number_format import format_delta, format_ratio, format_row, format_value, shared_unit
+
 from .safe_text import plain
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]|~$])")  # with < > & as entities: nothing renders as markup

@@ -31,10 +31,10 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
-from ..analysis.model import Analysis
-from ..parsers.memory_table import UNKNOWN
-from ..parsers.perfetto_memory import FIGURES, MEMORY_GROUP, memory_track_name
-from ..parsers.perfetto_reader import (
+from stepscope.analysis.model import Analysis
+from stepscope.parsers.memory_table import UNKNOWN
+from stepscope.parsers.perfetto_memory import FIGURES, MEMORY_GROUP, memory_track_name
+from stepscope.parsers.perfetto_reader import (
     EXTERNAL_ID_ANNOTATION,
     HOST_LAUNCH_GROUP,
     HOST_OPS_GROUP,
@@ -44,7 +44,7 @@ from ..parsers.perfetto_reader import (
     gpu_lane_name,
     host_lane_name,
 )
-from ..parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
 
 SEQUENCE_ID = 1
 PHASE_CATEGORY = "stepscope.phase"

@@ -23,9 +23,10 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from ..analysis.compare import Comparison, batches_differ
-from ..analysis.model import Analysis
-from ..parsers.timeline import Timeline
+from stepscope.analysis.compare import Comparison, batches_differ
+from stepscope.analysis.model import Analysis
+from stepscope.parsers.timeline import Timeline
+
 from . import report_sections as sections
 from .compare_formats import format_delta, format_ratio, format_value, op_diff_caption, op_diff_rows
 from .figures import compare_charts
@@ -239,7 +240,7 @@ def build_report(
     if max_bytes is None:
         max_bytes = MAX_REPORT_BYTES if other is None else MAX_COMPARISON_BYTES
     if other is not None and comparison is None:
-        from ..analysis.compare import compare
+        from stepscope.analysis.compare import compare
 
         comparison = compare(trace.analysis, other.analysis, trace.name, other.name)
     for budgets in BUDGETS:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.model import Analysis
+from stepscope.analysis.model import Analysis
 
 TTFT_FROM = {"arrival": "arrival (API server)", "first_step": "its first step", "": ""}
 COLUMNS = {  # column: (header, help)

@@ -6,9 +6,10 @@ the rest of a terminal line around, and a file name that is not UTF-8 cannot fai
 
 from __future__ import annotations
 
-from ..analysis.metrics import METRICS, card_text, format_bytes, format_value
-from ..analysis.number_format import MISSING, format_count
-from ..analysis.report import saving_text
+from stepscope.analysis.metrics import METRICS, card_text, format_bytes, format_value
+from stepscope.analysis.number_format import MISSING, format_count
+from stepscope.analysis.report import saving_text
+
 from .safe_text import plain
 
 STEP_HEADS = ("span", "kernels", "launches", "busy", "idle", "lead", "tail")

@@ -16,8 +16,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contracts import settings
-from ..contracts.safe_read import NotRegularFileError, open_regular
+from stepscope.contracts import settings
+from stepscope.contracts.safe_read import NotRegularFileError, open_regular
+
 from . import inflate
 from .errors import TraceError
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 
-from ..contracts import settings
+from stepscope.contracts import settings
+
 from .errors import TraceError
 
 MiB = 1 << 20

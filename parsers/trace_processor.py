@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..contracts import settings
+from stepscope.contracts import settings
 
 TRACE_PROCESSOR_ENV = "STEPSCOPE_TRACE_PROCESSOR"
 

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 def page_test(page: str, timeout: float) -> AppTest:
     """`page`: "analyze", "compare", "ranks", "fleet" or "run" (a file name such as "analyze.py" also works)."""
     name = page.removesuffix(".py")
-    return AppTest.from_string(f"from app.views.{name} import render\n\nrender()\n", default_timeout=timeout)
+    return AppTest.from_string(f"from stepscope.app.views.{name} import render\n\nrender()\n", default_timeout=timeout)
 
 
 def too_precise(at) -> list[tuple[str, float]]:
@@ -19,7 +19,7 @@ def too_precise(at) -> list[tuple[str, float]]:
     import numpy as np
     import pandas as pd
 
-    from app.tables import POSITION_SUFFIXES
+    from stepscope.app.tables import POSITION_SUFFIXES
 
     found = []
     for frame in (d.value for d in at.dataframe):

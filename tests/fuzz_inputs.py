@@ -18,8 +18,8 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from app.cli.main import INTERNAL_ERROR
-from app.cli.main import main as cli_main
+from stepscope.app.cli.main import INTERNAL_ERROR
+from stepscope.app.cli.main import main as cli_main
 
 HUGE_INTS = [0, 1, -1, 7, 2**31, 2**53, 2**62, 2**63 - 1, 2**63, 2**64 - 1, 10**20, -(2**63), -(10**20)]
 ints = st.one_of(st.integers(-5, 100_000), st.sampled_from(HUGE_INTS))

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from app.cli.main import INTERNAL_ERROR
-from app.cli.main import main as cli_main
+from stepscope.app.cli.main import INTERNAL_ERROR
+from stepscope.app.cli.main import main as cli_main
+from stepscope.trace_cache.results import RESULT_TAG as _RESULT_TAG
 from tests import fuzz_inputs as fi
 from tests.synthetic_traces import annotation, doc, kernel, launch, synthetic_generation
-from trace_cache.results import RESULT_TAG as _RESULT_TAG
 
 WALL_S = 20
 BAD_WORDS = (INTERNAL_ERROR, "internal error", "out of memory")
@@ -208,8 +208,16 @@ def logdir_trees(draw) -> list[tuple[bytes, bytes]]:
 def check_logdir_tree(files: list[tuple[bytes, bytes]]) -> int:
     """Listing, folders and keys of a hostile tree: keys valid UTF-8 that round-trip, names shown without raw bidi
     controls or surrogates, every listed trace opens as a source and analyses (or fails in one line). 0."""
-    from app.logdir import SniffCache, entry_key, list_folders, rel_of_key, resolve_within, scan_traces, shown_name
-    from app.logdir_panel import open_trace, opened_sources
+    from stepscope.app.logdir import (
+        SniffCache,
+        entry_key,
+        list_folders,
+        rel_of_key,
+        resolve_within,
+        scan_traces,
+        shown_name,
+    )
+    from stepscope.app.logdir_panel import open_trace, opened_sources
 
     with tempfile.TemporaryDirectory(prefix="stepscope-fuzz-logdir-") as tmp:
         root = Path(tmp) / "logs"
@@ -292,7 +300,7 @@ OTHER_TRACE = json.dumps(doc(synthetic_generation(decode_steps=5, kernels_per_st
 
 
 def _damage(entry: Path, how: str, what) -> None:
-    from trace_cache.keys import hash_text
+    from stepscope.trace_cache.keys import hash_text
 
     raw = entry.read_bytes() if entry.is_file() else b""
     entry.unlink()
@@ -326,7 +334,7 @@ def _metadata_of(raw: bytes) -> dict:
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
-    from trace_cache.entry_seal import SEAL_BYTES
+    from stepscope.trace_cache.entry_seal import SEAL_BYTES
 
     table = ipc.open_file(pa.py_buffer(raw[:-SEAL_BYTES])).read_all()
     return json.loads(table.schema.metadata[b"stepscope"])
@@ -346,7 +354,7 @@ def _with_metadata(raw: bytes, meta: str) -> bytes:
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
-    from trace_cache.entry_seal import SEAL_BYTES, SEAL_MAGIC, sealed
+    from stepscope.trace_cache.entry_seal import SEAL_BYTES, SEAL_MAGIC, sealed
 
     content = raw[:-SEAL_BYTES] if raw.endswith(SEAL_MAGIC) else raw
     table = ipc.open_file(pa.py_buffer(content)).read_all()

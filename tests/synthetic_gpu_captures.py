@@ -113,7 +113,7 @@ def gpu_capture(
     early_kernels: int = 0,
 ) -> tuple[list[dict], Truth]:
     """A prefill and ``decode_steps`` decode forwards at batch 1, eager or with graph-replayed decode steps."""
-    from contracts.markers import format_marker
+    from stepscope.contracts.markers import format_marker
 
     layout = _Layout()
     for k in range(early_kernels):  # timed before any host event: t starts at 1000

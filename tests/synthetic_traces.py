@@ -84,7 +84,7 @@ def synthetic_generation(
 ) -> list[dict]:
     """A host-bound eager generation: per forward an aten::embedding, launches, kernels that run as
     soon as launched, a D2H copy of the next token, then host_gap_us of Python before the next forward."""
-    from contracts.markers import format_marker
+    from stepscope.contracts.markers import format_marker
 
     events: list[dict] = []
     t = 1000.0
@@ -126,7 +126,7 @@ def synthetic_generation(
 def many_tiny_requests(requests: int = 3000, decode_steps: int = 1) -> list[dict]:
     """SYNTHETIC: `requests` one-token-prompt requests back to back, each a prefill and `decode_steps` decode
     forwards with Stepscope markers and one kernel per forward (the shape that made analysis quadratic)."""
-    from contracts.markers import format_marker
+    from stepscope.contracts.markers import format_marker
 
     events: list[dict] = []
     t, corr = 1000.0, 1
@@ -148,7 +148,7 @@ def graph_generation(
     """SYNTHETIC CUDA-graph decode (issue 43): per step (marked) a host `prepare_inputs` op of prepare_us, then one
     cudaGraphLaunch whose `kernels` kernels (all with the launch's correlation id, as CUPTI writes a graph's) start
     latency_us after the call and run back to back; a D2H copy of the token ends the step."""
-    from contracts.markers import format_marker
+    from stepscope.contracts.markers import format_marker
 
     events: list[dict] = []
     t, corr = 1000.0, 1

@@ -10,8 +10,8 @@ from itertools import pairwise
 
 import pytest
 
-from analysis import analyze
-from parsers import load_trace, parse_trace_bytes
+from stepscope.analysis import analyze
+from stepscope.parsers import load_trace, parse_trace_bytes
 from tests.conftest import real_trace
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")  # Kineto's names, written out here on purpose

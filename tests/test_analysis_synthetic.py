@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import AnalysisOptions, analyze
-from parsers import parse_trace_bytes
+from stepscope.analysis import AnalysisOptions, analyze
+from stepscope.parsers import parse_trace_bytes
 from tests.synthetic_traces import doc, synthetic_generation
 
 

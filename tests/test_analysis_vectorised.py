@@ -12,15 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.activity import _leaf_ops
-from analysis.anatomy import _per_step
-from analysis.categories import CATEGORIES, host_op_categories, host_op_columns, nesting_parents
-from analysis.event_rows import isin_ints, kind_mask, name_mask, text_column
-from analysis.kernel_names import short_names
-from analysis.layers import MIN_BLOCK, MIN_LAYERS, _longest_repeat_runs
-from analysis.pipeline import _top_kernels
-from analysis.steps import _place
-from analysis.summary import _ttft_ms_by_request
+from stepscope.analysis.activity import _leaf_ops
+from stepscope.analysis.anatomy import _per_step
+from stepscope.analysis.categories import CATEGORIES, host_op_categories, host_op_columns, nesting_parents
+from stepscope.analysis.event_rows import isin_ints, kind_mask, name_mask, text_column
+from stepscope.analysis.kernel_names import short_names
+from stepscope.analysis.layers import MIN_BLOCK, MIN_LAYERS, _longest_repeat_runs
+from stepscope.analysis.pipeline import _top_kernels
+from stepscope.analysis.steps import _place
+from stepscope.analysis.summary import _ttft_ms_by_request
 
 SEEDS = range(40)
 

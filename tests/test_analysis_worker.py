@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import AnalysisOptions, analyze, pipeline
-from analysis.event_rows import kind_mask
-from analysis.step_finding import find_steps
-from parsers import load_trace
-from parsers.timeline import Timeline
+from stepscope.analysis import AnalysisOptions, analyze, pipeline
+from stepscope.analysis.event_rows import kind_mask
+from stepscope.analysis.step_finding import find_steps
+from stepscope.parsers import load_trace
+from stepscope.parsers.timeline import Timeline
 from tests.synthetic_traces import cpu_op, doc, write
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"

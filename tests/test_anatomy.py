@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import analyze
-from analysis.anatomy import anatomy
-from analysis.anatomy_compare import anatomy_phrase, compare_anatomy
-from analysis.categories import BUILTIN, CATEGORIES, categorize, host_op_categories, load_rules, matching_rule
-from analysis.kernel_names import MAX_CHARS, short_name, short_names
-from analysis.roofline.hardware import Hardware
-from analysis.roofline.model_config import shape_from_config
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.analysis.anatomy import anatomy
+from stepscope.analysis.anatomy_compare import anatomy_phrase, compare_anatomy
+from stepscope.analysis.categories import BUILTIN, CATEGORIES, categorize, host_op_categories, load_rules, matching_rule
+from stepscope.analysis.kernel_names import MAX_CHARS, short_name, short_names
+from stepscope.analysis.roofline.hardware import Hardware
+from stepscope.analysis.roofline.model_config import shape_from_config
+from stepscope.parsers import load_trace
 from tests.conftest import real_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -386,7 +386,7 @@ def test_tiny_preset_compiled_has_its_configs_layers():
 
 @pytest.mark.parametrize(("preset", "mode"), [("tiny-qwen2", "eager"), ("tiny-phi3", "compile")])
 def test_captured_presets_have_their_configs_layers(tmp_path, preset, mode):
-    from collectors.run import RunSpec, run_profiled_generation
+    from stepscope.collectors.run import RunSpec, run_profiled_generation
 
     spec = RunSpec(preset=preset, device="cpu", prompt_tokens=8, new_tokens=4, mode=mode)
     run_dir = run_profiled_generation(spec, tmp_path)
@@ -398,7 +398,7 @@ def test_captured_presets_have_their_configs_layers(tmp_path, preset, mode):
 
 
 def test_no_repetition_says_so_instead_of_guessing():
-    from analysis.layers import detect_layers
+    from stepscope.analysis.layers import detect_layers
 
     rng = np.random.default_rng(0)
     codes = rng.permutation(200)  # synthetic: 200 distinct kernels, nothing repeats

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.navigation import ANALYZE_KEY, COMPARE_KEYS
+from stepscope.app.navigation import ANALYZE_KEY, COMPARE_KEYS
 from tests.app_pages import page_test
 from tests.app_samples import sample_folder
 from tests.conftest import missing

@@ -14,11 +14,11 @@ import shutil
 import pytest
 import streamlit as st
 
-from app import cache as app_cache
-from parsers import load as loader
-from parsers.kineto.reader import read_chrome_trace
+from stepscope.app import cache as app_cache
+from stepscope.parsers import load as loader
+from stepscope.parsers.kineto.reader import read_chrome_trace
+from stepscope.trace_cache import keys
 from tests.synthetic_traces import doc, synthetic_generation
-from trace_cache import keys
 
 
 @pytest.fixture

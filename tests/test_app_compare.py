@@ -8,11 +8,11 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from analysis.compare import COMPARED_METRICS, METRIC_COLUMNS, compare, summary_value
-from analysis.model import Analysis, Segmentation
-from analysis.summary import Summary
-from app.trace_sources import TraceSource, default_pair, default_source
-from contracts.run_record import RunRecord
+from stepscope.analysis.compare import COMPARED_METRICS, METRIC_COLUMNS, compare, summary_value
+from stepscope.analysis.model import Analysis, Segmentation
+from stepscope.analysis.summary import Summary
+from stepscope.app.trace_sources import TraceSource, default_pair, default_source
+from stepscope.contracts.run_record import RunRecord
 
 
 def _analysis(**summary) -> Analysis:
@@ -60,7 +60,7 @@ def test_metrics_frame_has_deltas_and_ratios():
 
 
 def test_memory_rows_appear_when_either_trace_has_memory():
-    from analysis.summary import MemorySummary
+    from stepscope.analysis.summary import MemorySummary
 
     memory = MemorySummary(device="cuda:0", events=3, peak_allocated_bytes=2 << 30, peak_reserved_bytes=None)
     result = compare(EAGER, dataclasses.replace(GRAPH, summary=dataclasses.replace(GRAPH.summary, memory=memory)))
@@ -136,8 +136,8 @@ def test_comparison_carries_per_category_deltas_and_layers():
     """The shipped CPU samples (real captures): eager against torch.compile, both tiny-llama (4 layers)."""
     import json
 
-    from analysis import analyze
-    from parsers import load_trace
+    from stepscope.analysis import analyze
+    from stepscope.parsers import load_trace
     from tests.conftest import ROOT
 
     eager, compiled = (

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis import analyze
-from app import tables
-from exporters.figures import timeline
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.app import tables
+from stepscope.exporters.figures import timeline
+from stepscope.parsers import load_trace
 from tests.conftest import ROOT
 
 EAGER = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"

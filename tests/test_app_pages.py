@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.analysis_settings import DEVICE_KEY, MODEL_KEY
-from app.navigation import ANALYZE_KEY, COMPARE_KEYS
-from app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
+from stepscope.app.analysis_settings import DEVICE_KEY, MODEL_KEY
+from stepscope.app.navigation import ANALYZE_KEY, COMPARE_KEYS
+from stepscope.app.uploads import ACCEPTED_TYPES, UPLOADS_KEY, register_upload, size_limit_text
 from tests.app_pages import page_test, too_precise
 from tests.app_samples import XSS_KERNEL, sample_folder, synthetic_trace, write_synthetic_trace
 
@@ -321,8 +321,8 @@ def test_perfetto_export_is_made_on_request(samples):
 
 
 def test_a_perfetto_upload_opens_in_analyze(samples):
-    from app.cache import load_path
-    from exporters.perfetto_trace import perfetto_trace_bytes
+    from stepscope.app.cache import load_path
+    from stepscope.exporters.perfetto_trace import perfetto_trace_bytes
 
     loaded = load_path(samples / "cpu_tiny-llama_eager" / "trace.json.gz")
     data = perfetto_trace_bytes(loaded.timeline, loaded.analysis)
@@ -354,10 +354,10 @@ def test_run_page_has_the_prefill_sweep_form(samples):
 def test_a_prefill_sweep_runs_and_is_plotted(samples, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from app.sweeps import past_sweeps, run_sweep
-    from app.trace_sources import runs_dir
-    from collectors.sweep import SweepSpec
-    from exporters.figures.sweep_chart import sweep_figure
+    from stepscope.app.sweeps import past_sweeps, run_sweep
+    from stepscope.app.trace_sources import runs_dir
+    from stepscope.collectors.sweep import SweepSpec
+    from stepscope.exporters.figures.sweep_chart import sweep_figure
 
     stages = []
     spec = SweepSpec(preset="tiny-llama", device="cpu", min_tokens=16, max_tokens=64, points=3, repeats=1)
@@ -424,8 +424,8 @@ def test_analyze_shows_the_memory_lane_and_figures_of_a_memory_capture(samples):
 
 def test_run_page_profile_memory_reaches_the_run_spec(samples, monkeypatch):
     pytest.importorskip("torch")
-    import collectors.child
-    from collectors.errors import CollectorError
+    from stepscope.collectors import child
+    from stepscope.collectors.errors import CollectorError
 
     seen = []
 
@@ -433,7 +433,7 @@ def test_run_page_profile_memory_reaches_the_run_spec(samples, monkeypatch):
         seen.append(spec)
         raise CollectorError("stopped by the test")
 
-    monkeypatch.setattr(collectors.child, "run_in_child", stop)  # the page runs generations in a child process
+    monkeypatch.setattr(child, "run_in_child", stop)  # the page runs generations in a child process
     at = _page("run.py").run()
     next(c for c in at.checkbox if c.label == "Profile memory").check()
     next(b for b in at.button if b.label == "Run").click().run()

@@ -15,14 +15,14 @@ import pandas as pd
 import pytest
 import streamlit as st
 
-from analysis.findings import finding_range
-from analysis.kernel_names import distinct_short_names, short_name
-from analysis.metrics import card_metrics
-from analysis.model import Finding
-from app.navigation import COMPARE_KEYS
-from app.upload_box import FORMATS_READ, upload_error_text
-from app.uploads import UPLOADS_KEY, register_upload
-from exporters.figures.hover import HOVERLABEL, event_hover, step_hover
+from stepscope.analysis.findings import finding_range
+from stepscope.analysis.kernel_names import distinct_short_names, short_name
+from stepscope.analysis.metrics import card_metrics
+from stepscope.analysis.model import Finding
+from stepscope.app.navigation import COMPARE_KEYS
+from stepscope.app.upload_box import FORMATS_READ, upload_error_text
+from stepscope.app.uploads import UPLOADS_KEY, register_upload
+from stepscope.exporters.figures.hover import HOVERLABEL, event_hover, step_hover
 from tests.app_pages import page_test
 from tests.app_samples import sample_folder
 
@@ -31,7 +31,7 @@ SAMPLE = REPO / "sample_traces" / "cpu_tiny-llama_eager"
 
 
 def test_a_cpu_trace_has_cpu_cards_and_no_launch_card():
-    from analysis.front_door import open_trace
+    from stepscope.analysis.front_door import open_trace
 
     summary = open_trace(SAMPLE / "trace.json.gz").analysis.summary
     assert not summary.on_gpu
@@ -175,7 +175,7 @@ def test_compare_takes_folders_as_analyze_does(tmp_path):
 
 
 def test_fleet_counts_a_rank_folder_once_and_offers_the_worst_outlier_first(tmp_path):
-    from batch.fleet import Fleet, trace_count, worst_outlier
+    from stepscope.batch.fleet import Fleet, trace_count, worst_outlier
 
     traces = pd.DataFrame(
         {
@@ -194,9 +194,9 @@ def test_fleet_counts_a_rank_folder_once_and_offers_the_worst_outlier_first(tmp_
 def test_a_custom_model_from_config_or_form_reaches_the_front_door(tmp_path):
     """app/analysis_settings.py: an uploaded config.json or the small form becomes the Given(model=...) that the
     CLI's --model gives; a description naming no model is refused and the previous choice stays."""
-    from analysis.front_door import open_trace
-    from analysis.roofline.model_source import model_shape
-    from app.analysis_settings import MODEL_KEY, current_given, set_custom_model
+    from stepscope.analysis.front_door import open_trace
+    from stepscope.analysis.roofline.model_source import model_shape
+    from stepscope.app.analysis_settings import MODEL_KEY, current_given, set_custom_model
 
     config = {
         "model_type": "llama",
@@ -226,7 +226,7 @@ def test_a_custom_model_from_config_or_form_reaches_the_front_door(tmp_path):
 
 
 def test_cpu_step_charts_draw_no_launch_series_and_a_one_step_axis_is_that_step():
-    from exporters.figures import step_charts
+    from stepscope.exporters.figures import step_charts
 
     steps = _steps().assign(kernels=[3, 2, 2, 2], launches=0, gpu_busy_ns=50, gpu_idle_ns=40)
     cpu = step_charts.kernels_launches_chart(steps, on_gpu=False)
@@ -242,7 +242,7 @@ def test_cpu_step_charts_draw_no_launch_series_and_a_one_step_axis_is_that_step(
 
 
 def test_analyze_puts_findings_under_the_cards_and_zoom_moves_the_timeline(tmp_path, monkeypatch):
-    from app.findings_panel import ZOOM_KEY
+    from stepscope.app.findings_panel import ZOOM_KEY
 
     monkeypatch.setenv("STEPSCOPE_SAMPLES_DIR", str(REPO / "sample_traces"))  # the shipped samples, as shipped
     monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
@@ -277,7 +277,7 @@ def test_fleet_box_names_are_short_on_the_axis_and_whole_in_the_hover():
 
     import pandas as pd
 
-    from exporters.figures.fleet_charts import TICK_CHARS, distribution
+    from stepscope.exporters.figures.fleet_charts import TICK_CHARS, distribution
 
     long_name = "NVIDIA H100 80GB HBM3 <b>with a very long name</b>"
     traces = pd.DataFrame(

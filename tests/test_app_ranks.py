@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.navigation import ANALYZE_KEY
-from app.rank_runs import RANK_UPLOADS_KEY, RANKS_KEY
-from batch.runner import run_batch
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.app.rank_runs import RANK_UPLOADS_KEY, RANKS_KEY
+from stepscope.batch.runner import run_batch
 from tests.app_pages import page_test
 from tests.app_samples import XSS_KERNEL, sample_folder
 from tests.conftest import real_trace

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 
-from app import cache
+from stepscope.app import cache
 
 
 class _Slot:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.navigation import ANALYZE_KEY, COMPARE_KEYS
+from stepscope.app.navigation import ANALYZE_KEY, COMPARE_KEYS
 from tests.app_pages import page_test, too_precise
 from tests.conftest import REAL_TRACES
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 import stepscope
-from analysis.event_find import count_line
-from analysis.number_format import format_count, format_value
-from analysis.selection import Selection
-from app.navigation import ANALYZE_KEY
-from app.selection_panel import on_box
-from app.workbench import Bench
-from exporters.safe_text import for_markdown
+from stepscope.analysis.event_find import count_line
+from stepscope.analysis.number_format import format_count, format_value
+from stepscope.analysis.selection import Selection
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.app.selection_panel import on_box
+from stepscope.app.workbench import Bench
+from stepscope.exporters.safe_text import for_markdown
 from tests.app_pages import page_test, too_precise
 from tests.app_samples import XSS_KERNEL, sample_folder, write_synthetic_trace
 

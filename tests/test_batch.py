@@ -16,9 +16,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from batch.cli import main as batch_main
-from batch.runner import run_batch
-from batch.work import PATH_FIELDS, TIMING_FIELDS
+from stepscope.batch.cli import main as batch_main
+from stepscope.batch.runner import run_batch
+from stepscope.batch.work import PATH_FIELDS, TIMING_FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = Path("/work/shared/real_traces")

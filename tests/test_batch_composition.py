@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import analyze
-from analysis.annotations import sglang_label, vllm_label
-from analysis.compare import compare
-from analysis.report import contract
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.analysis.annotations import sglang_label, vllm_label
+from stepscope.analysis.compare import compare
+from stepscope.analysis.report import contract
+from stepscope.parsers import load_trace
 from tests.conftest import real_trace
 from tests.synthetic_traces import annotation, kernel, launch, write
 

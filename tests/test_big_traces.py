@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.categories import CATEGORIES, categorised_rows, enclosing_categories
+from stepscope.analysis.categories import CATEGORIES, categorised_rows, enclosing_categories
 
 
 def _nested_spans(rng: np.random.Generator, n_top: int) -> list[tuple[int, int, int, str]]:
@@ -50,7 +50,7 @@ def _brute_force(spans, point_tid, point_ts) -> np.ndarray:
 
 
 def _categories(names: list[str]):
-    from analysis.categories import categorize
+    from stepscope.analysis.categories import categorize
 
     short, category = categorize(pd.Series(pd.Categorical(names)))
     return short, [str(c) for c in category]
@@ -103,7 +103,7 @@ def _tiled_generation(tiles: int, decode_steps: int = 9) -> dict:
 @pytest.fixture
 def in_pieces(monkeypatch):
     """Small files read in small pieces by two processes (the path a trace of gigabytes takes)."""
-    from parsers.kineto import pieces as split_decode
+    from stepscope.parsers.kineto import pieces as split_decode
 
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 16 << 10)
@@ -117,12 +117,12 @@ def test_a_tiled_trace_read_in_pieces_into_the_cache_keeps_every_step(tmp_path, 
     the cache's entry (the Timeline mapped from it), the same frame as the one-process reader's."""
     import json
 
-    from analysis import analyze
-    from analysis.options import AnalysisOptions
-    from parsers.kineto.reader import read_chrome_trace
-    from trace_cache import timelines
-    from trace_cache.store import CacheStore
-    from trace_cache.timelines import open_trace_cached
+    from stepscope.analysis import analyze
+    from stepscope.analysis.options import AnalysisOptions
+    from stepscope.parsers.kineto.reader import read_chrome_trace
+    from stepscope.trace_cache import timelines
+    from stepscope.trace_cache.store import CacheStore
+    from stepscope.trace_cache.timelines import open_trace_cached
 
     monkeypatch.setattr(timelines, "MAPPED_ROWS", 1)  # mapped back from its entry, as a big trace is
     data = json.dumps(_tiled_generation(30)).encode()
@@ -148,8 +148,8 @@ def test_columns_built_in_slices_are_the_columns_built_at_once(tmp_path, monkeyp
     same order, and a lane's label the first the file gives it."""
     import json
 
-    from parsers import load_trace
-    from parsers.kineto import columns as chrome_trace
+    from stepscope.parsers import load_trace
+    from stepscope.parsers.kineto import columns as chrome_trace
 
     if read == "in pieces":
         request.getfixturevalue("in_pieces")
@@ -183,10 +183,10 @@ def test_a_real_serving_trace_without_annotations_tiled_keeps_one_step_per_copy(
     import gzip
     import json
 
-    from analysis import analyze
-    from analysis.options import AnalysisOptions
     from bench import make_big_serving_trace as tiler
-    from parsers import load_trace
+    from stepscope.analysis import analyze
+    from stepscope.analysis.options import AnalysisOptions
+    from stepscope.parsers import load_trace
 
     source = tiler.load_source(tiler.SOURCE)
     annotations = [e for e in source["traceEvents"] if e.get("cat") == "user_annotation"]
@@ -212,8 +212,8 @@ def test_the_memory_budget_not_the_file_limit_bounds_a_read_in_pieces(tmp_path, 
     import gzip
     import json
 
-    from parsers import TraceError, load_trace
-    from parsers.memory_budget import BYTES_PER_EVENT
+    from stepscope.parsers import TraceError, load_trace
+    from stepscope.parsers.memory_budget import BYTES_PER_EVENT
 
     data = json.dumps(_tiled_generation(60)).encode()
     assert len(data) > 1 << 20
@@ -240,8 +240,8 @@ def test_the_memory_budget_prices_long_distinct_names(tmp_path, in_pieces, monke
     SYNTHETIC events."""
     import json
 
-    from parsers import TraceError, load_trace
-    from parsers.memory_budget import STRING_COPIES
+    from stepscope.parsers import TraceError, load_trace
+    from stepscope.parsers.memory_budget import STRING_COPIES
 
     def trace(name_bytes: int):
         events = [
@@ -263,9 +263,9 @@ def test_the_memory_budget_prices_long_distinct_names(tmp_path, in_pieces, monke
 
 
 def test_the_memory_budget_defaults_to_a_quarter_of_ram_and_refuses_a_bad_value(monkeypatch):
-    from parsers import TraceError
-    from parsers.limits import ReadLimits
-    from parsers.memory_budget import BYTES_PER_EVENT, machine_memory_bytes
+    from stepscope.parsers import TraceError
+    from stepscope.parsers.limits import ReadLimits
+    from stepscope.parsers.memory_budget import BYTES_PER_EVENT, machine_memory_bytes
 
     monkeypatch.delenv("STEPSCOPE_MEMORY_BUDGET_MB", raising=False)
     monkeypatch.delenv("STEPSCOPE_MAX_EVENTS", raising=False)
@@ -286,9 +286,9 @@ def test_the_command_line_shows_how_much_is_read_on_a_terminal_only(tmp_path, in
     import io
     import json
 
-    from analysis.front_door import CachePolicy, open_report
-    from app.cli.read_progress import read_progress_for
-    from trace_cache.store import CacheStore
+    from stepscope.analysis.front_door import CachePolicy, open_report
+    from stepscope.app.cli.read_progress import read_progress_for
+    from stepscope.trace_cache.store import CacheStore
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -319,7 +319,7 @@ def _tiny_events_file(path, min_bytes: int):
 def test_a_hostile_count_over_the_budget_is_one_line_from_the_command_line(tmp_path):
     """Read in pieces for real (a file over split_decode.MIN_SPLIT_BYTES), under `ulimit -v 3000000`: refused by the
     budget in one line, exit 2, before its frame is built; within a budget that holds it, it opens."""
-    from parsers.kineto.pieces import MIN_SPLIT_BYTES
+    from stepscope.parsers.kineto.pieces import MIN_SPLIT_BYTES
     from tests.bounded_cli import assert_sane_outcome, run_bounded
 
     path = tmp_path / "tiny.json"
@@ -337,7 +337,7 @@ def test_a_hostile_count_over_the_budget_is_one_line_from_the_command_line(tmp_p
 def _memory_under_address_limit(limit: int) -> int:
     import resource
 
-    from parsers.memory_budget import machine_memory_bytes
+    from stepscope.parsers.memory_budget import machine_memory_bytes
 
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
     return machine_memory_bytes()
@@ -356,8 +356,8 @@ def test_a_cold_open_in_pieces_hashes_the_file_once(tmp_path, in_pieces, monkeyp
     import json
     import os
 
-    from analysis import front_door
-    from trace_cache import keys, timelines
+    from stepscope.analysis import front_door
+    from stepscope.trace_cache import keys, timelines
 
     hashed = []
     real = keys.hash_file_sampled

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 import stepscope
-from analysis.number_format import format_value
+from stepscope.analysis.number_format import format_value
 from tests.test_browser import PAGE_TIMEOUT_MS, REPO, _require_browser, _streamlit
 from tests.test_browser_timeline import ARTIFACTS, DETAIL, SMALL, _find, _open_from_logdir, _settled
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exporters.report_html import build_report, write_report
+from stepscope.exporters.report_html import build_report, write_report
 from tests.test_report_html import HOSTILE, _report_trace, synthetic_steps
 
 pytestmark = pytest.mark.browser

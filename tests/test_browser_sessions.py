@@ -13,13 +13,13 @@ import os
 
 import pytest
 
-from analysis.number_format import format_count
-from parsers import load_trace
-from parsers.kineto import pieces as split_decode
+from stepscope.analysis.number_format import format_count
+from stepscope.parsers import load_trace
+from stepscope.parsers.kineto import pieces as split_decode
+from stepscope.trace_cache import keys, timelines
+from stepscope.trace_cache.store import CacheStore
 from tests.synthetic_traces import synthetic_generation, write
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_TIMEOUT_MS, _require_browser, _streamlit
-from trace_cache import keys, timelines
-from trace_cache.store import CacheStore
 
 pytestmark = pytest.mark.browser
 

@@ -17,8 +17,8 @@ import shutil
 import pytest
 
 import stepscope
-from analysis.event_find import count_line
-from analysis.number_format import format_count, format_value
+from stepscope.analysis.event_find import count_line
+from stepscope.analysis.number_format import format_count, format_value
 from tests.app_samples import write_synthetic_trace
 from tests.test_browser import PAGE_TIMEOUT_MS, REPO, _require_browser, _streamlit
 

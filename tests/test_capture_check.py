@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.capture_check import check_capture, count_events, format_summary
+from stepscope.collectors.capture_check import check_capture, count_events, format_summary
 from tests.conftest import ROOT
 from tests.synthetic_gpu_captures import gpu_capture, run_record
 
@@ -133,7 +133,7 @@ def test_command_line_needs_only_the_standard_library(tmp_path):
     summary = tmp_path / "summary.txt"
     code = (
         "import sys, runpy; sys.argv = ['capture_check', sys.argv[1], '--summary', sys.argv[2]]\n"
-        "try:\n    runpy.run_module('collectors.capture_check', run_name='__main__')\n"
+        "try:\n    runpy.run_module('stepscope.collectors.capture_check', run_name='__main__')\n"
         "except SystemExit as exc:\n    rc = exc.code\n"
         "heavy = sorted(m for m in ('numpy', 'pandas', 'msgspec', 'torch') if m in sys.modules)\n"
         "print('RC', rc, 'HEAVY', heavy)\n"

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import analyze
-from analysis.composition import request_count
-from analysis.report import contract
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.analysis.composition import request_count
+from stepscope.analysis.report import contract
+from stepscope.parsers import load_trace
 from tests.conftest import missing
 
 CAPTURES = Path(__file__).resolve().parent / "data" / "captures"

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from collectors.child import run_in_child
-from collectors.errors import CollectorError
-from collectors.run import STAGES, RunSpec
+from stepscope.collectors.child import run_in_child
+from stepscope.collectors.errors import CollectorError
+from stepscope.collectors.run import STAGES, RunSpec
 
 pytest.importorskip("torch")
 

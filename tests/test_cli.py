@@ -175,7 +175,7 @@ def test_an_unusable_run_json_beside_the_trace_does_not_fail_the_analysis(tmp_pa
 
 
 def test_every_subcommand_reports_user_errors_through_one_exit(capsys):
-    from app.cli.main import main
+    from stepscope.app.cli.main import main
 
     cases = {
         ("roofline", "--model", "tiny-llama", "--gpu", "h100", "--batch", "0"): "error: --batch must be between 1 and",

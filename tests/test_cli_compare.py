@@ -167,7 +167,7 @@ def test_usage_errors_are_one_line_and_exit_2(args):
 
 
 def test_help_lists_every_subcommand_and_compare_lists_the_metrics():
-    from analysis.metrics import METRICS
+    from stepscope.analysis.metrics import METRICS
 
     top = run_cli("--help")
     assert top.returncode == 0
@@ -183,8 +183,8 @@ def test_run_passes_its_options_to_the_collector():
 
 
 def test_missing_collect_extra_is_one_line(monkeypatch, capsys):
-    from app.cli import run
-    from app.cli.main import main
+    from stepscope.app.cli import run
+    from stepscope.app.cli.main import main
 
     def no_torch(args):
         raise ModuleNotFoundError("No module named 'torch'", name="torch")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import stdout
+from stepscope.app.cli import stdout
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,10 +15,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from collectors.errors import CollectorError
-from collectors.prompts import BYTE_ID_OFFSET, byte_level_ids, counted_ids
-from collectors.run import RunSpec, run_profiled_generation
-from contracts.markers import parse_marker
+from stepscope.collectors.errors import CollectorError
+from stepscope.collectors.prompts import BYTE_ID_OFFSET, byte_level_ids, counted_ids
+from stepscope.collectors.run import RunSpec, run_profiled_generation
+from stepscope.contracts.markers import parse_marker
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_KEYS = {"schema", "spec", "versions", "device", "model", "dtype", "timings", "trace", "created"}
@@ -142,7 +142,7 @@ def test_missing_cuda_is_a_clear_error(tmp_path):
 
 
 def test_model_that_does_not_fit_is_refused_before_allocating(tmp_path, monkeypatch):
-    import collectors.model_loading as model_loading
+    import stepscope.collectors.model_loading as model_loading
 
     monkeypatch.setattr(model_loading, "free_memory_bytes", lambda device: 1 << 30)
     with pytest.raises(CollectorError, match="does not fit"):
@@ -153,7 +153,7 @@ def test_model_that_does_not_fit_is_refused_before_allocating(tmp_path, monkeypa
 def test_local_model_folder_and_remote_code_permission(tmp_path):
     import torch
 
-    from collectors.model_loading import build_preset
+    from stepscope.collectors.model_loading import build_preset
 
     folder = tmp_path / "model"
     build_preset("tiny-qwen2", torch.device("cpu"), torch.float32, 1, 16).model.save_pretrained(folder)
@@ -174,7 +174,7 @@ def test_local_model_folder_and_remote_code_permission(tmp_path):
 def test_second_run_on_a_device_waits_and_says_why(tmp_path):
     import torch
 
-    from collectors.locking import device_lock
+    from stepscope.collectors.locking import device_lock
 
     messages = []
     released = threading.Event()
@@ -222,9 +222,9 @@ def test_static_cache_loop_decodes_like_hf_generate():
     """The decode step the cuda-graph mode captures, run eagerly on the CPU, gives HF's greedy tokens."""
     import torch
 
-    from collectors.decode_loops import DecodeSettings, StaticCacheLoop
-    from collectors.model_loading import build_preset
-    from collectors.prompts import prompt_ids
+    from stepscope.collectors.decode_loops import DecodeSettings, StaticCacheLoop
+    from stepscope.collectors.model_loading import build_preset
+    from stepscope.collectors.prompts import prompt_ids
 
     cpu = torch.device("cpu")
     model = build_preset("tiny-llama", cpu, torch.float32, 2, 32).model
@@ -253,10 +253,10 @@ def test_hf_compiled_call_is_marked_from_outside():
     """HF's GPU compile path, forced onto the CPU with dynamo's eager backend (cheap)."""
     import torch
 
-    from collectors.decode_loops import DecodeSettings, HFGenerateLoop
-    from collectors.model_loading import build_preset
-    from collectors.prompts import prompt_ids
-    from collectors.step_tracker import StepTracker
+    from stepscope.collectors.decode_loops import DecodeSettings, HFGenerateLoop
+    from stepscope.collectors.model_loading import build_preset
+    from stepscope.collectors.prompts import prompt_ids
+    from stepscope.collectors.step_tracker import StepTracker
 
     cpu = torch.device("cpu")
     model = build_preset("tiny-qwen2", cpu, torch.float32, 1, 16).model
@@ -288,7 +288,7 @@ def test_hf_compiled_call_is_marked_from_outside():
 
 def test_the_compile_warm_up_says_it_is_compiling():
     """The compile run's first warm-up stands at 0 for tens of seconds on a CPU: the bar says why; others do not."""
-    from collectors.run import stage_hint
+    from stepscope.collectors.run import stage_hint
 
     assert "compil" in stage_hint("compile", "warm up", 0)
     assert stage_hint("compile", "warm up", 1) == ""

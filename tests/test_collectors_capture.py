@@ -13,12 +13,12 @@ import sys
 import pytest
 import torch
 
-from collectors import decode_loops, devices, profiling
-from collectors.errors import CollectorError
-from collectors.model_loading import build_preset
-from collectors.run import RunSpec, run_profiled_generation
-from contracts.markers import MARKER_PREFIX
-from contracts.run_record import RunRecord, read_run_record
+from stepscope.collectors import decode_loops, devices, profiling
+from stepscope.collectors.errors import CollectorError
+from stepscope.collectors.model_loading import build_preset
+from stepscope.collectors.run import RunSpec, run_profiled_generation
+from stepscope.contracts.markers import MARKER_PREFIX
+from stepscope.contracts.run_record import RunRecord, read_run_record
 from tests.conftest import ROOT
 
 
@@ -55,7 +55,7 @@ def test_run_json_keeps_the_unprofiled_warm_up_itl_beside_the_profiled_one(tmp_p
 
 def test_one_model_serves_several_runs_and_a_mismatched_one_is_refused(tmp_path, monkeypatch):
     loaded = build_preset("tiny-llama", torch.device("cpu"), torch.float32, 2, 32)
-    from collectors import model_loading
+    from stepscope.collectors import model_loading
 
     def no_second_build(*args, **kwargs):
         raise AssertionError("the model was built again")
@@ -85,7 +85,7 @@ def test_cleanup_after_a_cuda_error_never_raises(monkeypatch):
 
 
 def test_a_failed_run_says_when_the_cleanup_failed_too(tmp_path, monkeypatch):
-    from collectors import run as run_module
+    from stepscope.collectors import run as run_module
 
     def failing_profile(*args, **kwargs):
         raise RuntimeError("CUDA error: unspecified launch failure")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.number_format import shared_unit
-from exporters.figures.compare_charts import category_bars
+from stepscope.analysis.number_format import shared_unit
+from stepscope.exporters.figures.compare_charts import category_bars
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import analyze
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.parsers import load_trace
 from tests.synthetic_traces import cpu_op, kernel, launch, memcpy_d2h, write
 
 FORWARDS = 6

@@ -29,15 +29,15 @@ import pandas as pd
 import pytest
 import streamlit as st
 
-from analysis import analyze
-from analysis.front_door import NO_CACHE, open_trace
-from analysis.report import contract
-from parsers import Timeline, load_trace
-from parsers.kineto import pieces as split_decode
+from stepscope.analysis import analyze
+from stepscope.analysis.front_door import NO_CACHE, open_trace
+from stepscope.analysis.report import contract
+from stepscope.parsers import Timeline, load_trace
+from stepscope.parsers.kineto import pieces as split_decode
+from stepscope.trace_cache import keys, timelines
+from stepscope.trace_cache.store import CacheStore
 from tests.conftest import ROOT
 from tests.synthetic_traces import synthetic_generation, write
-from trace_cache import keys, timelines
-from trace_cache.store import CacheStore
 
 ROUNDS = 6  # on the old code, every round went wrong
 
@@ -144,7 +144,7 @@ def test_two_big_traces_opened_at_once_each_get_their_own(big, tmp_path):
 
 def test_two_sessions_through_the_app_cache_each_get_their_own(big, tmp_path, monkeypatch):
     """The same through app/cache.py, as two sessions of the app open them."""
-    from app import cache as app_cache
+    from stepscope.app import cache as app_cache
 
     cached, new = big["cached"], big["new"]
     for round_ in range(ROUNDS):

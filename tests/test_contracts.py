@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from contracts.markers import format_marker, parse_marker
-from contracts.run_record import RunRecord, parse_run_record, read_run_record, write_run_record
-from contracts.sweep_record import read_sweep_record, write_sweep_record
+from stepscope.contracts.markers import format_marker, parse_marker
+from stepscope.contracts.run_record import RunRecord, parse_run_record, read_run_record, write_run_record
+from stepscope.contracts.sweep_record import read_sweep_record, write_sweep_record
 from tests.conftest import ROOT
 
 OURS = {"contracts", "collectors", "parsers", "trace_cache", "analysis", "exporters", "batch", "app"}

@@ -4,8 +4,8 @@ SYNTHETIC, built to the shape each case leaves."""
 
 from __future__ import annotations
 
-from analysis import analyze
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.parsers import load_trace
 from tests.synthetic_traces import cpu_op, write
 
 

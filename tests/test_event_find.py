@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 import stepscope
-from analysis.event_find import FIND_COLUMNS, FindQuery, count_line, find_events, name_hits, per_step
-from analysis.event_window import work_index
-from analysis.user_patterns import UserPatternError
-from parsers.timeline import Timeline, TraceMeta
+from stepscope.analysis.event_find import FIND_COLUMNS, FindQuery, count_line, find_events, name_hits, per_step
+from stepscope.analysis.event_window import work_index
+from stepscope.analysis.user_patterns import UserPatternError
+from stepscope.parsers.timeline import Timeline, TraceMeta
 from tests.bounded_cli import in_child
 from tests.conftest import REAL_TRACES
 

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.event_window import events_in_range, range_rows, table_page
-from parsers.timeline import Timeline, TraceMeta
+from stepscope.analysis.event_window import events_in_range, range_rows, table_page
+from stepscope.parsers.timeline import Timeline, TraceMeta
 
 
 def _timeline(n: int = 5000, seed: int = 3) -> Timeline:

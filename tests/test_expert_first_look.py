@@ -16,9 +16,9 @@ import sys
 
 import pytest
 
-from analysis import analyze
-from analysis.report import contract
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.analysis.report import contract
+from stepscope.parsers import load_trace
 from tests.conftest import REAL_TRACES, ROOT, real_trace
 
 REAL = (

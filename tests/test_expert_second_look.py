@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import AnalysisOptions, analyze
-from analysis.compare import METRIC_COLUMNS, _sentence, compare
-from analysis.metrics import card_metrics
-from analysis.report import contract
-from parsers import load_trace
+from stepscope.analysis import AnalysisOptions, analyze
+from stepscope.analysis.compare import METRIC_COLUMNS, _sentence, compare
+from stepscope.analysis.metrics import card_metrics
+from stepscope.analysis.report import contract
+from stepscope.parsers import load_trace
 from tests.conftest import REAL_TRACES, ROOT, real_trace
 from tests.synthetic_idle_nsys import write_idle_capture
 
@@ -39,7 +39,7 @@ VERDICT_WORDS = re.compile(r"\b(faster|slower|speed-?up|cut|raised|mostly|better
 
 
 def card_text(m, summary) -> str:
-    from analysis.metrics import card_text as text  # issue 44's: "unknown", ranges
+    from stepscope.analysis.metrics import card_text as text  # issue 44's: "unknown", ranges
 
     return text(m, summary)
 
@@ -86,8 +86,8 @@ def test_a_batch_read_from_the_trace_names_its_source():
 
 
 def test_the_decode_roofline_rests_on_no_guessed_batch():
-    from analysis.roofline import gpu_by_name, roofline_report
-    from analysis.roofline.model_source import model_shape
+    from stepscope.analysis.roofline import gpu_by_name, roofline_report
+    from stepscope.analysis.roofline.model_source import model_shape
 
     shape = model_shape("tiny-llama", None)
     analysis = analyze(load_trace(NO_SHAPES))
@@ -141,7 +141,7 @@ def test_two_fresh_cache_folders_give_one_answer_for_each_shipped_sample(sample,
 def test_machine_figures_taken_under_load_are_measured_again_when_quiet(monkeypatch, tmp_path):
     import socket
 
-    from analysis.roofline import machine
+    from stepscope.analysis.roofline import machine
 
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path))
     rounds = iter([(1e10, 1e11), (3e10, 0.5e11), (9e10, 9e11)])
@@ -167,7 +167,7 @@ def test_machine_figures_taken_under_load_are_measured_again_when_quiet(monkeypa
 
 
 def test_a_measurement_is_several_rounds_with_the_load_noted():
-    from contracts.machine_figures import measure
+    from stepscope.contracts.machine_figures import measure
 
     rates = iter([5.0, 7.0, 6.0])
     calls = []
@@ -213,7 +213,7 @@ def test_a_verify_only_capture_gets_ranges_and_no_decode_finding():
 def test_every_step_kind_shows_its_step_boundaries_on_the_timeline():
     """Neighbouring steps of one kind (a verify capture's two drafts in a row) are never one bar: each kind's steps
     alternate two shades, every rectangle in the fill of its own shade."""
-    from exporters.figures import timeline
+    from stepscope.exporters.figures import timeline
 
     analysis = analyze(load_trace(VERIFY_ONLY))
     figure, _ = timeline.overview_figure(analysis)
@@ -291,8 +291,8 @@ def _metrics(at) -> dict[str, str]:
 
 
 def _open_upload(path: Path, name: str, **settings):
-    from app.navigation import ANALYZE_KEY
-    from app.uploads import UPLOADS_KEY, register_upload
+    from stepscope.app.navigation import ANALYZE_KEY
+    from stepscope.app.uploads import UPLOADS_KEY, register_upload
     from tests.app_pages import page_test
 
     state: dict = {}
@@ -353,7 +353,7 @@ def test_a_trace_without_steps_gets_time_based_figures_and_gpu_mostly_idle(idle_
 
 
 def test_gpu_mostly_idle_is_information_below_half_idle():
-    from analysis.capture_figures import gpu_mostly_idle
+    from stepscope.analysis.capture_figures import gpu_mostly_idle
 
     capture = {"window_ms": 10.0, "busy_pct": 70.0, "kernels": 9, "kernels_per_s": 900.0, "longest_idle_ms": 1.0,
                "longest_idle_start_ms": 2.0}  # fmt: skip
@@ -363,7 +363,7 @@ def test_gpu_mostly_idle_is_information_below_half_idle():
 
 
 def test_the_busy_lane_of_a_trace_without_steps_is_a_utilisation_line(idle_capture):
-    from exporters.figures import timeline
+    from stepscope.exporters.figures import timeline
 
     analysis = analyze(load_trace(idle_capture.path))
     figure, _ = timeline.overview_figure(analysis)
@@ -387,7 +387,7 @@ def test_the_analyze_page_of_a_trace_without_steps(idle_capture, monkeypatch, tm
 
 
 def test_a_cpu_pair_draws_no_launches_and_counts_whole_ops_per_step():
-    from exporters.figures.compare_charts import per_step_overlay
+    from stepscope.exporters.figures.compare_charts import per_step_overlay
 
     class Loaded:
         def __init__(self, name):
@@ -402,7 +402,7 @@ def test_a_cpu_pair_draws_no_launches_and_counts_whole_ops_per_step():
 
 
 def test_a_ratio_to_nothing_reads_gone():
-    from analysis.number_format import format_ratio
+    from stepscope.analysis.number_format import format_ratio
 
     assert format_ratio(0.0, 5.0, 0.0) == "gone" and format_ratio(math.nan, 0.0, 3.0) == "new"
     assert format_ratio(0.5, 2.0, 1.0) == "0.500x" and format_ratio(None) == "—"
@@ -445,7 +445,7 @@ def test_the_kernel_detail_slider_is_a_range_of_steps_and_a_one_step_trace_has_n
 
 
 def test_a_batch_typed_in_the_analysis_settings_fills_the_cards_and_says_so(monkeypatch, tmp_path):
-    from app.analysis_settings import BATCH_KEY
+    from stepscope.app.analysis_settings import BATCH_KEY
 
     monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
     at = _open_upload(NO_SHAPES, "two_requests.json.gz", **{BATCH_KEY: 8})
@@ -456,8 +456,8 @@ def test_a_batch_typed_in_the_analysis_settings_fills_the_cards_and_says_so(monk
 def test_the_deploy_button_is_off_in_every_way_the_app_starts():
     import tomllib
 
-    from app.cli.main import build_parser
-    from app.cli.webapp import streamlit_command
+    from stepscope.app.cli.main import build_parser
+    from stepscope.app.cli.webapp import streamlit_command
 
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert config["client"]["toolbarMode"] == "viewer"

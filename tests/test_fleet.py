@@ -6,7 +6,7 @@ import hashlib
 
 import pandas as pd
 
-from batch.fleet import batch_folders, load_fleet, openable_trace, slowest
+from stepscope.batch.fleet import batch_folders, load_fleet, openable_trace, slowest
 
 
 def _write(folder, rows):
@@ -68,7 +68,7 @@ def test_a_rank_row_opens_only_while_its_run_is_unchanged(tmp_path):
     import shutil
     from pathlib import Path
 
-    from batch.inputs import run_key
+    from stepscope.batch.inputs import run_key
 
     run = tmp_path / "tp2"
     shutil.copytree(Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_tiny-llama_tp2_eager", run)

@@ -11,10 +11,10 @@ import math
 import pandas as pd
 import pytest
 
-from analysis.compare import Comparison
-from analysis.gate import GateError, evaluate_gate, evaluate_gates, gate_help, parse_gate, parse_gates
-from analysis.metrics import METRICS
-from exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
+from stepscope.analysis.compare import Comparison
+from stepscope.analysis.gate import GateError, evaluate_gate, evaluate_gates, gate_help, parse_gate, parse_gates
+from stepscope.analysis.metrics import METRICS
+from stepscope.exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
 
 KEYS = [m.key for m in METRICS]
 NAN = math.nan

@@ -134,7 +134,7 @@ def test_only_reruns_one_capture_and_a_failed_capture_with_a_failing_cleanup_let
     too, as it does in a broken CUDA context (the cleanup is run as on a GPU: the real guard, a failing call)."""
     import torch
 
-    from collectors import devices
+    from stepscope.collectors import devices
 
     real_run_capture, real_release = gpu_capture.run_capture, devices.release_device_memory
 
@@ -257,7 +257,7 @@ def test_without_a_gpu_every_capture_is_written_down_as_not_run(tmp_path, monkey
 
 
 def test_a_trace_over_its_estimate_scales_the_caps_of_the_same_kind_after_it():
-    from collectors.capture_check import TraceCheck
+    from stepscope.collectors.capture_check import TraceCheck
 
     seen: list[tuple[str, float]] = []
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import analyze
-from collectors.run import RunSpec, run_profiled_generation
-from contracts.markers import MARKER_PREFIX, parse_marker
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.collectors.run import RunSpec, run_profiled_generation
+from stepscope.contracts.markers import MARKER_PREFIX, parse_marker
+from stepscope.parsers import load_trace
 
 CASES = {
     "llama-b1": RunSpec(preset="tiny-llama", device="cpu", prompt_tokens=12, new_tokens=6, record_shapes=True),

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import analyze
-from collectors.run import RunSpec, run_profiled_generation
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.collectors.run import RunSpec, run_profiled_generation
+from stepscope.parsers import load_trace
 from tests.test_ground_truth import _markers, _strip_markers
 
 CASES = {

@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from analysis import analyze
-from analysis.step_finding import STRATEGIES
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.analysis.step_finding import STRATEGIES
+from stepscope.parsers import load_trace
 from tests.conftest import real_trace
 from tests.synthetic_serving import (
     DECODE_KERNELS_PER_LAYER,

@@ -10,8 +10,8 @@ import pytest
 
 import stepscope
 import tests.synthetic_traces as st
-from analysis.launch_links import cover_line, launch_link
-from exporters.perfetto_trace import perfetto_trace_bytes
+from stepscope.analysis.launch_links import cover_line, launch_link
+from stepscope.exporters.perfetto_trace import perfetto_trace_bytes
 
 REAL = "tests/data/real"
 

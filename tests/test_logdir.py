@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import streamlit as st
 
-from analysis.number_format import format_count
-from app import logdir
-from app.logdir import OutsideLogdirError, configured_logdir, list_folders, list_traces, resolve_within
-from app.logdir_panel import OPENED_KEY, open_trace, opened_sources
-from app.navigation import ANALYZE_KEY
-from parsers import load_trace
+from stepscope.analysis.number_format import format_count
+from stepscope.app import logdir
+from stepscope.app.logdir import OutsideLogdirError, configured_logdir, list_folders, list_traces, resolve_within
+from stepscope.app.logdir_panel import OPENED_KEY, open_trace, opened_sources
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.parsers import load_trace
 from tests.app_pages import page_test
 from tests.synthetic_traces import doc, synthetic_generation
 
@@ -155,8 +155,8 @@ def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monk
     """`stepscope app --logdir DIR` starts `streamlit run app/streamlit_app.py ... -- --logdir DIR`."""
     import argparse
 
-    from app.cli.webapp import streamlit_command
-    from app.logdir import LOGDIR_ENV
+    from stepscope.app.cli.webapp import streamlit_command
+    from stepscope.app.logdir import LOGDIR_ENV
 
     monkeypatch.delenv(LOGDIR_ENV, raising=False)
     (tmp_path / "logs").mkdir()
@@ -170,7 +170,7 @@ def test_stepscope_app_passes_its_logdir_the_way_the_app_reads_it(tmp_path, monk
 def test_landing_page_shows_the_timeline_frame_until_a_trace_is_opened(tmp_path, monkeypatch):
     """AppTest: with nothing open, Analyze draws the empty timeline frame (a real Plotly chart, so the browser
     loads Plotly's code before the click); opening a trace replaces it with the trace's overview."""
-    from exporters.figures.timeline import EMPTY_TITLE, OVERVIEW_TITLE
+    from stepscope.exporters.figures.timeline import EMPTY_TITLE, OVERVIEW_TITLE
 
     logs, empty = tmp_path / "logs", tmp_path / "empty"
     (logs / "run").mkdir(parents=True)

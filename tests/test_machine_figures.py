@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.roofline.machine import capture_machine, cpu_hardware, stored_figures_digest, this_machine
-from contracts.run_record import RunRecord
+from stepscope.analysis.roofline.machine import capture_machine, cpu_hardware, stored_figures_digest, this_machine
+from stepscope.contracts.run_record import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
@@ -18,7 +18,7 @@ SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
 
 def _figures_in_a_new_process(cache: Path) -> dict:
     code = (
-        "import json\nfrom analysis.roofline.machine import this_machine\n"
+        "import json\nfrom stepscope.analysis.roofline.machine import this_machine\n"
         "h = this_machine('CPU')\nprint(json.dumps([h.memory_bytes_per_s, h.flops_per_s, h.source]))\n"
     )
     env = dict(os.environ, STEPSCOPE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))

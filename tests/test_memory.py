@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from analysis import analyze
-from analysis.memory_model import with_memory_model
-from analysis.metrics import format_bytes
-from analysis.report import contract
-from analysis.roofline import kv_bytes_per_token, shape_from_config
-from analysis.roofline.model_source import model_shape
-from contracts.run_record import RunRecord
-from parsers import load_trace
-from parsers.kineto.reader import read_chrome_trace
+from stepscope.analysis import analyze
+from stepscope.analysis.memory_model import with_memory_model
+from stepscope.analysis.metrics import format_bytes
+from stepscope.analysis.report import contract
+from stepscope.analysis.roofline import kv_bytes_per_token, shape_from_config
+from stepscope.analysis.roofline.model_source import model_shape
+from stepscope.contracts.run_record import RunRecord
+from stepscope.parsers import load_trace
+from stepscope.parsers.kineto.reader import read_chrome_trace
 from tests.conftest import ROOT, missing
 from tests.synthetic_memory import CPU, memory_event, memory_for_steps
 from tests.synthetic_traces import doc, synthetic_generation
@@ -246,10 +246,10 @@ def test_the_gpu_table_gives_the_size_when_the_trace_does_not():
 
 
 def test_memory_survives_the_perfetto_export_and_the_cache(tmp_path):
-    from exporters.perfetto_trace import perfetto_trace_bytes
-    from parsers import parse_trace_bytes
-    from trace_cache.store import CacheStore
-    from trace_cache.timelines import load_trace_cached
+    from stepscope.exporters.perfetto_trace import perfetto_trace_bytes
+    from stepscope.parsers import parse_trace_bytes
+    from stepscope.trace_cache.store import CacheStore
+    from stepscope.trace_cache.timelines import load_trace_cached
 
     trace, _ = _capture("fp32_b1_dynamic")
     timeline = load_trace(trace)
@@ -269,9 +269,9 @@ def test_a_collector_run_with_profile_memory_records_it_and_its_kv_growth_matche
     """`stepscope run --profile-memory` (collectors.run): run.json's spec records profile_memory, the trace holds
     memory events, and the model of run.json (config and dtype) gives the expected KV the trace measured."""
     pytest.importorskip("torch")
-    from analysis.roofline import shape_from_run_record
-    from collectors.run import build_parser, run_profiled_generation, spec_from_args
-    from contracts.run_record import read_run_record
+    from stepscope.analysis.roofline import shape_from_run_record
+    from stepscope.collectors.run import build_parser, run_profiled_generation, spec_from_args
+    from stepscope.contracts.run_record import read_run_record
 
     spec = spec_from_args(build_parser().parse_args(["--device", "cpu", "--new-tokens", "8", "--profile-memory"]))
     run_dir = run_profiled_generation(spec, tmp_path)

@@ -7,8 +7,8 @@ from dataclasses import fields
 
 import pytest
 
-from analysis.metrics import COMPARED, HEADLINE, METRICS, card_metrics, format_bytes, format_value, metric
-from analysis.summary import MemorySummary, RooflineSummary, Summary, contract_fields
+from stepscope.analysis.metrics import COMPARED, HEADLINE, METRICS, card_metrics, format_bytes, format_value, metric
+from stepscope.analysis.summary import MemorySummary, RooflineSummary, Summary, contract_fields
 
 
 def test_every_metric_reads_a_summary_field_and_says_which_way_is_better():
@@ -149,7 +149,7 @@ def test_format_bytes():
 def test_a_served_runs_cards_lead_with_its_requests_and_say_why_a_figure_is_unknown():
     """Issue 41: requests, TTFT p50 / p90 over requests, ITL p50 / p90, tokens/s over the run first; a figure the
     trace does not have is "unknown" with the analysis's reason, which says what to record next time."""
-    from analysis.metrics import unknown_reason
+    from stepscope.analysis.metrics import unknown_reason
 
     reason = "requests unknown: ...; the API server's trace, or the worker's python frames (with_stack), would"
     served = Summary(

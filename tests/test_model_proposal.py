@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.front_door import NO_CACHE, open_run, open_trace
+from stepscope.analysis.front_door import NO_CACHE, open_run, open_trace
 from tests.conftest import ROOT, real_trace
 
 TP_SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_tp2_eager"
@@ -115,7 +115,7 @@ def _samples(tmp_path: Path, name: str) -> Path:
 
 
 def test_analyze_page_proposes_prefills_and_accepts(tmp_path, monkeypatch):
-    from app.navigation import ANALYZE_KEY
+    from stepscope.app.navigation import ANALYZE_KEY
     from tests.app_pages import page_test
 
     name = "tracelens_vllm_gptoss_decode_fullgraph_rocm.json.gz"

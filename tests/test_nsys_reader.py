@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import analyze
-from parsers import TraceError, load_trace, parse_trace_bytes
-from parsers.kineto.reader import read_chrome_trace
+from stepscope.analysis import analyze
+from stepscope.parsers import TraceError, load_trace, parse_trace_bytes
+from stepscope.parsers.kineto.reader import read_chrome_trace
 from tests import synthetic_traces as st
 
 SCHEMA = """

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from analysis.number_format import (
+from stepscope.analysis.number_format import (
     MISSING,
     compact,
     format_delta,

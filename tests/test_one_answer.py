@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import stepscope
-from analysis.metrics import METRICS, card_metrics, card_text
-from app.navigation import ANALYZE_KEY
+from stepscope.analysis.metrics import METRICS, card_metrics, card_text
+from stepscope.app.navigation import ANALYZE_KEY
 from tests.app_pages import page_test
 from tests.conftest import REAL_TRACES
 
@@ -123,9 +123,9 @@ def test_the_analyze_page_shows_the_contract(app_samples, name, monkeypatch, tmp
 
 
 def test_batch_rows_and_the_html_report_carry_the_contracts_numbers(tmp_path):
-    from analysis.front_door import open_trace
-    from batch.runner import run_batch
-    from exporters.report_html import build_report, report_trace
+    from stepscope.analysis.front_door import open_trace
+    from stepscope.batch.runner import run_batch
+    from stepscope.exporters.report_html import build_report, report_trace
 
     sample = SAMPLES / "cpu_tiny-llama_eager" / "trace.json.gz"
     report = _cli_json(sample)

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from parsers import ReadLimits, TraceError, load_trace, parse_trace_bytes
+from stepscope.parsers import ReadLimits, TraceError, load_trace, parse_trace_bytes
 from tests.synthetic_traces import doc, kernel, launch, write
 
 SMALL = ReadLimits(max_file_bytes=5 << 20, max_decompressed_bytes=20 << 20)

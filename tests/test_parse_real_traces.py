@@ -14,7 +14,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from parsers import load_trace
+from stepscope.parsers import load_trace
 from tests.conftest import REAL_TRACES, real_trace
 
 NAMES = sorted(p.name for p in REAL_TRACES.glob("*.json*")) if REAL_TRACES.is_dir() else []

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import analyze
-from app.cli.main import main
-from exporters.perfetto_trace import perfetto_trace_bytes, write_perfetto
-from exporters.perfetto_ui import open_in_perfetto_html
-from parsers import load_trace, parse_trace_bytes
-from parsers.kineto.reader import read_chrome_trace
-from parsers.timeline import COLUMNS
+from stepscope.analysis import analyze
+from stepscope.app.cli.main import main
+from stepscope.exporters.perfetto_trace import perfetto_trace_bytes, write_perfetto
+from stepscope.exporters.perfetto_ui import open_in_perfetto_html
+from stepscope.parsers import load_trace, parse_trace_bytes
+from stepscope.parsers.kineto.reader import read_chrome_trace
+from stepscope.parsers.timeline import COLUMNS
 from tests import synthetic_traces as st
 
 ROOT = Path(__file__).resolve().parents[1]

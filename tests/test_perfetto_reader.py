@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from analysis import analyze
-from contracts.markers import format_marker
-from parsers import TraceError, parse_trace_bytes
-from parsers.perfetto_reader import looks_like_perfetto, read_perfetto
-from parsers.trace_processor import trace_processor_status
+from stepscope.analysis import analyze
+from stepscope.contracts.markers import format_marker
+from stepscope.parsers import TraceError, parse_trace_bytes
+from stepscope.parsers.perfetto_reader import looks_like_perfetto, read_perfetto
+from stepscope.parsers.trace_processor import trace_processor_status
 from tests import synthetic_traces as st
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -171,8 +171,8 @@ def test_unmatched_ends_and_open_slices_are_counted() -> None:
 
 
 def _exported() -> bytes:
-    from exporters.perfetto_trace import perfetto_trace_bytes
-    from parsers.kineto.reader import read_chrome_trace
+    from stepscope.exporters.perfetto_trace import perfetto_trace_bytes
+    from stepscope.parsers.kineto.reader import read_chrome_trace
 
     timeline = read_chrome_trace(json.dumps(st.doc(st.synthetic_generation(with_markers=True))).encode())
     return perfetto_trace_bytes(timeline, analyze(timeline))
@@ -212,7 +212,7 @@ def test_trace_without_track_events_says_trace_processor_is_missing(monkeypatch,
 
 
 def test_format_is_sniffed_from_content_not_name(tmp_path) -> None:
-    from parsers import load_trace
+    from stepscope.parsers import load_trace
 
     pftrace_named_json = tmp_path / "trace.json"
     pftrace_named_json.write_bytes(_exported())

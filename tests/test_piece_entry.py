@@ -14,20 +14,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.kineto import pieces as split_decode
-from parsers.kineto.join import Placement, Run, in_memory, narrow_run, sort_run
-from parsers.kineto.reader import read_chrome_trace
+from stepscope.parsers.kineto import pieces as split_decode
+from stepscope.parsers.kineto.join import Placement, Run, in_memory, narrow_run, sort_run
+from stepscope.parsers.kineto.reader import read_chrome_trace
+from stepscope.trace_cache import timelines
+from stepscope.trace_cache.store import CacheStore
 from tests.synthetic_traces import doc, synthetic_generation
-from trace_cache import timelines
-from trace_cache.store import CacheStore
 
 
 def test_the_table_of_fields_is_what_msgspec_decodes_and_the_frame_holds():
     """One table (parsers/kineto/fields.py): msgspec's structs read exactly its keys; its columns are the frame's."""
     import msgspec.structs
 
-    from parsers.kineto import fields
-    from parsers.timeline import COLUMNS
+    from stepscope.parsers.kineto import fields
+    from stepscope.parsers.timeline import COLUMNS
 
     assert fields.FRAME_COLUMNS == COLUMNS
     keys = {f.key for f in fields.EVENT_FIELDS}
@@ -130,8 +130,8 @@ def test_a_column_file_reads_back_as_the_values_written(tmp_path):
     frame's values, its categories and its meta, each as written; a changed byte is refused, never read."""
     import pandas as pd
 
-    from parsers.timeline import Timeline, TraceMeta
-    from trace_cache.column_file import read_entry, write_entry
+    from stepscope.parsers.timeline import Timeline, TraceMeta
+    from stepscope.trace_cache.column_file import read_entry, write_entry
 
     rows = 1000
     kinds = pd.Categorical.from_codes(np.arange(rows, dtype=np.int8) % 2, categories=["kernel", "cpu_op"])
@@ -183,14 +183,14 @@ def test_an_entry_that_cannot_be_written_leaves_the_same_timeline_and_no_file(tm
     path, whole = tiled
     store = CacheStore(tmp_path / "cache")
     if failure == "unwritable":
-        from trace_cache import store as store_module
+        from stepscope.trace_cache import store as store_module
 
         def refuse(*args, **kwargs):
             raise OSError(errno.EACCES, "read-only")
 
         monkeypatch.setattr(store_module.tempfile, "mkstemp", refuse)
     else:
-        from trace_cache import column_file
+        from stepscope.trace_cache import column_file
 
         def full(handle):
             handle.write(b"x" * 100)

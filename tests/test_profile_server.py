@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli.main import main
-from collectors.errors import CollectorError
-from collectors.live_server import (
+from stepscope.app.cli.main import main
+from stepscope.collectors.errors import CollectorError
+from stepscope.collectors.live_server import (
     SPREAD_GAP_S,
     CaptureChild,
     PlannedRequest,
@@ -257,7 +257,9 @@ def test_the_live_server_tab_runs_the_capture_in_a_child_and_shows_its_one_line(
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("STEPSCOPE_RUNS_DIR", str(tmp_path / "runs"))
-    at = AppTest.from_string("from app.live_server_panel import render\n\nrender()\n", default_timeout=60).run()
+    at = AppTest.from_string(
+        "from stepscope.app.live_server_panel import render\n\nrender()\n", default_timeout=60
+    ).run()
     at.text_input[0].set_value(f"http://127.0.0.1:{free_port()}")
     at.text_input[1].set_value(str(tmp_path))
     at.button[0].click().run()

@@ -13,9 +13,9 @@ import json
 import pandas as pd
 import pytest
 
-from analysis.front_door import NO_CACHE, open_run
-from analysis.rank_collectives import collective_kind, iteration_windows, match_collectives
-from app.rank_runs import RANK_UPLOADS_KEY, RANKS_KEY
+from stepscope.analysis.front_door import NO_CACHE, open_run
+from stepscope.analysis.rank_collectives import collective_kind, iteration_windows, match_collectives
+from stepscope.app.rank_runs import RANK_UPLOADS_KEY, RANKS_KEY
 from tests.app_pages import page_test
 from tests.conftest import ROOT, real_trace
 
@@ -139,7 +139,7 @@ def test_ranks_page_on_the_hta_pair_checks_the_clock_and_opens_between_collectiv
 
 
 def test_cli_text_says_the_clock_check_not_the_hosts_claim(tmp_path):
-    from exporters.text_report import render_ranks_text
+    from stepscope.exporters.text_report import render_ranks_text
 
     report = open_run(real_trace("hta_sampled_2rank"), cache=NO_CACHE).report
     text = render_ranks_text(report)
@@ -150,8 +150,8 @@ def test_cli_text_says_the_clock_check_not_the_hosts_claim(tmp_path):
 def test_synthetic_ranks_on_two_hosts_get_their_clock_offset_and_the_late_rank(tmp_path):
     """SYNTHETIC (tests/test_ranks.py's builder): rank 1 on another host with its clock 5 s ahead; rank 2 starts
     each step's work last (its OFFSET), so it arrives last at every all-reduce."""
-    from analysis.ranks import analyze_ranks
-    from analysis.ranks_report import run_summary
+    from stepscope.analysis.ranks import analyze_ranks
+    from stepscope.analysis.ranks_report import run_summary
     from tests.test_ranks import load_ranks as load
     from tests.test_ranks import write_run
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.ranks import analyze_ranks, collective_ops
-from analysis.ranks_report import multi_rank_contract
-from contracts.markers import format_marker
-from parsers.ranks import find_trace_files, load_ranks, rank_from_name
+from stepscope.analysis.ranks import analyze_ranks, collective_ops
+from stepscope.analysis.ranks_report import multi_rank_contract
+from stepscope.contracts.markers import format_marker
+from stepscope.parsers.ranks import find_trace_files, load_ranks, rank_from_name
 from tests.synthetic_traces import annotation, kernel, launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,8 +206,8 @@ def test_hta_two_rank_training_pair_groups_as_one_run():
 
 
 def test_run_folder_json_and_bad_rank_file(tmp_path):
-    from analysis.front_door import NO_CACHE, open_run
-    from parsers.errors import TraceError
+    from stepscope.analysis.front_door import NO_CACHE, open_run
+    from stepscope.parsers.errors import TraceError
 
     out = open_run(TP_SAMPLE, cache=NO_CACHE).report
     text = json.dumps(out, allow_nan=False)

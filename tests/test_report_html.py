@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis import analyze
-from analysis.number_format import format_value
-from analysis.report import contract
-from exporters.report_html import (
+from stepscope.analysis import analyze
+from stepscope.analysis.number_format import format_value
+from stepscope.analysis.report import contract
+from stepscope.exporters.report_html import (
     MAX_COMPARISON_BYTES,
     MAX_REPORT_BYTES,
     ReportTooLargeError,
@@ -22,7 +22,7 @@ from exporters.report_html import (
     build_report,
     write_report,
 )
-from parsers import load_trace
+from stepscope.parsers import load_trace
 from tests.synthetic_traces import annotation, doc, kernel, write
 
 HOSTILE = "</script><script>window.__pwned=1</script><img src=x onerror=alert(1)>"
@@ -164,7 +164,7 @@ def test_report_has_the_memory_section_of_a_memory_capture(tmp_path):
 def test_report_has_the_apps_anatomy_roofline_and_batch_sections():
     """The categories, layers, per-category roofline and batch composition the Analyze page shows, in its numbers
     (the shared tables of exporters/anatomy_tables.py) and its template."""
-    from exporters.anatomy_tables import category_table
+    from stepscope.exporters.anatomy_tables import category_table
 
     sample = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
     timeline = load_trace(sample)
@@ -199,8 +199,8 @@ REAL = sorted(p.name for p in (ROOT / "tests" / "data" / "real").glob("*.json*")
 
 def real_report(name: str) -> tuple[str, dict]:
     """The report of one real trace as the CLI's `report` makes it, and its JSON contract."""
-    from analysis.front_door import open_trace
-    from exporters.report_html import report_trace
+    from stepscope.analysis.front_door import open_trace
+    from stepscope.exporters.report_html import report_trace
 
     opened = open_trace(ROOT / "tests" / "data" / "real" / name)
     return build_report(report_trace(opened)), opened.report
@@ -208,7 +208,7 @@ def real_report(name: str) -> tuple[str, dict]:
 
 @pytest.mark.parametrize("name", REAL)
 def test_real_trace_report_leads_with_the_verdict_in_human_words(name):
-    from exporters.plotly_bundle import BASIC_TRACE_TYPES, packed, trace_types
+    from stepscope.exporters.plotly_bundle import BASIC_TRACE_TYPES, packed, trace_types
 
     html, report = real_report(name)
     assert len(html.encode()) < 1_500_000  # the issue's target, whatever the trace
@@ -225,7 +225,7 @@ def test_real_trace_report_leads_with_the_verdict_in_human_words(name):
 
 
 def esc_text(text: str) -> str:
-    from exporters.safe_text import for_html
+    from stepscope.exporters.safe_text import for_html
 
     return for_html(text)
 
@@ -250,7 +250,7 @@ def test_report_shows_the_model_proposed_from_the_trace_as_a_proposal():
 def test_the_vendored_basic_bundle_is_plotly_pys_version_and_others_get_the_full_one():
     """exporters/vendor's plotly.js basic bundle must be the plotly.js plotly.py writes figures for (an upgrade of
     plotly.py must bring its basic bundle); a figure of another trace type gets the full bundle, never a blank."""
-    from exporters.plotly_bundle import basic_usable, bundle_scripts, packed, types_comment
+    from stepscope.exporters.plotly_bundle import basic_usable, bundle_scripts, packed, types_comment
 
     assert basic_usable()
     assert packed(True) in bundle_scripts(types_comment({"scatter", "bar"}), "")

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import streamlit as st
 
-from analysis.front_door import NO_CACHE, open_folder
-from analysis.request_figures import step_requests
-from app import requests_panel
-from app.navigation import ANALYZE_KEY
 from bench.request_lanes_bench import synthetic_served_run
-from exporters.figures import request_lanes
-from exporters.figures.timeline import overview_figure
-from exporters.request_tables import requests_table
+from stepscope.analysis.front_door import NO_CACHE, open_folder
+from stepscope.analysis.request_figures import step_requests
+from stepscope.app import requests_panel
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.exporters.figures import request_lanes
+from stepscope.exporters.figures.timeline import overview_figure
+from stepscope.exporters.request_tables import requests_table
 from tests.app_pages import page_test
 
 CAPTURES = Path(__file__).resolve().parent / "data" / "captures" / "vllm"

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis.categories import Rule
-from analysis.front_door import NOTHING_GIVEN, CachePolicy, Given, answer_key, open_report, resolve_model
-from analysis.options import AnalysisOptions
-from analysis.result_key import NotKeyableError, key_material, result_key
-from parsers.limits import ReadLimits
+from stepscope.analysis.categories import Rule
+from stepscope.analysis.front_door import NOTHING_GIVEN, CachePolicy, Given, answer_key, open_report, resolve_model
+from stepscope.analysis.options import AnalysisOptions
+from stepscope.analysis.result_key import NotKeyableError, key_material, result_key
+from stepscope.parsers.limits import ReadLimits
+from stepscope.trace_cache.store import CacheStore
 from tests.synthetic_traces import synthetic_generation, write
-from trace_cache.store import CacheStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,7 +153,7 @@ def test_the_cli_never_gives_the_first_answer_for_a_second_value_of_any_option(t
 def test_a_copy_of_an_answered_trace_is_answered_from_the_cache_without_analysis(tmp_path, monkeypatch, timelines):
     """The copy is not in the stat index: with the Timeline cache its hash is taken while it is read (and the read
     stops at the cached entry), without it the file is hashed first; either way the answer comes from the cache."""
-    import analysis.front_door as front_door
+    import stepscope.analysis.front_door as front_door
 
     trace = write(tmp_path / "trace.json", synthetic_generation(decode_steps=2))
     copy = tmp_path / "copy" / "trace.json"

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import streamlit as st
 
-from analysis import analyze
-from analysis.compare import compare
-from analysis.report import contract
-from exporters.compare_formats import comparison_markdown, comparison_text
-from exporters.report_html import ReportTrace, build_report
-from exporters.text_report import render_text
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.analysis.compare import compare
+from stepscope.analysis.report import contract
+from stepscope.exporters.compare_formats import comparison_markdown, comparison_text
+from stepscope.exporters.report_html import ReportTrace, build_report
+from stepscope.exporters.text_report import render_text
+from stepscope.parsers import load_trace
 from tests.app_pages import page_test
 from tests.bounded_cli import assert_sane_outcome, run_bounded
 from tests.synthetic_traces import write
@@ -69,7 +69,7 @@ def test_the_html_report_has_no_raw_control_after_its_head(hostile):
 
 
 def test_the_guard_escapes_what_nothing_else_did():
-    from exporters.report_html import without_raw_bidi
+    from stepscope.exporters.report_html import without_raw_bidi
 
     document = f"<head><title>t{RLO}</title></head><body>x{RLO}<script>var a = '{RLO}';</script></body>"
     guarded = without_raw_bidi(document)
@@ -78,7 +78,7 @@ def test_the_guard_escapes_what_nothing_else_did():
 
 
 def test_escaping_functions_write_controls_as_text():
-    from exporters.safe_text import for_markdown, for_plotly, plain
+    from stepscope.exporters.safe_text import for_markdown, for_plotly, plain
 
     for control in CONTROLS:
         for fn in (plain, for_markdown, for_plotly):

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from stepscope.trace_cache import timelines
+from stepscope.trace_cache.entry_seal import sealed
+from stepscope.trace_cache.results import cached_result, store_result
+from stepscope.trace_cache.store import CacheStore
 from tests.conftest import ROOT
 from tests.synthetic_traces import synthetic_generation, write
-from trace_cache import timelines
-from trace_cache.entry_seal import sealed
-from trace_cache.results import cached_result, store_result
-from trace_cache.store import CacheStore
 
 SAMPLES = ROOT / "sample_traces"
 EAGER = SAMPLES / "cpu_tiny-llama_eager" / "trace.json.gz"
@@ -45,7 +45,7 @@ def _cli(args: list[str], cache: Path) -> subprocess.CompletedProcess:
 
 def _answer(trace: Path) -> str:
     """A body of the analyze --json contract's shape (its steps name the trace it came from)."""
-    from analysis.front_door import open_report
+    from stepscope.analysis.front_door import open_report
 
     return open_report(trace).text
 
@@ -192,7 +192,7 @@ def test_the_cli_rebuilds_a_result_entry_of_another_shape(tmp_path, shape):
 def _fake_measurement() -> dict:
     """What analysis.roofline.machine._measured returns, with figures no real measurement gives (so a test sees
     which record was used) and without the seconds of numpy a measurement costs."""
-    from analysis.roofline import machine
+    from stepscope.analysis.roofline import machine
 
     return {
         "memory_bytes_per_s": 1.25e9,
@@ -225,7 +225,7 @@ BAD_MACHINE_RECORDS = {
 
 @pytest.mark.parametrize("shape", sorted(BAD_MACHINE_RECORDS))
 def test_a_stored_machine_record_of_another_shape_or_machine_is_measured_again(tmp_path, monkeypatch, shape):
-    from analysis.roofline import machine
+    from stepscope.analysis.roofline import machine
 
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(machine, "_measured", _fake_measurement)
@@ -238,7 +238,7 @@ def test_a_stored_machine_record_of_another_shape_or_machine_is_measured_again(t
 
 
 def test_this_machines_own_record_is_read_back(tmp_path, monkeypatch):
-    from analysis.roofline import machine
+    from stepscope.analysis.roofline import machine
 
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(machine, "_measured", lambda: pytest.fail("measured although a good record is stored"))

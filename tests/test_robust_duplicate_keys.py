@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from parsers import TraceError
-from parsers.kineto import pieces as split_decode
-from parsers.kineto.reader import read_chrome_trace, read_chrome_trace_file
+from stepscope.parsers import TraceError
+from stepscope.parsers.kineto import pieces as split_decode
+from stepscope.parsers.kineto.reader import read_chrome_trace, read_chrome_trace_file
 from tests.bounded_cli import assert_sane_outcome, run_bounded
 from tests.synthetic_traces import doc, synthetic_generation
 from tests.test_split_decode import _assert_same, _events

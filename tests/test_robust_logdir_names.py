@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import streamlit as st
 
-from app import logdir
-from app.logdir import MAX_FILES, entry_key, list_folders, list_traces, rel_of_key, scan_traces, shown_name
-from app.logdir_panel import OPENED_KEY, open_trace, opened_sources
-from app.navigation import ANALYZE_KEY
+from stepscope.app import logdir
+from stepscope.app.logdir import MAX_FILES, entry_key, list_folders, list_traces, rel_of_key, scan_traces, shown_name
+from stepscope.app.logdir_panel import OPENED_KEY, open_trace, opened_sources
+from stepscope.app.navigation import ANALYZE_KEY
 from tests.app_pages import page_test
 from tests.synthetic_traces import doc, synthetic_generation
 

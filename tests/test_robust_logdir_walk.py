@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app import logdir
-from app.logdir import MAX_FILES, scan_folders, scan_traces
-from app.logdir_panel import COMPARE_LISTED, listed_sources
+from stepscope.app import logdir
+from stepscope.app.logdir import MAX_FILES, scan_folders, scan_traces
+from stepscope.app.logdir_panel import COMPARE_LISTED, listed_sources
 from tests.synthetic_traces import doc, synthetic_generation
 
 TRACE = json.dumps(doc(synthetic_generation(decode_steps=2))).encode()

@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import kernel_names
-from analysis.names import CUT, MATCH_CHARS, match_text, name_matches
-from analysis.trace_facts import engine_of
+from stepscope.analysis import kernel_names
+from stepscope.analysis.names import CUT, MATCH_CHARS, match_text, name_matches
+from stepscope.analysis.trace_facts import engine_of
 from tests.conftest import ROOT
 from tests.synthetic_long_names import long_name, synthetic_long_names_gz
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from collectors.errors import CollectorError
-from collectors.model_loading import MAX_LAYERS, check_memory, config_parameters
+from stepscope.collectors.errors import CollectorError
+from stepscope.collectors.model_loading import MAX_LAYERS, check_memory, config_parameters
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from contracts.run_record import read_run_record
-from contracts.safe_read import FileTooLargeError, NotRegularFileError, open_regular, read_regular
-from contracts.sweep_record import read_sweep_record
-from parsers import TraceError, load_trace
-from parsers.ranks import find_trace_files
+from stepscope.contracts.run_record import read_run_record
+from stepscope.contracts.safe_read import FileTooLargeError, NotRegularFileError, open_regular, read_regular
+from stepscope.contracts.sweep_record import read_sweep_record
+from stepscope.parsers import TraceError, load_trace
+from stepscope.parsers.ranks import find_trace_files
 from tests.bounded_cli import assert_sane_outcome, in_child, run_bounded
 from tests.conftest import ROOT
 from tests.synthetic_traces import synthetic_generation, write
@@ -172,7 +172,7 @@ def test_batch_output_table_that_is_not_a_file_is_one_clear_line(trace_dir, tmp_
 
 @pytest.mark.parametrize("kind", NOT_FILES)
 def test_fleet_table_that_is_not_a_file_is_a_value_error(tmp_path, kind):
-    from batch.fleet import TRACES_TABLE, load_fleet
+    from stepscope.batch.fleet import TRACES_TABLE, load_fleet
 
     _plant(tmp_path / TRACES_TABLE, kind)
     with pytest.raises(ValueError, match="not a regular file"):

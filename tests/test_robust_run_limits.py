@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from app import exposure
-from collectors.run import build_parser, limits_problem
-from contracts import settings
+from stepscope.app import exposure
+from stepscope.collectors.run import build_parser, limits_problem
+from stepscope.contracts import settings
 from tests.app_pages import page_test
 from tests.app_samples import sample_folder
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis.ranks import analyze_ranks
-from exporters.figures import rank_charts
-from parsers.ranks import load_ranks
+from stepscope.analysis.ranks import analyze_ranks
+from stepscope.exporters.figures import rank_charts
+from stepscope.parsers.ranks import load_ranks
+from stepscope.trace_cache.keys import hash_text
 from tests.bounded_cli import assert_sane_outcome, run_bounded
 from tests.conftest import ROOT
 from tests.test_ranks import synthetic_rank_doc
-from trace_cache.keys import hash_text
 
 SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_compile" / "trace.json.gz"
 DEEP = 3000
@@ -119,7 +119,7 @@ def test_a_cached_timeline_whose_metadata_is_nested_3000_deep_is_a_miss(trace, t
 
 
 def test_results_of_the_shipped_samples_have_the_shape(tmp_path):
-    from trace_cache.results import is_analyze_result
+    from stepscope.trace_cache.results import is_analyze_result
 
     for name in ("cpu_tiny-llama_eager", "cpu_tiny-llama_compile"):
         outcome = run_bounded("analyze", ROOT / "sample_traces" / name / "trace.json.gz", "--json", cache_dir=tmp_path)
@@ -166,7 +166,7 @@ def test_a_rank_twice_is_read_with_a_warning(tmp_path, build):
     heat = rank_charts.rank_step_heatmap(run.rank_steps, "step time")
     assert len(heat.data[0].y) == 3
     rank_charts.rank_itl_lines(run.rank_steps)
-    from analysis.rank_collectives import iteration_windows
+    from stepscope.analysis.rank_collectives import iteration_windows
 
     window = iteration_windows(run.rank_steps, run.collectives).iloc[1]
     rank_charts.ranks_window(

@@ -13,11 +13,11 @@ import time
 import pandas as pd
 import pytest
 
-from analysis import AnalysisOptions, analyze
-from analysis.categories import categorize, load_rules
-from analysis.user_patterns import UserPatternError, compile_user_pattern
-from app.analysis_settings import REGEX_KEY, current_options
-from parsers import parse_trace_bytes
+from stepscope.analysis import AnalysisOptions, analyze
+from stepscope.analysis.categories import categorize, load_rules
+from stepscope.analysis.user_patterns import UserPatternError, compile_user_pattern
+from stepscope.app.analysis_settings import REGEX_KEY, current_options
+from stepscope.parsers import parse_trace_bytes
 from tests.bounded_cli import assert_sane_outcome, in_child, run_bounded
 from tests.synthetic_traces import annotation, doc, kernel, launch, synthetic_generation, write
 

@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import analyze
-from analysis.model import Analysis, Segmentation
-from analysis.sanity import check_analysis
-from analysis.summary import Summary
-from parsers import parse_trace_bytes
+from stepscope.analysis import analyze
+from stepscope.analysis.model import Analysis, Segmentation
+from stepscope.analysis.sanity import check_analysis
+from stepscope.analysis.summary import Summary
+from stepscope.parsers import parse_trace_bytes
 from tests.fuzz_inputs import SAMPLE_RUN, SAMPLE_TRACE, check_contract
 from tests.synthetic_traces import annotation, cpu_op, doc, kernel, launch, many_tiny_requests, synthetic_generation
 
@@ -164,7 +164,7 @@ def test_hostile_run_json_gives_a_note_and_no_roofline(patch):
 
 
 def test_the_shipped_run_json_passes_the_schema():
-    from contracts.run_schema import run_record_problems
+    from stepscope.contracts.run_schema import run_record_problems
 
     assert run_record_problems(json.loads(SAMPLE_RUN.read_text())) == []
 
@@ -186,7 +186,7 @@ def test_the_shipped_run_json_passes_the_schema():
     ],
 )
 def test_bad_option_values_give_one_error_line(argv, tmp_path, capsys):
-    from app.cli.main import main
+    from stepscope.app.cli.main import main
 
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps(doc(synthetic_generation(decode_steps=2))))

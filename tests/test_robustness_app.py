@@ -15,9 +15,9 @@ import pytest
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
-from app import exposure
-from app.navigation import ANALYZE_KEY
-from app.uploads import UPLOADS_KEY, register_upload
+from stepscope.app import exposure
+from stepscope.app.navigation import ANALYZE_KEY
+from stepscope.app.uploads import UPLOADS_KEY, register_upload
 from tests.app_pages import page_test
 from tests.app_samples import sample_folder, synthetic_trace
 

@@ -16,9 +16,9 @@ import zlib
 import numpy as np
 import pytest
 
-from parsers import ReadLimits, TraceError, parse_trace_bytes
-from parsers.limits import DEFAULT_MAX_DECOMPRESSED_MB, DEFAULT_MAX_EVENTS, MAX_EVENTS_ENV
-from parsers.numbers import MAX_TIME, bounded_int, int64_column
+from stepscope.parsers import ReadLimits, TraceError, parse_trace_bytes
+from stepscope.parsers.limits import DEFAULT_MAX_DECOMPRESSED_MB, DEFAULT_MAX_EVENTS, MAX_EVENTS_ENV
+from stepscope.parsers.numbers import MAX_TIME, bounded_int, int64_column
 from tests.synthetic_traces import doc, kernel, launch
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")

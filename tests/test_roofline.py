@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.model import Analysis, Segmentation
-from analysis.roofline import (
+from stepscope.analysis.model import Analysis, Segmentation
+from stepscope.analysis.roofline import (
     Hardware,
     calibrate_cpu,
     compute_bound_prompt_tokens,
@@ -27,9 +27,9 @@ from analysis.roofline import (
     shape_from_run_record,
     with_roofline,
 )
-from analysis.summary import Summary
-from collectors.presets import PRESETS
-from parsers.run_sidecar import read_sidecar
+from stepscope.analysis.summary import Summary
+from stepscope.contracts.presets import PRESETS
+from stepscope.parsers.run_sidecar import read_sidecar
 from tests.conftest import ROOT
 
 SEED_H100 = Hardware("H100 (seed)", 3350e9, 700e12)
@@ -300,8 +300,8 @@ def test_run_json_beside_a_trace_gives_the_model_and_the_device(tmp_path):
 
 
 def test_real_trace_device_names_reach_the_table():
-    from analysis.roofline import timeline_device
-    from parsers import load_trace
+    from stepscope.analysis.roofline import timeline_device
+    from stepscope.parsers import load_trace
     from tests.conftest import real_trace
 
     for name, row in (

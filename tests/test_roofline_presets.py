@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.annotations import engine_batch
-from analysis.roofline.accounting import decode_cost, expert_weight_bytes, prefill_cost, step_cost, touched_experts
-from analysis.roofline.model_config import shape_from_config, shape_from_form
-from analysis.roofline.model_presets import ANALYSIS_PRESETS, analysis_preset
-from analysis.roofline.model_source import model_shape, preset_names
+from stepscope.analysis.annotations import engine_batch
+from stepscope.analysis.roofline.accounting import (
+    decode_cost,
+    expert_weight_bytes,
+    prefill_cost,
+    step_cost,
+    touched_experts,
+)
+from stepscope.analysis.roofline.model_config import shape_from_config, shape_from_form
+from stepscope.analysis.roofline.model_presets import ANALYSIS_PRESETS, analysis_preset
+from stepscope.analysis.roofline.model_source import model_shape, preset_names
 
 # (preset, published total parameters, published active parameters or None); the model cards' figures
 PUBLISHED = [

@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from analysis.roofline import complete_sweep, load_sweep, sweep_frame
-from collectors.errors import CollectorError
-from collectors.sweep import SweepSpec, measured_crossing, prompt_lengths, run_prefill_sweep
+from stepscope.analysis.roofline import complete_sweep, load_sweep, sweep_frame
+from stepscope.collectors.errors import CollectorError
+from stepscope.collectors.sweep import SweepSpec, measured_crossing, prompt_lengths, run_prefill_sweep
 from tests.conftest import ROOT
 
 
@@ -66,11 +66,11 @@ def test_sweep_rejects_bad_ranges_with_one_line():
 
 
 def test_analyze_reads_the_run_json_beside_a_real_cpu_run(tmp_path):
-    from analysis import analyze
-    from analysis.roofline import roofline_for_run, timeline_device, with_roofline
-    from collectors.run import RunSpec, run_profiled_generation
-    from parsers import load_trace
-    from parsers.run_sidecar import read_sidecar
+    from stepscope.analysis import analyze
+    from stepscope.analysis.roofline import roofline_for_run, timeline_device, with_roofline
+    from stepscope.collectors.run import RunSpec, run_profiled_generation
+    from stepscope.parsers import load_trace
+    from stepscope.parsers.run_sidecar import read_sidecar
 
     run_dir = run_profiled_generation(
         RunSpec(preset="tiny-llama", device="cpu", prompt_tokens=16, new_tokens=6, warmup=0), out_dir=tmp_path

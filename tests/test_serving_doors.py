@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.front_door import TraceBytes, open_folder
-from app.logdir import RunFolder, scan_traces
-from app.logdir_panel import open_trace, opened_sources
-from app.source_loading import load_source
-from app.trace_sources import all_sources
-from app.uploads import RUN_PREFIX, register_upload_run, upload_run_names
+from stepscope.analysis.front_door import TraceBytes, open_folder
+from stepscope.app.logdir import RunFolder, scan_traces
+from stepscope.app.logdir_panel import open_trace, opened_sources
+from stepscope.app.source_loading import load_source
+from stepscope.app.trace_sources import all_sources
+from stepscope.app.uploads import RUN_PREFIX, register_upload_run, upload_run_names
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "tests" / "data" / "captures" / "vllm"
@@ -103,8 +103,8 @@ def test_compare_takes_two_serving_folders_and_reads_each_as_analyze_dir_does(tm
 
 
 def test_batch_takes_the_folder_as_one_input_with_its_request_figures(tmp_path, cli_answer):
-    from batch.inputs import discover, keyed_inputs
-    from batch.work import analyze_one
+    from stepscope.batch.inputs import discover, keyed_inputs
+    from stepscope.batch.work import analyze_one
 
     source = tmp_path / "runs"
     shutil.copytree(SERVED, source / "served")
@@ -139,8 +139,8 @@ def test_the_html_report_has_a_requests_section(tmp_path, cli_answer):
 
 def test_the_compare_page_offers_each_serving_folder_as_one_run(logs, cli_answer):
     """Compare's pickers list the log directory's runs as one entry each, opened as analyze DIR opens them."""
-    from analysis.compare import compare
-    from app.views.compare import session_sources
+    from stepscope.analysis.compare import compare
+    from stepscope.app.views.compare import session_sources
 
     state: dict = {}
     runs = [s for s in session_sources(state) if s.origin == "logdir" and s.path.is_dir()]

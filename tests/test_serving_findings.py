@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.front_door import NO_CACHE, open_folder
+from stepscope.analysis.front_door import NO_CACHE, open_folder
 
 CAPTURES = Path(__file__).resolve().parent / "data" / "captures" / "vllm"
 SERVING_IDS = ("prefill-decode-interference", "head-of-line-blocking", "queued-with-room", "batch-never-fills")
@@ -106,7 +106,7 @@ def test_interference_where_the_prompt_chunks_are_small_follows_vllms_own_times(
     """Short prompts (6 positions) joining a decoding request. On this shared 2-core machine vLLM's own times put a
     decode token's wait in those mixed steps at about 1.6x a decode-only one (made twice, 2026-12-04: 1.56x and
     1.65x), above the finding's 1.5x but below interference_chunks' 2x warning: the finding follows the truth."""
-    from analysis.serving_findings import COSTLY_RATIO
+    from stepscope.analysis.serving_findings import COSTLY_RATIO
 
     truth = _truth("interference_small_chunks")
     pure, mixed = _truth_token_waits(truth)

@@ -13,10 +13,10 @@ import json
 import pandas as pd
 import pytest
 
-from parsers import TraceError
-from parsers.kineto import pieces as split_decode
-from parsers.kineto import two_processes
-from parsers.kineto.reader import read_chrome_trace
+from stepscope.parsers import TraceError
+from stepscope.parsers.kineto import pieces as split_decode
+from stepscope.parsers.kineto import two_processes
+from stepscope.parsers.kineto.reader import read_chrome_trace
 from tests.conftest import real_trace
 from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import annotation, cpu_op, kernel, launch
@@ -276,8 +276,8 @@ def test_gzip_inflates_the_same_with_the_fast_backend():
     """parsers.inflate (ISA-L when installed) gives zlib's bytes, across gzip members."""
     import zlib
 
-    from parsers import inflate
-    from parsers.limits import decode_container
+    from stepscope.parsers import inflate
+    from stepscope.parsers.limits import decode_container
 
     data = _doc_bytes(_events(200))
     packed = gzip.compress(data[:5000]) + gzip.compress(data[5000:])
@@ -327,7 +327,7 @@ def test_counts_of_both_halves_are_summed(monkeypatch):
 
 def test_vectorised_launch_volumes_equal_the_one_by_one_rule():
     """Grids/blocks as Kineto writes them ([x, y, z]) go through numpy; every odd shape must give what _volume gives."""
-    from parsers.kineto.columns import _volume, _volumes
+    from stepscope.parsers.kineto.columns import _volume, _volumes
 
     dims = [
         (2, 3, 4),
@@ -365,7 +365,7 @@ def _file(tmp_path, data: bytes, name: str = "trace.json"):
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_file_read_in_pieces_equals_one_process(tmp_path, monkeypatch, workers):
-    from parsers.kineto.reader import read_chrome_trace_file
+    from stepscope.parsers.kineto.reader import read_chrome_trace_file
 
     data = _doc_bytes(_events(400), traceName="after the list", baseTimeNanoseconds=123)
     path = _file(tmp_path, data)
@@ -380,7 +380,7 @@ def test_a_file_read_in_pieces_equals_one_process(tmp_path, monkeypatch, workers
 
 def test_cuts_found_across_read_windows(tmp_path, monkeypatch):
     """Tiny read windows: a cut's '}' ',' '{' often spans two windows; whitespace between events is kept."""
-    from parsers.kineto import file_pieces
+    from stepscope.parsers.kineto import file_pieces
 
     monkeypatch.setattr(file_pieces, "_WINDOW", 16)
     monkeypatch.setattr(file_pieces, "_OVERLAP", 4)
@@ -393,7 +393,7 @@ def test_cuts_found_across_read_windows(tmp_path, monkeypatch):
 
 def test_a_file_with_traps_is_extended_or_read_whole(tmp_path, monkeypatch):
     """Names full of '}, {': pieces ending inside them are joined to the next; load_trace's result is right."""
-    from parsers import load_trace
+    from stepscope.parsers import load_trace
 
     events = _events(300)
     for i in list(range(5, 200, 17)) + list(range(1300, 1500, 23)):
@@ -409,8 +409,8 @@ def test_a_file_with_traps_is_extended_or_read_whole(tmp_path, monkeypatch):
 @pytest.mark.parametrize("change", ["grow", "shrink"])
 def test_a_file_changing_size_while_read_is_not_split(tmp_path, monkeypatch, change):
     """The pieces must all be one file's: a size change shows, and the caller reads the file whole instead."""
-    from parsers import load_trace
-    from parsers.load import read_in_pieces
+    from stepscope.parsers import load_trace
+    from stepscope.parsers.load import read_in_pieces
 
     data = _doc_bytes(_events(300))
     path = _file(tmp_path, data)
@@ -435,8 +435,8 @@ def test_a_file_changing_size_while_read_is_not_split(tmp_path, monkeypatch, cha
 
 def test_files_not_read_in_pieces(tmp_path, monkeypatch):
     """A gzip file, a top-level array, a small file: None from read_in_pieces, and load_trace reads them whole."""
-    from parsers import load_trace
-    from parsers.load import read_in_pieces
+    from stepscope.parsers import load_trace
+    from stepscope.parsers.load import read_in_pieces
 
     events = _events(200)
     data = _doc_bytes(events)
@@ -452,7 +452,7 @@ def test_files_not_read_in_pieces(tmp_path, monkeypatch):
 
 
 def test_an_error_in_a_file_gives_the_one_process_error(tmp_path, monkeypatch):
-    from parsers import load_trace
+    from stepscope.parsers import load_trace
 
     events = _events(300)
     events[-3] = dict(events[-3], ts="not a number")
@@ -495,7 +495,7 @@ def test_the_childs_pieces_come_back_without_memfd(monkeypatch):
 
 def test_a_garbled_result_file_falls_back(monkeypatch):
     """A child whose records do not match what it wrote: the parent does not trust them and reads in one process."""
-    from parsers.kineto.channel import PieceChannel
+    from stepscope.parsers.kineto.channel import PieceChannel
 
     original = PieceChannel.received
 
@@ -522,9 +522,9 @@ def test_a_garbled_result_file_falls_back(monkeypatch):
 def test_a_file_over_the_event_limit_gives_the_limit_error(tmp_path, monkeypatch):
     """The pieces stop counting past the limit and word the error as for any file, without the file being read
     whole; limits a caller builds by hand still leave the wording to the one-process reader."""
-    from parsers import load_trace
-    from parsers.limits import ReadLimits
-    from parsers.load import read_in_pieces
+    from stepscope.parsers import load_trace
+    from stepscope.parsers.limits import ReadLimits
+    from stepscope.parsers.load import read_in_pieces
 
     path = _file(tmp_path, _doc_bytes(_events(300)))
     monkeypatch.setenv("STEPSCOPE_MAX_EVENTS", "500")

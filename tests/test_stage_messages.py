@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.cli.read_progress import ReadProgress
-from app.stage_timing import StageLog, StageTimer
+from stepscope.app.cli.read_progress import ReadProgress
+from stepscope.app.stage_timing import StageLog, StageTimer
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
@@ -51,7 +51,7 @@ def test_the_benchmark_log_keeps_one_analysis_stage(tmp_path, monkeypatch):
 
 def test_analyze_tells_its_stages_in_order_with_the_events_it_cuts():
     import stepscope
-    from analysis import analyze
+    from stepscope.analysis import analyze
 
     trace = stepscope.load(SAMPLE)
     told: list[str] = []
@@ -100,7 +100,7 @@ def test_the_cli_shows_the_stages_on_a_terminal_only(tmp_path):
 def test_the_page_says_drawing_once_and_only_for_the_trace_just_opened():
     from types import SimpleNamespace
 
-    from app.cache import OPEN_LOG_KEY, open_log_of
+    from stepscope.app.cache import OPEN_LOG_KEY, open_log_of
 
     now = [0.0]
     log = StageLog(clock=lambda: now[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from exporters.figures import step_charts
+from stepscope.exporters.figures import step_charts
 
 
 def _steps(n: int) -> pd.DataFrame:

@@ -9,15 +9,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from collectors.tensor_parallel import TPSpec, _free_port, run_tensor_parallel, shard_model  # noqa: E402
-from parsers.ranks import load_ranks  # noqa: E402
+from stepscope.collectors.tensor_parallel import TPSpec, _free_port, run_tensor_parallel, shard_model  # noqa: E402
+from stepscope.parsers.ranks import load_ranks  # noqa: E402
 
 
 def _sharded_logits(rank: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
-    from collectors.model_loading import build_preset
-    from collectors.prompts import prompt_ids
+    from stepscope.collectors.model_loading import build_preset
+    from stepscope.collectors.prompts import prompt_ids
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -35,8 +35,8 @@ def _sharded_logits(rank: int, port: int, out: str) -> None:
 def test_column_row_split_matches_the_unsharded_model(tmp_path):
     import torch.multiprocessing as mp
 
-    from collectors.model_loading import build_preset
-    from collectors.prompts import prompt_ids
+    from stepscope.collectors.model_loading import build_preset
+    from stepscope.collectors.prompts import prompt_ids
 
     mp.start_processes(_sharded_logits, args=(_free_port(), str(tmp_path)), nprocs=2, start_method="spawn")
     model = build_preset("tiny-llama", torch.device("cpu"), torch.float32, 1, 64).model

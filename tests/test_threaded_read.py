@@ -14,9 +14,9 @@ import threading
 
 import pytest
 
-from parsers.kineto import pieces as split_decode
-from parsers.kineto import two_processes
-from parsers.kineto.reader import read_chrome_trace, read_chrome_trace_file
+from stepscope.parsers.kineto import pieces as split_decode
+from stepscope.parsers.kineto import two_processes
+from stepscope.parsers.kineto.reader import read_chrome_trace, read_chrome_trace_file
 from tests.test_split_decode import _assert_same, _doc_bytes, _events, _serial
 
 
@@ -56,7 +56,7 @@ def _in_a_thread(work):
 
 def _counted(received: list):
     """A PieceChannel.received that counts the pieces the other process sent."""
-    from parsers.kineto.channel import PieceChannel
+    from stepscope.parsers.kineto.channel import PieceChannel
 
     original = PieceChannel.received
 
@@ -69,7 +69,7 @@ def _counted(received: list):
 
 
 def test_a_buffer_decoded_from_a_thread_goes_to_a_fresh_interpreter(monkeypatch, no_fork_here):
-    from parsers.kineto.channel import PieceChannel
+    from stepscope.parsers.kineto.channel import PieceChannel
 
     received: list[int] = []
     monkeypatch.setattr(PieceChannel, "received", _counted(received))
@@ -83,7 +83,7 @@ def test_a_buffer_decoded_from_a_thread_goes_to_a_fresh_interpreter(monkeypatch,
 
 
 def test_a_file_decoded_from_a_thread_goes_to_a_fresh_interpreter(tmp_path, monkeypatch, no_fork_here):
-    from parsers.kineto.channel import PieceChannel
+    from stepscope.parsers.kineto.channel import PieceChannel
 
     data = _doc_bytes(_events(400), traceName="after the list", baseTimeNanoseconds=123)
     path = tmp_path / "trace.json"
@@ -190,7 +190,7 @@ def test_two_decodes_in_two_threads_each_run_only_their_own_work(tmp_path):
 
 @pytest.mark.parametrize("where", ["main thread", "thread"])
 def test_progress_rises_to_one(where, tmp_path):
-    from parsers.load import read_trace_file
+    from stepscope.parsers.load import read_trace_file
 
     path = tmp_path / "trace.json"
     path.write_bytes(_doc_bytes(_events(600)))
@@ -219,8 +219,8 @@ def test_a_read_leaves_the_cycle_collector_as_it_found_it(enabled):
 
 
 def test_progress_through_the_cache_ends_at_one_on_a_miss_and_on_a_hit(tmp_path):
-    from trace_cache import timelines
-    from trace_cache.store import CacheStore
+    from stepscope.trace_cache import timelines
+    from stepscope.trace_cache.store import CacheStore
 
     path = tmp_path / "trace.json"
     path.write_bytes(_doc_bytes(_events(600)))

@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 
-from analysis import analyze
-from exporters.figures import timeline as timeline_figures
-from parsers import load_trace
+from stepscope.analysis import analyze
+from stepscope.exporters.figures import timeline as timeline_figures
+from stepscope.parsers import load_trace
 from tests.synthetic_traces import synthetic_generation, write
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from parsers import load as loader
-from parsers import load_trace
+from stepscope.parsers import load as loader
+from stepscope.parsers import load_trace
+from stepscope.trace_cache import column_file, keys, timelines
+from stepscope.trace_cache.results import cached_result, store_result
+from stepscope.trace_cache.store import CacheStore
 from tests.conftest import ROOT, real_trace
 from tests.synthetic_memory import CPU, memory_event
 from tests.synthetic_traces import synthetic_generation, write
-from trace_cache import column_file, keys, timelines
-from trace_cache.results import cached_result, store_result
-from trace_cache.store import CacheStore
 
 SAMPLE = ROOT / "sample_traces" / "cpu_tiny-llama_eager" / "trace.json.gz"
 
@@ -56,7 +56,7 @@ def test_round_trip_is_exact(store, trace):
 
 
 def timelines_policy(store):
-    from analysis.front_door import CachePolicy
+    from stepscope.analysis.front_door import CachePolicy
 
     return CachePolicy(store=store)
 
@@ -69,7 +69,7 @@ def test_round_trip_of_a_real_sample_with_run_json(store):
     warm = timelines.load_trace_cached(SAMPLE, store=store)
     _assert_same(fresh, warm)
     assert "run" not in warm.meta.extra  # the run.json beside it is the front door's to read, once per open
-    from analysis.front_door import open_trace
+    from stepscope.analysis.front_door import open_trace
 
     assert open_trace(SAMPLE, cache=timelines_policy(store)).timeline.meta.extra["run"].device_type == "cpu"
 
@@ -270,9 +270,9 @@ def test_result_cache_keyed_and_checksummed(store, trace):
 
 
 def test_result_key_follows_the_run_json(trace):
-    from analysis.front_door import NOTHING_GIVEN, answer_key
-    from analysis.options import AnalysisOptions
-    from parsers.limits import ReadLimits
+    from stepscope.analysis.front_door import NOTHING_GIVEN, answer_key
+    from stepscope.analysis.options import AnalysisOptions
+    from stepscope.parsers.limits import ReadLimits
 
     before = answer_key(trace, AnalysisOptions(), NOTHING_GIVEN, ReadLimits.from_env())
     (trace.parent / "run.json").write_text('{"device": "x"}')
@@ -359,8 +359,8 @@ def test_every_input_is_in_the_key_so_no_answer_is_served_for_another(tmp_path):
 def test_a_lowered_read_limit_refuses_a_cached_trace(tmp_path, trace, monkeypatch):
     """Entries are per read limits: a trace cached under the defaults is refused (one line, exit 2) once
     STEPSCOPE_MAX_EVENTS is below its event count, by the library and by a warm command line alike."""
-    from parsers import TraceError
-    from parsers.limits import ReadLimits
+    from stepscope.parsers import TraceError
+    from stepscope.parsers.limits import ReadLimits
 
     cache = tmp_path / "cache"
     events = json.loads(trace.read_text())["traceEvents"]
@@ -409,7 +409,7 @@ def test_open_hands_back_the_content_hash(store, trace):
 def test_the_fast_path_never_hashes_a_file_it_does_not_know(tmp_path, trace, monkeypatch):
     """A first open is answered by the full command, which reads the file once; the fast path only looks up the
     stat index (hashing an unknown file there would read it twice)."""
-    from app import cli_cached
+    from stepscope.app import cli_cached
 
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
 
@@ -423,7 +423,7 @@ def test_the_fast_path_never_hashes_a_file_it_does_not_know(tmp_path, trace, mon
 def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monkeypatch):
     """`analyze DIR` caches every rank's Timeline; stepscope.load caches too (and cache=False leaves it alone)."""
     import stepscope
-    from app.cli.main import main
+    from stepscope.app.cli.main import main
 
     folder = ROOT / "sample_traces" / "cpu_tiny-llama_tp2_eager"
     cache = tmp_path / "cache"
@@ -448,7 +448,7 @@ def test_rank_folders_and_the_notebook_api_read_through_the_cache(tmp_path, monk
 @pytest.fixture
 def pieces_from_disk(monkeypatch):
     """Small files take the path of a big plain JSON file: read in pieces from disk by two processes."""
-    from parsers.kineto import pieces as split_decode
+    from stepscope.parsers.kineto import pieces as split_decode
 
     monkeypatch.setattr(split_decode, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(split_decode, "PIECE_BYTES", 4096)
@@ -459,7 +459,7 @@ def pieces_from_disk(monkeypatch):
 def test_a_file_read_in_pieces_is_hashed_meanwhile_and_cached(store, trace, pieces_from_disk, monkeypatch):
     """The digest taken while the child decodes is the digest of the bytes; the stat index and the entry are written."""
     taken = []
-    from parsers.kineto import two_processes
+    from stepscope.parsers.kineto import two_processes
 
     monkeypatch.setattr(two_processes, "decode_file_in_two", _recording(two_processes.decode_file_in_two, taken))
     digest, cold = timelines.open_trace_cached(trace, store=store)
@@ -481,7 +481,7 @@ def test_same_content_elsewhere_stops_the_parse(store, trace, tmp_path, pieces_f
     def no_full_parse(*_):
         raise AssertionError("parsed to the end")
 
-    from parsers.kineto import two_processes
+    from stepscope.parsers.kineto import two_processes
 
     monkeypatch.setattr(two_processes, "joined", no_full_parse)
     again, served = timelines.open_trace_cached(copy, store=store)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from parsers.kineto.reader import read_chrome_trace
+from stepscope.parsers.kineto.reader import read_chrome_trace
 from tests.synthetic_traces import cpu_op, kernel, launch
 
 

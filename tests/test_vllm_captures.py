@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.front_door import NO_CACHE, open_folder
-from parsers.errors import TraceError
+from stepscope.analysis.front_door import NO_CACHE, open_folder
+from stepscope.parsers.errors import TraceError
 from tests.captures.vllm import make_twins
 from tests.captures.vllm_truth import align, score
 

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 import stepscope
-from analysis.event_window import WINDOW_COLUMNS, range_window, steps_window, work_index
-from analysis.selection import Selection, diff, select
+from stepscope.analysis.event_window import WINDOW_COLUMNS, range_window, steps_window, work_index
+from stepscope.analysis.selection import Selection, diff, select
 from tests.conftest import REAL_TRACES
 from tests.synthetic_gpu_captures import gpu_capture
 from tests.synthetic_traces import write

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..contracts import settings
-from ..contracts.safe_read import read_regular
+from stepscope.contracts import settings
+from stepscope.contracts.safe_read import read_regular
 
 CACHE_DIR_ENV = "STEPSCOPE_CACHE_DIR"
 CACHE_MAX_ENV = "STEPSCOPE_CACHE_MAX_MB"

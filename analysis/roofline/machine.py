@@ -22,8 +22,9 @@ import socket
 import tempfile
 from pathlib import Path
 
-from ...contracts.machine_figures import best_of, load_now, measure, read_figures, under_load
-from ...contracts.run_record import RunRecord
+from stepscope.contracts.machine_figures import best_of, load_now, measure, read_figures, under_load
+from stepscope.contracts.run_record import RunRecord
+
 from .hardware import Hardware
 
 MACHINE_KEY = "machine"  # run.json: {"memory_bytes_per_s", "flops_per_s", "how", "host", "load_avg", "under_load"}
@@ -93,7 +94,7 @@ def _cpu_identity() -> str:
 
 
 def _stored_path() -> Path:
-    from ...trace_cache.store import default_cache_dir
+    from stepscope.trace_cache.store import default_cache_dir
 
     ident = f"{socket.gethostname()}|{_cpu_identity()}"
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname())[:60] or "host"

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ...contracts.run_record import parse_run_record
-from ...contracts.safe_read import read_regular_text
+from stepscope.contracts.run_record import parse_run_record
+from stepscope.contracts.safe_read import read_regular_text
 
 MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few kB (quantisation maps: a few MB)
 

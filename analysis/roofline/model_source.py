@@ -1,10 +1,12 @@
-"""A model's shapes for the roofline from a name the user gives: a collectors preset, a model folder,
+"""A model's shapes for the roofline from a name the user gives: a preset (contracts/presets.py), a model folder,
 a config.json or a run.json. Used by the roofline command and by the Analyze page for traces
 without a run.json (so the page does not import the command line)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from stepscope.contracts.presets import PRESETS
 
 from . import ModelShape, read_config_file, shape_from_config
 from .model_presets import ANALYSIS_PRESETS, analysis_preset
@@ -13,11 +15,9 @@ _PRESET_MODEL_TYPES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Phi3Conf
 
 
 def model_shape(model: str, dtype: str | None = None) -> ModelShape:
-    """A ModelShape for a preset name (a collectors preset, else a family preset of
+    """A ModelShape for a preset name (contracts/presets.py, else a family preset of
     analysis.roofline.model_presets), else a model folder, config.json or run.json; ValueError
     with a one-line message otherwise."""
-    from ...collectors.presets import PRESETS  # torch-free at import
-
     preset = PRESETS.get(model)
     if preset is not None:
         config = {"model_type": _PRESET_MODEL_TYPES.get(preset.config_class, ""), **preset.config_kwargs}
@@ -32,7 +32,5 @@ def model_shape(model: str, dtype: str | None = None) -> ModelShape:
 
 
 def preset_names() -> list[str]:
-    """Every name model_shape takes as a preset: the collectors' (tiny ones for CPU runs) and the families'."""
-    from ...collectors.presets import PRESETS
-
+    """Every name model_shape takes as a preset: contracts/presets.py's (tiny ones for CPU runs) and the families'."""
     return sorted(set(PRESETS) | set(ANALYSIS_PRESETS))

@@ -3,9 +3,10 @@ it (model config, dtype, prompt length, device) and the device name in the trace
 
 from __future__ import annotations
 
-from ...contracts.run_record import RunRecord
-from ...contracts.run_schema import run_record_problems
-from ...parsers.timeline import Timeline
+from stepscope.contracts.run_record import RunRecord
+from stepscope.contracts.run_schema import run_record_problems
+from stepscope.parsers.timeline import Timeline
+
 from ..model import Analysis
 from .compare import RooflineReport, roofline_report
 from .gpus import match_gpu

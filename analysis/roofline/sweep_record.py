@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...contracts.sweep_record import read_sweep_record
+from stepscope.contracts.sweep_record import read_sweep_record
 
 SWEEP_COLUMNS = ("prompt_tokens", "measured_ms", "expected_ms", "memory_ms", "compute_ms", "bound", "bytes", "flops")
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ...parsers.timeline import Timeline
+from stepscope.parsers.timeline import Timeline
+
 from ..event_rows import kind_mask, take_rows
 from ..names import name_matches
 

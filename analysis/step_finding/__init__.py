@@ -21,7 +21,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ...parsers.timeline import Timeline
+from stepscope.parsers.timeline import Timeline
+
 from ..annotations import oversized_step_warnings
 from ..event_rows import kind_mask
 from ..model import Segmentation

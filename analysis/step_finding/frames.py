@@ -14,7 +14,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ...parsers.timeline import Timeline
+from stepscope.parsers.timeline import Timeline
+
 from ..event_rows import kind_mask, name_mask, take_rows
 from ..model import Segmentation
 

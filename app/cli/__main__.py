@@ -1,5 +1,5 @@
 """`python -m app.cli ...`: the package's entry point (the `stepscope` command runs the same function)."""
 
-from .main import run
+from stepscope.app.cli.main import run
 
 run()

@@ -39,7 +39,7 @@ def define_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Print the JSON contract (DESIGN.md) or its readable form. Raises TraceError/ValueError on bad input."""
-    from ...analysis.front_door import OpenedRun, is_run_source, open_folder, open_report, single_trace_of
+    from stepscope.analysis.front_door import OpenedRun, is_run_source, open_folder, open_report, single_trace_of
 
     options = analysis_options(args)  # before reading: a bad value or --categories file fails fast
     window = parse_window(args.window) if args.window is not None else None
@@ -48,7 +48,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             raise ValueError("--window reads one trace, not a folder of ranks: name one rank's file")
         return _analyze_window(args, options, window)
     if is_run_source(args.trace):
-        from ...exporters.text_report import render_ranks_text
+        from stepscope.exporters.text_report import render_ranks_text
 
         # several ranks: the ranks object; one worker rank beside a serving engine's API server: that trace's object
         opened = open_folder(args.trace, options, **given_args(args))
@@ -91,8 +91,9 @@ def parse_window(text: str) -> tuple[float, float]:
 def _analyze_window(args: argparse.Namespace, options, window: tuple[float, float]) -> int:
     """The usual answer with the `window` object added (DESIGN.md): the trace is opened whole, not answered from
     the result cache, since the window reads its events."""
-    from ...analysis.event_window import ms_to_ns, range_window, window_json, work_index
-    from ...analysis.front_door import open_trace, single_trace_of
+    from stepscope.analysis.event_window import ms_to_ns, range_window, window_json, work_index
+    from stepscope.analysis.front_door import open_trace, single_trace_of
+
     from .read_progress import read_progress_for
 
     trace = single_trace_of(args.trace)
@@ -115,7 +116,7 @@ def emit_answer(text: str, as_json: bool) -> int:
 
 
 def _render_text(report: dict) -> str:
-    from ...exporters.text_report import render_text
+    from stepscope.exporters.text_report import render_text
 
     return render_text(report)
 

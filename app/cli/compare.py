@@ -21,7 +21,7 @@ EXIT_GATE_FAILED = 1
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from ...analysis.gate import GATE_SYNTAX, gate_help
+    from stepscope.analysis.gate import GATE_SYNTAX, gate_help
 
     compare = subparsers.add_parser(
         "compare",
@@ -48,8 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def open_for_command(path: str, args: argparse.Namespace):
     """One trace of compare, report or export through the front door, with the command's options; its notes go
     to stderr. Raises TraceError or ValueError."""
-    from ...analysis.front_door import is_run_source, open_folder_trace, open_trace, single_trace_of
-    from ...parsers.ranks import FRONT_END_NAME, find_trace_files
+    from stepscope.analysis.front_door import is_run_source, open_folder_trace, open_trace, single_trace_of
+    from stepscope.parsers.ranks import FRONT_END_NAME, find_trace_files
 
     run = is_run_source(path)
     if run and any(FRONT_END_NAME.search(p.name) for p in find_trace_files(path)):  # a serving engine's folder
@@ -68,9 +68,9 @@ def open_for_command(path: str, args: argparse.Namespace):
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from ...analysis.compare import compare
-    from ...analysis.gate import evaluate_gates, parse_gates
-    from ...exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
+    from stepscope.analysis.compare import compare
+    from stepscope.analysis.gate import evaluate_gates, parse_gates
+    from stepscope.exporters.compare_formats import comparison_json, comparison_markdown, comparison_text
 
     if args.json and args.format not in (None, "json"):
         raise UserError(f"--json and --format {args.format} disagree")

@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if served is not None:
         return served
     args = build_parser().parse_args(argv)
-    from ...parsers import TraceError
+    from stepscope.parsers import TraceError
 
     try:
         return args.handler(args)
@@ -123,7 +123,8 @@ def _prog() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ...batch.cli import add_batch_parser
+    from stepscope.batch.cli import add_batch_parser
+
     from . import analyze, compare, export, profile_server, report, roofline, run, sweep, webapp
 
     parser = OneLineErrorParser(prog=_prog(), description="Stepscope: where every token's time goes.")

@@ -11,8 +11,8 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ...analysis.front_door import CachePolicy
-    from ...analysis.options import AnalysisOptions
+    from stepscope.analysis.front_door import CachePolicy
+    from stepscope.analysis.options import AnalysisOptions
 
 
 def add_analysis_options(parser: argparse.ArgumentParser) -> None:
@@ -51,11 +51,11 @@ def add_analysis_options(parser: argparse.ArgumentParser) -> None:
 
 def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
     """The options object of a command's flags. ValueError (one line) for a bad value or categories file."""
-    from ...analysis.options import AnalysisOptions
+    from stepscope.analysis.options import AnalysisOptions
 
     rules = ()
     if args.categories:
-        from ...analysis.categories import load_rules
+        from stepscope.analysis.categories import load_rules
 
         rules = load_rules(args.categories)
     return AnalysisOptions.from_us(
@@ -64,7 +64,7 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
 
 
 def cache_policy(args: argparse.Namespace) -> CachePolicy:
-    from ...analysis.front_door import NO_CACHE, USE_CACHE
+    from stepscope.analysis.front_door import NO_CACHE, USE_CACHE
 
     return NO_CACHE if args.no_cache else USE_CACHE
 

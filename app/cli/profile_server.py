@@ -49,7 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _workload(args: argparse.Namespace):
-    from ...collectors.live_server import Workload, parse_range
+    from stepscope.collectors.live_server import Workload, parse_range
 
     if args.requests is not None and not 1 <= args.requests <= 10000:
         raise UserError(f"--requests {args.requests}: give 1 to 10000")
@@ -70,10 +70,11 @@ def _progress(line: str) -> None:
 
 
 def run_profile_server(args: argparse.Namespace) -> int:
-    from ...analysis.front_door import OpenedRun, open_folder
-    from ...collectors.errors import CollectorError
-    from ...collectors.live_server import keep_capture, probe, profile_server
-    from ...exporters.text_report import render_ranks_text, render_text
+    from stepscope.analysis.front_door import OpenedRun, open_folder
+    from stepscope.collectors.errors import CollectorError
+    from stepscope.collectors.live_server import keep_capture, probe, profile_server
+    from stepscope.exporters.text_report import render_ranks_text, render_text
+
     from .analyze import _emit, _print_notes
 
     options = analysis_options(args)

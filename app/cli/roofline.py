@@ -38,9 +38,9 @@ MAX_COUNT = 1 << 24  # tokens or sequences: far above any real run, low enough t
 
 def run_roofline(args: argparse.Namespace) -> int:
     """Print the table or the JSON object. Raises UserError (bad flags) or ValueError (bad model)."""
-    from ...analysis.roofline import compute_bound_prompt_tokens, decode_cost, estimate, kv_bytes_per_token
-    from ...analysis.roofline.hardware import phase_estimates
-    from ...analysis.roofline.model_source import model_shape
+    from stepscope.analysis.roofline import compute_bound_prompt_tokens, decode_cost, estimate, kv_bytes_per_token
+    from stepscope.analysis.roofline.hardware import phase_estimates
+    from stepscope.analysis.roofline.model_source import model_shape
 
     for name in ("prompt_tokens", "new_tokens", "batch"):
         if not 1 <= getattr(args, name) <= MAX_COUNT:
@@ -79,7 +79,7 @@ def run_roofline(args: argparse.Namespace) -> int:
 
 
 def _hardware(args: argparse.Namespace):
-    from ...analysis.roofline import Hardware, calibrate_cpu, gpu_by_name
+    from stepscope.analysis.roofline import Hardware, calibrate_cpu, gpu_by_name
 
     for flag, value in (("--hbm-gbps", args.hbm_gbps), ("--tflops", args.tflops)):
         if value is not None and not 0 < value < 1e9:  # also refuses inf and nan
@@ -105,7 +105,7 @@ def _hardware(args: argparse.Namespace):
 
 
 def _text(args, shape, hardware, phases, last, report) -> str:
-    from ...analysis.roofline.compare import format_bytes
+    from stepscope.analysis.roofline.compare import format_bytes
 
     lines = [
         f"{shape.name}: {shape.parameters / 1e9:.3g}B parameters, {shape.dtype_bytes} bytes per element, "

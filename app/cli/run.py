@@ -18,6 +18,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run_collector(args: argparse.Namespace) -> int:
-    from ...collectors.run import main
+    from stepscope.collectors.run import main
 
     return main(args.collector_args)

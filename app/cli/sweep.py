@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from ...contracts import settings
+from stepscope.contracts import settings
+
 from .errors import UserError
 
 
@@ -40,10 +41,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from ...analysis.roofline import complete_sweep
-    from ...collectors.errors import CollectorError
-    from ...collectors.run import _quiet_libraries
-    from ...collectors.sweep import STAGES, SweepSpec, run_prefill_sweep
+    from stepscope.analysis.roofline import complete_sweep
+    from stepscope.collectors.errors import CollectorError
+    from stepscope.collectors.run import _quiet_libraries
+    from stepscope.collectors.sweep import STAGES, SweepSpec, run_prefill_sweep
 
     if not args.no_limits:
         counts = {"batch": args.batch, "prompt_tokens": args.max_tokens, "points": args.points}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis.event_window import table_page
-from ...analysis.number_format import convert, format_value, shared_unit
-from ...exporters.figures import step_charts, timeline, timeline_marks
-from ...exporters.safe_text import for_markdown, plain
-from ...parsers import TraceError
+from stepscope.analysis.event_window import table_page
+from stepscope.analysis.number_format import convert, format_value, shared_unit
+from stepscope.exporters.figures import step_charts, timeline, timeline_marks
+from stepscope.exporters.safe_text import for_markdown, plain
+from stepscope.parsers import TraceError
+
 from .. import (
     components,
     findings_panel,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ...analysis.compare import batches_differ, compare, unlike_prefix
-from ...analysis.number_format import convert, format_ratio, format_value, shared_unit
-from ...exporters.compare_formats import metric_table_rows, op_diff_caption, op_diff_rows
-from ...exporters.figures import compare_charts, request_charts
-from ...exporters.request_tables import requests_table
-from ...exporters.safe_text import for_markdown, plain
-from ...parsers import TraceError
+from stepscope.analysis.compare import batches_differ, compare, unlike_prefix
+from stepscope.analysis.number_format import convert, format_ratio, format_value, shared_unit
+from stepscope.exporters.compare_formats import metric_table_rows, op_diff_caption, op_diff_rows
+from stepscope.exporters.figures import compare_charts, request_charts
+from stepscope.exporters.request_tables import requests_table
+from stepscope.exporters.safe_text import for_markdown, plain
+from stepscope.parsers import TraceError
+
 from .. import components, logdir_panel, report_panel, requests_panel, tables
 from ..navigation import COMPARE_KEYS
 from ..source_loading import load_source

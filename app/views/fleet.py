@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ...analysis.metrics import metric
-from ...analysis.number_format import format_count, format_value
-from ...batch.fleet import (
+from stepscope.analysis.metrics import metric
+from stepscope.analysis.number_format import format_count, format_value
+from stepscope.batch.fleet import (
     FLEET_METRICS,
     GROUP_COLUMNS,
     batch_folders,
@@ -25,9 +25,10 @@ from ...batch.fleet import (
     trace_count,
     worst_outlier,
 )
-from ...exporters.figures import fleet_charts
-from ...exporters.safe_text import for_markdown, plain
-from ...parsers.limits import read_file_bytes
+from stepscope.exporters.figures import fleet_charts
+from stepscope.exporters.safe_text import for_markdown, plain
+from stepscope.parsers.limits import read_file_bytes
+
 from .. import tables
 from ..navigation import ANALYZE_KEY, go_to
 from ..trace_sources import fleet_root, samples_dir
@@ -55,7 +56,7 @@ TABLE_COLUMNS = (
 
 def _start_batch(root: Path) -> None:
     """Run a batch over a folder of traces (the samples, or a folder under the root) with a live progress bar."""
-    from ...batch.runner import run_batch
+    from stepscope.batch.runner import run_batch
 
     with st.expander("Analyse a folder of traces into a new batch", expanded=not batch_folders(root)):
         sources = {"samples": samples_dir()}

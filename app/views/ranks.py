@@ -9,11 +9,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ...analysis.metrics import format_value
-from ...analysis.rank_collectives import collectives_in, iteration_windows
-from ...exporters.figures import rank_charts
-from ...exporters.safe_text import for_markdown, plain
-from ...parsers import TraceError
+from stepscope.analysis.metrics import format_value
+from stepscope.analysis.rank_collectives import collectives_in, iteration_windows
+from stepscope.exporters.figures import rank_charts
+from stepscope.exporters.safe_text import for_markdown, plain
+from stepscope.parsers import TraceError
+
 from .. import components, tables
 from ..analysis_settings import settings_expander
 from ..rank_runs import (

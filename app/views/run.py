@@ -15,11 +15,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from ...analysis.roofline import load_sweep, sweep_frame
-from ...collectors.errors import CollectorError
-from ...collectors.presets import DEFAULT_PRESET, PRESETS
-from ...exporters.figures.sweep_chart import sweep_figure
-from ...exporters.safe_text import for_markdown
+from stepscope.analysis.roofline import load_sweep, sweep_frame
+from stepscope.collectors.errors import CollectorError
+from stepscope.contracts.presets import DEFAULT_PRESET, PRESETS
+from stepscope.exporters.figures.sweep_chart import sweep_figure
+from stepscope.exporters.safe_text import for_markdown
+
 from .. import live_server_panel, memory_panel
 from ..exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
 from ..navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
@@ -46,7 +47,7 @@ def _pair_modes(on_gpu: bool) -> tuple[str, str]:
 
 
 def _spec_form():
-    from ...collectors.run import RunSpec
+    from stepscope.collectors.run import RunSpec
 
     with st.form("run_spec"):
         left, right = st.columns(2)
@@ -86,8 +87,8 @@ def _run(spec, status) -> Path:
     """One collectors run in its child process, its stages shown as a progress bar inside the status box. The
     heartbeat between stages redraws the bar: a click on Stop reruns the page, which interrupts this script at
     that call, and run_in_child's cleanup ends the child."""
-    from ...collectors.child import run_in_child
-    from ...collectors.run import STAGES, stage_hint
+    from stepscope.collectors.child import run_in_child
+    from stepscope.collectors.run import STAGES, stage_hint
 
     bar = status.progress(0.0, text=f"{spec.mode}: starting")
     status.button("Stop", key="run_stop", help="end the run's process now")
@@ -138,7 +139,7 @@ def _generation_section(on_gpu: bool) -> None:
 
 
 def _sweep_form():
-    from ...collectors.sweep import SweepSpec
+    from stepscope.collectors.sweep import SweepSpec
 
     with st.form("sweep_spec"):
         left, middle, right = st.columns(3)
@@ -172,7 +173,7 @@ def _sweep_form():
 
 
 def _run_sweep_with_status(spec) -> Path | None:
-    from ...collectors.sweep import STAGES
+    from stepscope.collectors.sweep import STAGES
 
     with st.status(
         f"Sweeping prefill of {spec.preset}, {spec.min_tokens}-{spec.max_tokens} tokens...", expanded=True

@@ -9,13 +9,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...analysis.number_format import convert
+from stepscope.analysis.number_format import convert
+
 from ..safe_text import for_plotly
 from . import palette
 from .timeline import detail_lanes
 
 if TYPE_CHECKING:  # only .name, .timeline and .analysis are read: the HTML report passes its own records
-    from ...analysis.front_door import Opened as LoadedTrace
+    from stepscope.analysis.front_door import Opened as LoadedTrace
 
 COLORS = (palette.TRACE_A, palette.TRACE_B)
 

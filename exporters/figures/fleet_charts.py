@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from ...analysis.metrics import metric
+from stepscope.analysis.metrics import metric
+
 from ..safe_text import for_plotly
 
 HEIGHT = 320

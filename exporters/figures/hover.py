@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...analysis.categories import categorize
-from ...analysis.number_format import format_value
-from ...parsers.timeline import HOST_LAUNCH_KINDS
+from stepscope.analysis.categories import categorize
+from stepscope.analysis.number_format import format_value
+from stepscope.parsers.timeline import HOST_LAUNCH_KINDS
+
 from ..safe_text import for_plotly
 
 HOVERLABEL = {"bgcolor": "#ffffff", "bordercolor": "#adb5bd", "font": {"color": "#212529", "size": 12}, "align": "left"}

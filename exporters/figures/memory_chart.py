@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ...analysis.memory import device_series
-from ...analysis.model import Analysis
-from ...parsers.timeline import Timeline
+from stepscope.analysis.memory import device_series
+from stepscope.analysis.model import Analysis
+from stepscope.parsers.timeline import Timeline
+
 from . import palette, step_charts
 from .hover import HOVERLABEL
 

@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ...analysis.number_format import format_value
-from ...parsers.timeline import Timeline
+from stepscope.analysis.number_format import format_value
+from stepscope.parsers.timeline import Timeline
+
 from . import timeline as tl
 
 # heatmap choices: label -> column of RankRun.rank_steps (ns)

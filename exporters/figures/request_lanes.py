@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ...analysis.model import Analysis
-from ...analysis.number_format import format_value
+from stepscope.analysis.model import Analysis
+from stepscope.analysis.number_format import format_value
+
 from . import palette
 from .hover import HOVERLABEL
 from .timeline import LaneSet

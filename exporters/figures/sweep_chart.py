@@ -7,7 +7,8 @@ import math
 
 import plotly.graph_objects as go
 
-from ...analysis.roofline import sweep_frame
+from stepscope.analysis.roofline import sweep_frame
+
 from ..safe_text import for_plotly
 from . import palette
 

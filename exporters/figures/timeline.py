@@ -26,12 +26,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ...analysis.capture_figures import utilisation
-from ...analysis.categories import categorize
-from ...analysis.event_window import events_in_range
-from ...analysis.model import Analysis
-from ...analysis.number_format import format_value
-from ...parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+from stepscope.analysis.capture_figures import utilisation
+from stepscope.analysis.categories import categorize
+from stepscope.analysis.event_window import events_in_range
+from stepscope.analysis.model import Analysis
+from stepscope.analysis.number_format import format_value
+from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
+
 from . import palette
 from .hover import HOVERLABEL, event_hover, gap_hover, step_hover
 

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ...analysis.number_format import format_value
+from stepscope.analysis.number_format import format_value
+
 from . import palette
 from .hover import HOVERLABEL, event_hover
 from .timeline import LANE_WIDTH_PX, LaneSet, _ms, lanes_figure

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ...contracts import settings
-from ...contracts.safe_read import open_regular
+from stepscope.contracts import settings
+from stepscope.contracts.safe_read import open_regular
+
 from . import pieces as piece_reading  # module attributes: what tests lower (MIN_SPLIT_BYTES) and replace
 from .channel import PieceChannel
 from .file_pieces import FileChangedError, FileSource

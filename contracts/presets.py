@@ -3,14 +3,14 @@
 Kernel timing depends on shapes and dtypes, not on weight values, so a preset built from
 the published config of a model profiles like the real thing. The "tiny-*" presets are small
 enough to profile a full generation on a laptop CPU in seconds (tests use several architectures).
+The collectors build a model from a preset; the roofline and the app read its shapes (here, so that analysis
+need not import the collectors).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-from .errors import CollectorError
 
 
 @dataclass(frozen=True)
@@ -162,18 +162,3 @@ PRESETS: dict[str, Preset] = {
 }
 
 DEFAULT_PRESET = "tiny-llama"
-
-
-def preset_config(name: str):
-    """The transformers config of a preset; unknown names get a message listing the known ones."""
-    preset = PRESETS.get(name)
-    if preset is None:
-        known = ", ".join(sorted(PRESETS))
-        raise CollectorError(f"unknown preset {name!r}; known presets: {known}")
-    import transformers
-
-    config_class = getattr(transformers, preset.config_class)
-    config = config_class(**preset.config_kwargs)
-    # Presets always use PyTorch's SDPA: the attention kernels a stock HF deployment runs.
-    config._attn_implementation = "sdpa"
-    return config
