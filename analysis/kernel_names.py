@@ -13,6 +13,7 @@ Work is done once per distinct name (`short_names` maps categorical codes), neve
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -73,9 +74,15 @@ _ATEN_OPS = (
 def short_name(name: str) -> str:
     """One readable label of at most MAX_CHARS characters for a kernel or host op name."""
     text = str(name).strip()
-    if not text:
-        return ""
-    label = _short(text[:_SCAN_CHARS])
+    return _label(text[:_SCAN_CHARS]) if text else ""
+
+
+@functools.lru_cache(maxsize=4096)  # at most 4,096 prefixes of _SCAN_CHARS: 16 MB in the worst case
+def _label(text: str) -> str:
+    """short_name of a name's scanned prefix, remembered: one analysis labels the same distinct names in several
+    passes (categories, anatomy, the model proposal), and a label of kilobytes of template arguments costs a
+    fraction of a millisecond (issue 39: analysis time should grow with events, not with name bytes)."""
+    label = _short(text)
     label = re.sub(r"\s+", " ", label).strip() or text[:MAX_CHARS]
     return label if len(label) <= MAX_CHARS else label[: MAX_CHARS - 1] + "…"
 

@@ -27,6 +27,7 @@ from stepscope.parsers.timeline import Timeline
 
 from .categories import categorize
 from .model import Analysis
+from .names import match_text
 from .number_format import compact, format_value
 from .shapes import clean_dims
 
@@ -152,7 +153,7 @@ def _dtype(kernels: pd.DataFrame, evidence: dict[str, str]) -> str | None:
 
 
 def _dtype_of(name: str) -> str | None:
-    text = name.lower()
+    text = match_text(name).lower()  # a bounded prefix: a dtype is named near a kernel name's start
     return next((dtype for dtype, pattern in _DTYPES if pattern.search(text)), None)
 
 
