@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
-
 from .categories import _nesting_sort
 from .event_rows import isin_ints, kind_mask
 from .names import name_matches

@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
-
 from .activity import Activity, derive_activity
 from .annotations import engine_batch
 from .categories import (

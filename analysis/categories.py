@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.contracts.safe_read import read_regular_text
-
 from .kernel_names import short_names
 from .names import match_text
 from .user_patterns import UserPattern, compile_user_pattern

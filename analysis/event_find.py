@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import Timeline
-
 from .event_window import WorkIndex
 from .user_patterns import MAX_PATTERN_CHARS, compile_user_pattern
 

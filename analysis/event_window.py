@@ -28,7 +28,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import GPU_KINDS, Timeline
-
 from .activity import busy_union, covered_time
 from .categories import CATEGORIES
 from .event_rows import kind_mask

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from stepscope.parsers.run_sidecar import Sidecar
     from stepscope.parsers.timeline import Timeline
     from stepscope.trace_cache.store import CacheStore
-
     from .model import Analysis
     from .ranks import RankRun
     from .roofline.hardware import Hardware
@@ -269,7 +268,6 @@ def open_folder(
     (and `single`) gives that trace's answer, its report with `front_end`; several give the ranks of the run."""
     from stepscope.parsers.errors import TraceError
     from stepscope.parsers.ranks import find_trace_files, split_front_ends
-
     from .serving.front_end import front_end_files
 
     options, given, limits = _inputs(options, model, device, limits)
@@ -332,7 +330,6 @@ def open_folder_trace(
 
 def _run_of(read, members, label, options, given, limits, notify, front) -> OpenedRun:
     from stepscope.parsers.ranks import rank_timelines
-
     from .ranks import analyze_ranks
     from .ranks_report import multi_rank_contract
 

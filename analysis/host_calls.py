@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import HOST_LAUNCH_KINDS
-
 from .activity import Activity, covered_time
 from .event_rows import kind_mask
 from .model import Finding

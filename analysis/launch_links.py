@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
-
 from .activity import busy_union
 from .event_rows import kind_mask
 from .event_window import events_in_range

@@ -19,7 +19,6 @@ import pandas as pd
 
 from stepscope.parsers.memory_table import CPU_DEVICE_TYPE, UNKNOWN, device_label
 from stepscope.parsers.timeline import Timeline
-
 from .model import Analysis
 from .roofline.gpus import match_gpu
 from .summary import MemorySummary

@@ -17,7 +17,6 @@ import dataclasses
 
 from stepscope.contracts.run_record import RunRecord
 from stepscope.parsers.timeline import Timeline
-
 from .memory import kv_tokens_capacity
 from .memory_findings import kv_growth_findings
 from .metrics import format_bytes

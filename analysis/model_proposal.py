@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import Timeline
-
 from .categories import categorize
 from .model import Analysis
 from .names import match_text

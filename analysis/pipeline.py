@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
-
 from .activity import busy_union, derive_activity
 from .capture_figures import capture_figures, gpu_mostly_idle
 from .composition import with_batch_figures

@@ -24,7 +24,6 @@ import pandas as pd
 
 from stepscope.parsers.ranks import RankedRun
 from stepscope.parsers.timeline import GPU_KINDS, Timeline
-
 from . import Analysis, AnalysisOptions, analyze
 from .activity import busy_union, covered_time, derive_activity
 from .categories import categorize

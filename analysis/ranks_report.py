@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from stepscope.parsers.ranks import RankedRun
-
 from .rank_collectives import summary as collective_summary
 from .ranks import RankRun
 from .report import _clean, contract

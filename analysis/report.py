@@ -8,7 +8,6 @@ import math
 import pandas as pd
 
 from stepscope.parsers.timeline import Timeline
-
 from .activity import busy_union
 from .composition import requests_of
 from .model import Analysis

@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import Timeline
-
 from .activity import busy_union
 from .categories import categorize
 from .event_find import FindQuery, find, per_step

@@ -13,7 +13,6 @@ import re
 import pandas as pd
 
 from stepscope.parsers.timeline import Timeline
-
 from .model import TraceFacts
 from .names import match_text
 

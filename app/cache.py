@@ -39,7 +39,6 @@ from stepscope.analysis.front_door import (
 )
 from stepscope.parsers import TraceError
 from stepscope.parsers.limits import ReadLimits
-
 from .stage_timing import StageLog, StageTimer
 
 READ_BAR_SECONDS = 0.5  # between two moves of the read progress bar

@@ -14,7 +14,6 @@ from stepscope.analysis.number_format import format_count
 from stepscope.analysis.step_figures import unknown_tokens_reason
 from stepscope.analysis.summary import Summary
 from stepscope.exporters.safe_text import for_markdown
-
 from . import tables
 from .cache import LoadedTrace
 from .findings_panel import alert

@@ -11,7 +11,6 @@ from __future__ import annotations
 import streamlit as st
 
 from stepscope.exporters.figures import timeline
-
 from .workbench import Bench
 
 AROUND_MATCH = 40  # a window around a match outside the steps: this many times its length on each side

@@ -18,7 +18,6 @@ from stepscope.analysis.selection import Selection
 from stepscope.analysis.user_patterns import MAX_PATTERN_CHARS
 from stepscope.exporters.figures import timeline_marks
 from stepscope.exporters.safe_text import for_markdown
-
 from . import tables
 from .detail_window import show_event
 from .workbench import Bench

@@ -16,7 +16,6 @@ import streamlit as st
 from stepscope.analysis.findings import finding_range
 from stepscope.analysis.report import saving_text
 from stepscope.exporters.safe_text import for_markdown
-
 from .cache import LoadedTrace
 
 TOP = 3  # findings shown under the cards

@@ -20,7 +20,6 @@ from stepscope.analysis.number_format import format_value
 from stepscope.analysis.selection import Selection
 from stepscope.exporters.figures.timeline_marks import Marks
 from stepscope.exporters.safe_text import for_markdown
-
 from .selection_panel import on_box
 from .workbench import Bench
 

@@ -17,7 +17,6 @@ import streamlit as st
 
 from stepscope.collectors.live_server import PROFILER_FLAG, CaptureChild
 from stepscope.exporters.safe_text import for_markdown
-
 from .navigation import ANALYZE_KEY, COMPARE_KEYS, go_to
 from .trace_sources import runs_dir
 from .uploads import register_upload_run

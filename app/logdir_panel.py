@@ -14,7 +14,6 @@ from pathlib import Path
 import streamlit as st
 
 from stepscope.exporters.safe_text import for_markdown
-
 from .logdir import (
     OutsideLogdirError,
     RunFolder,

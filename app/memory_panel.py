@@ -11,7 +11,6 @@ from stepscope.analysis.metrics import format_bytes
 from stepscope.analysis.number_format import MISSING, format_count
 from stepscope.exporters.figures import memory_chart
 from stepscope.exporters.safe_text import for_markdown
-
 from .cache import LoadedTrace
 from .tables import show
 

@@ -15,7 +15,6 @@ import streamlit as st
 
 from stepscope.analysis.number_format import compact
 from stepscope.exporters.safe_text import for_markdown
-
 from .analysis_settings import MODEL_KEY, model_of, set_custom_model
 
 MAX_CONFIG_BYTES = 16 << 20  # the same bound as a model config read by name (contracts.safe_read)

@@ -11,7 +11,6 @@ import streamlit as st
 from stepscope.exporters.perfetto_trace import perfetto_trace_bytes
 from stepscope.exporters.perfetto_ui import open_in_perfetto_html
 from stepscope.exporters.safe_text import for_markdown
-
 from .cache import LoadedTrace
 from .components import file_base
 

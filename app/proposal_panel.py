@@ -13,7 +13,6 @@ import streamlit as st
 from stepscope.analysis.model_proposal import ModelProposal, form_fields, roofline_text
 from stepscope.analysis.roofline import usable_run_record
 from stepscope.exporters.safe_text import for_markdown
-
 from .analysis_settings import set_model
 from .cache import LoadedTrace
 

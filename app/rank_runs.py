@@ -21,7 +21,6 @@ from stepscope.analysis.ranks import RankRun
 from stepscope.parsers import TraceError
 from stepscope.parsers.limits import ReadLimits
 from stepscope.parsers.ranks import RankedRun, find_trace_files
-
 from .analysis_settings import current_given, current_options
 from .trace_sources import runs_dir, samples_dir
 

@@ -10,7 +10,6 @@ import streamlit as st
 
 from stepscope.analysis.compare import Comparison
 from stepscope.exporters.report_html import build_report
-
 from .cache import LoadedTrace
 from .components import file_base
 

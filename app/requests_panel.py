@@ -19,7 +19,6 @@ from stepscope.analysis.request_figures import step_requests
 from stepscope.exporters.figures import request_charts, request_lanes
 from stepscope.exporters.request_tables import COLUMNS, requests_table, step_composition
 from stepscope.exporters.safe_text import for_markdown
-
 from . import tables
 from .cache import LoadedTrace
 

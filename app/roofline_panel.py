@@ -36,7 +36,6 @@ from stepscope.analysis.roofline.model_source import preset_names
 from stepscope.contracts.presets import DEFAULT_PRESET, PRESETS
 from stepscope.contracts.run_record import RunRecord
 from stepscope.exporters.safe_text import for_markdown
-
 from . import components, model_picker, proposal_panel, tables
 from .analysis_settings import CUSTOM_KINDS, DEVICE_KEY, MODEL_KEY, set_device, set_model
 from .cache import LoadedTrace

@@ -20,7 +20,6 @@ from stepscope.analysis.kernel_names import distinct_short_names
 from stepscope.analysis.number_format import convert, format_count, format_value, shared_unit, sig
 from stepscope.analysis.selection import Selection, SelectionAnswer, diff, select
 from stepscope.exporters.safe_text import for_markdown
-
 from . import tables
 from .style import VERDICT_COLOR
 from .workbench import Bench

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 
 from stepscope.parsers.ranks import find_trace_files
-
 from .analysis_settings import current_given, current_options
 from .cache import LoadedTrace, load_folder, load_path
 from .logdir import configured_logdir, folder_files

@@ -25,7 +25,6 @@ import streamlit as st
 from stepscope.analysis.event_find import FindQuery
 from stepscope.exporters.figures import timeline_marks
 from stepscope.exporters.figures.timeline import LaneSet, detail_lanes
-
 from . import find_panel, findings_panel, launch_panel, selection_panel
 from .cache import LoadedTrace
 from .detail_window import detail_range

@@ -14,7 +14,6 @@ import streamlit as st
 
 from stepscope.exporters.safe_text import for_markdown
 from stepscope.parsers.trace_processor import trace_processor_status
-
 from .uploads import register_upload, register_upload_run, size_limit_text
 
 FORMATS_READ = (

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from stepscope.analysis.front_door import TraceBytes
 from stepscope.parsers import TraceError
 from stepscope.parsers.limits import MiB, ReadLimits
-
 from .analysis_settings import current_given, current_options
 from .cache import LoadedTrace, load_bytes, load_folder, sha256_of_bytes
 

@@ -17,7 +17,6 @@ import streamlit as st
 from stepscope.analysis.event_find import FindQuery, Found, find
 from stepscope.analysis.event_window import WorkIndex, ms_to_ns, work_index
 from stepscope.analysis.selection import Selection
-
 from .cache import MAX_OPENED, LoadedTrace
 
 

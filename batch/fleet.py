@@ -17,7 +17,6 @@ import pandas as pd
 
 from stepscope.contracts.safe_read import open_regular
 from stepscope.parsers.ranks import TRACE_SUFFIXES
-
 from .inputs import rank_run_folders, run_key, sha256_of_file
 
 FLEET_METRICS = ("ttft_ms", "itl_p50_ms", "gpu_busy_pct", "kernels_per_decode_step")  # the distributions shown

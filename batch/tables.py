@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 
 from stepscope.analysis.metrics import METRICS
 from stepscope.contracts.safe_read import open_regular
-
 from .work import CATEGORY_FIELDS, COUNT_METRICS, GAP_FIELDS, ROW_TABLES, STEP_FIELDS, TRACE_FIELDS
 
 SCHEMAS = {

@@ -16,7 +16,6 @@ import torch
 
 from stepscope.contracts.presets import PRESETS
 from stepscope.contracts.safe_read import read_regular_text
-
 from .devices import free_memory_bytes
 from .errors import CollectorError
 

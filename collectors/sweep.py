@@ -47,7 +47,6 @@ from typing import Any
 
 from stepscope.contracts.sweep_record import SCHEMA as SWEEP_SCHEMA
 from stepscope.contracts.sweep_record import write_sweep_record
-
 from .errors import CollectorError
 from .torch_setup import torch_and_device
 

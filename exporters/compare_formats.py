@@ -16,7 +16,6 @@ from stepscope.analysis.compare import Comparison
 from stepscope.analysis.gate import GateResult
 from stepscope.analysis.metrics import BY_KEY
 from stepscope.analysis.number_format import format_delta, format_ratio, format_row, format_value, shared_unit
-
 from .safe_text import plain
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]|~$])")  # with < > & as entities: nothing renders as markup

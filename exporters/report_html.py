@@ -26,7 +26,6 @@ import plotly.io as pio
 from stepscope.analysis.compare import Comparison, batches_differ
 from stepscope.analysis.model import Analysis
 from stepscope.parsers.timeline import Timeline
-
 from . import report_sections as sections
 from .compare_formats import format_delta, format_ratio, format_value, op_diff_caption, op_diff_rows
 from .figures import compare_charts

@@ -20,7 +20,6 @@ from stepscope.analysis.metrics import card_metrics, card_text, unknown_reason
 from stepscope.analysis.model import Analysis
 from stepscope.analysis.model_proposal import roofline_text
 from stepscope.analysis.report import saving_text
-
 from .anatomy_tables import category_roofline_table, category_table, composition_table
 from .figures import memory_chart, step_charts, timeline
 from .safe_text import for_html

@@ -9,7 +9,6 @@ from __future__ import annotations
 from stepscope.analysis.metrics import METRICS, card_text, format_bytes, format_value
 from stepscope.analysis.number_format import MISSING, format_count
 from stepscope.analysis.report import saving_text
-
 from .safe_text import plain
 
 STEP_HEADS = ("span", "kernels", "launches", "busy", "idle", "lead", "tail")

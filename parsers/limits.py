@@ -18,7 +18,6 @@ from pathlib import Path
 
 from stepscope.contracts import settings
 from stepscope.contracts.safe_read import NotRegularFileError, open_regular
-
 from . import inflate
 from .errors import TraceError
 

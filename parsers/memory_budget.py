@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 
 from stepscope.contracts import settings
-
 from .errors import TraceError
 
 MiB = 1 << 20

@@ -16,7 +16,6 @@ from pathlib import Path
 from stepscope.contracts.run_record import MAX_BYTES, RunRecord, parse_run_record, run_record_path
 from stepscope.contracts.run_schema import run_record_problems
 from stepscope.contracts.safe_read import read_regular
-
 from .timeline import Timeline
 
 NO_SIDECAR = "none"  # the digest part of a result key when no run.json lies beside the trace

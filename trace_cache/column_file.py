@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 from stepscope.parsers import Timeline
 from stepscope.parsers.memory_table import MEMORY_COLUMNS
 from stepscope.parsers.timeline import DeviceInfo, TraceMeta
-
 from .entry_seal import seal, sealed_size
 from .keys import PARSER_VERSION
 from .results import NULL, fits

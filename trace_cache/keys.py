@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.contracts.safe_read import open_regular
-
 from .store import CacheStore
 
 PARSER_VERSION = 3  # bump whenever a reader's output (the Timeline) changes (2: grid/block, ranks; 3: memory)

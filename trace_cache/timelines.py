@@ -17,7 +17,6 @@ from stepscope.parsers import Timeline
 from stepscope.parsers.kineto.pieces import Progress
 from stepscope.parsers.limits import ReadLimits
 from stepscope.parsers.load import load_trace, parse_trace_bytes, read_trace_file
-
 from .column_file import NotCacheableError, read_entry, write_entry
 from .keys import (
     FileDigest,

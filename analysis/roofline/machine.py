@@ -24,7 +24,6 @@ from pathlib import Path
 
 from stepscope.contracts.machine_figures import best_of, load_now, measure, read_figures, under_load
 from stepscope.contracts.run_record import RunRecord
-
 from .hardware import Hardware
 
 MACHINE_KEY = "machine"  # run.json: {"memory_bytes_per_s", "flops_per_s", "how", "host", "load_avg", "under_load"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from stepscope.contracts.presets import PRESETS
-
 from . import ModelShape, read_config_file, shape_from_config
 from .model_presets import ANALYSIS_PRESETS, analysis_preset
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from stepscope.contracts.run_record import RunRecord
 from stepscope.contracts.run_schema import run_record_problems
 from stepscope.parsers.timeline import Timeline
-
 from ..model import Analysis
 from .compare import RooflineReport, roofline_report
 from .gpus import match_gpu

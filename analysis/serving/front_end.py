@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import Timeline
-
 from ..event_rows import kind_mask, take_rows
 from ..names import name_matches
 

@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import Timeline
-
 from ..annotations import oversized_step_warnings
 from ..event_rows import kind_mask
 from ..model import Segmentation

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from stepscope.parsers.timeline import Timeline
-
 from ..event_rows import kind_mask, name_mask, take_rows
 from ..model import Segmentation
 

@@ -93,7 +93,6 @@ def _analyze_window(args: argparse.Namespace, options, window: tuple[float, floa
     the result cache, since the window reads its events."""
     from stepscope.analysis.event_window import ms_to_ns, range_window, window_json, work_index
     from stepscope.analysis.front_door import open_trace, single_trace_of
-
     from .read_progress import read_progress_for
 
     trace = single_trace_of(args.trace)

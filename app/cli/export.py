@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from stepscope.parsers.trace_processor import trace_processor_status
-
 from .errors import UserError
 from .options import add_analysis_options
 
@@ -28,7 +27,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run_export(args: argparse.Namespace) -> int:
     """Load, analyse, write; print where it went and what it holds. Raises TraceError/ValueError/UserError."""
     from stepscope.exporters.perfetto_trace import write_perfetto
-
     from .compare import open_for_command
 
     opened = open_for_command(args.trace, args)

@@ -124,7 +124,6 @@ def _prog() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from stepscope.batch.cli import add_batch_parser
-
     from . import analyze, compare, export, profile_server, report, roofline, run, sweep, webapp
 
     parser = OneLineErrorParser(prog=_prog(), description="Stepscope: where every token's time goes.")

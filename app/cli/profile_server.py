@@ -74,7 +74,6 @@ def run_profile_server(args: argparse.Namespace) -> int:
     from stepscope.collectors.errors import CollectorError
     from stepscope.collectors.live_server import keep_capture, probe, profile_server
     from stepscope.exporters.text_report import render_ranks_text, render_text
-
     from .analyze import _emit, _print_notes
 
     options = analysis_options(args)

@@ -27,7 +27,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run_report(args: argparse.Namespace) -> int:
     """Load, analyse, build, write atomically. Raises TraceError/ValueError/UserError."""
     from stepscope.exporters.report_html import build_report, report_trace, write_report
-
     from .compare import open_for_command
 
     traces = [report_trace(open_for_command(path, args)) for path in [args.trace] + ([args.vs] if args.vs else [])]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 
 from stepscope.contracts import settings
-
 from .errors import UserError
 
 

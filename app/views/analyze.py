@@ -9,7 +9,6 @@ from stepscope.analysis.number_format import convert, format_value, shared_unit
 from stepscope.exporters.figures import step_charts, timeline, timeline_marks
 from stepscope.exporters.safe_text import for_markdown, plain
 from stepscope.parsers import TraceError
-
 from .. import (
     components,
     findings_panel,

@@ -12,7 +12,6 @@ from stepscope.exporters.figures import compare_charts, request_charts
 from stepscope.exporters.request_tables import requests_table
 from stepscope.exporters.safe_text import for_markdown, plain
 from stepscope.parsers import TraceError
-
 from .. import components, logdir_panel, report_panel, requests_panel, tables
 from ..navigation import COMPARE_KEYS
 from ..source_loading import load_source

@@ -28,7 +28,6 @@ from stepscope.batch.fleet import (
 from stepscope.exporters.figures import fleet_charts
 from stepscope.exporters.safe_text import for_markdown, plain
 from stepscope.parsers.limits import read_file_bytes
-
 from .. import tables
 from ..navigation import ANALYZE_KEY, go_to
 from ..trace_sources import fleet_root, samples_dir

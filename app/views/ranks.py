@@ -14,7 +14,6 @@ from stepscope.analysis.rank_collectives import collectives_in, iteration_window
 from stepscope.exporters.figures import rank_charts
 from stepscope.exporters.safe_text import for_markdown, plain
 from stepscope.parsers import TraceError
-
 from .. import components, tables
 from ..analysis_settings import settings_expander
 from ..rank_runs import (

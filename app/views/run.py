@@ -20,7 +20,6 @@ from stepscope.collectors.errors import CollectorError
 from stepscope.contracts.presets import DEFAULT_PRESET, PRESETS
 from stepscope.exporters.figures.sweep_chart import sweep_figure
 from stepscope.exporters.safe_text import for_markdown
-
 from .. import live_server_panel, memory_panel
 from ..exposure import ALLOW_REMOTE_ENV, remote_runs_allowed, run_bound, run_spec_problem
 from ..navigation import ANALYZE_KEY, COMPARE_KEYS, go_to

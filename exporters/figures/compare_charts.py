@@ -10,7 +10,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from stepscope.analysis.number_format import convert
-
 from ..safe_text import for_plotly
 from . import palette
 from .timeline import detail_lanes

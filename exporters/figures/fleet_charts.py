@@ -6,7 +6,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from stepscope.analysis.metrics import metric
-
 from ..safe_text import for_plotly
 
 HEIGHT = 320

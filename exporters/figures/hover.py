@@ -14,7 +14,6 @@ import pandas as pd
 from stepscope.analysis.categories import categorize
 from stepscope.analysis.number_format import format_value
 from stepscope.parsers.timeline import HOST_LAUNCH_KINDS
-
 from ..safe_text import for_plotly
 
 HOVERLABEL = {"bgcolor": "#ffffff", "bordercolor": "#adb5bd", "font": {"color": "#212529", "size": 12}, "align": "left"}

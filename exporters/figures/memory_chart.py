@@ -14,7 +14,6 @@ import plotly.graph_objects as go
 from stepscope.analysis.memory import device_series
 from stepscope.analysis.model import Analysis
 from stepscope.parsers.timeline import Timeline
-
 from . import palette, step_charts
 from .hover import HOVERLABEL
 

@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 
 from stepscope.analysis.number_format import format_value
 from stepscope.parsers.timeline import Timeline
-
 from . import timeline as tl
 
 # heatmap choices: label -> column of RankRun.rank_steps (ns)

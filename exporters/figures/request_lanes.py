@@ -20,7 +20,6 @@ import plotly.graph_objects as go
 
 from stepscope.analysis.model import Analysis
 from stepscope.analysis.number_format import format_value
-
 from . import palette
 from .hover import HOVERLABEL
 from .timeline import LaneSet

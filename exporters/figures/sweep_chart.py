@@ -8,7 +8,6 @@ import math
 import plotly.graph_objects as go
 
 from stepscope.analysis.roofline import sweep_frame
-
 from ..safe_text import for_plotly
 from . import palette
 

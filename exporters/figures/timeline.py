@@ -32,7 +32,6 @@ from stepscope.analysis.event_window import events_in_range
 from stepscope.analysis.model import Analysis
 from stepscope.analysis.number_format import format_value
 from stepscope.parsers.timeline import GPU_KINDS, HOST_LAUNCH_KINDS, Timeline
-
 from . import palette
 from .hover import HOVERLABEL, event_hover, gap_hover, step_hover
 

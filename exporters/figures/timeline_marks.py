@@ -20,7 +20,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from stepscope.analysis.number_format import format_value
-
 from . import palette
 from .hover import HOVERLABEL, event_hover
 from .timeline import LANE_WIDTH_PX, LaneSet, _ms, lanes_figure

@@ -28,7 +28,6 @@ import msgspec
 
 from stepscope.contracts import settings
 from stepscope.contracts.safe_read import open_regular
-
 from . import pieces as piece_reading  # module attributes: what tests lower (MIN_SPLIT_BYTES) and replace
 from .channel import PieceChannel
 from .file_pieces import FileChangedError, FileSource
