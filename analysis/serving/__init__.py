@@ -95,9 +95,12 @@ def _opaque(obs: pd.DataFrame) -> bool:
 
 def _local_counts(obs: pd.DataFrame) -> pd.DataFrame:
     """What each step says alone, without following the batch: P and D where annotated; a forward of N positions
-    over N sequences decodes; one sequence of several positions prefills (at least two positions per prompt chunk);
-    nothing scheduled is empty."""
+    over N sequences decodes, unless it holds more sequences than the step before (a request joined, and a prompt
+    may be one position long: vLLM serves one-token prompts, tests/data/captures/vllm/interference_tiny_prompts);
+    one sequence of several positions prefills (at least two positions per prompt chunk); nothing scheduled is
+    empty."""
     s, n, p, d = (obs[c].to_numpy() for c in ("S", "N", "P", "D"))
+    joined = np.append(False, (s[1:] > s[:-1]) & (s[:-1] != UNKNOWN))
     kind = np.full(len(obs), "unknown", dtype=object)
     annotated = (p != UNKNOWN) & (d != UNKNOWN)
     kind[annotated & (p > 0) & (d > 0)] = "mixed"
@@ -105,7 +108,7 @@ def _local_counts(obs: pd.DataFrame) -> pd.DataFrame:
     kind[annotated & (p == 0) & (d > 0)] = "decode"
     kind[annotated & (p == 0) & (d == 0)] = "empty"
     shaped = ~annotated & (s != UNKNOWN) & (n != UNKNOWN)
-    kind[shaped & (s > 0) & (n == s)] = "decode"
+    kind[shaped & (s > 0) & (n == s) & ~joined] = "decode"
     kind[shaped & (s == 1) & (n > 1)] = "prefill"
     kind[shaped & (s == 0)] = "empty"
     decodes = np.where(kind == "decode", np.where(d != UNKNOWN, d, s), np.where(kind == "prefill", 0, d))
