@@ -94,6 +94,31 @@ def test_with_annotations_every_kind_and_composition_is_exact(capture, tmp_root)
         assert s["known"] == s["forwards"] and not s["wrong"] and not s["composition_wrong"], s
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_preempted_request_recomputing_is_a_prefill(variant, tmp_root):
+    """preempt_small: vLLM preempted a request for KV space and recomputed it (its truth says so); each step the
+    recomputation ran in is prefill work in every variant (its kind the truth's or unknown, never decode), and the
+    request count right or null."""
+    truth = _truth("preempt_small")
+    preempted_at = [t["index"] for t in truth["steps"] if t["preempted_before"]]
+    assert preempted_at, "the capture holds no preemption"
+    recompute = [
+        t
+        for t in truth["steps"]
+        if t["index"] > preempted_at[0] and any(q["resumed"] and q["phase"] == "prefill" for q in t["sequences"])
+    ]
+    assert recompute and all(t["kind"] in ("prefill", "mixed") for t in recompute)  # vLLM's own record
+    report = _report("preempt_small", variant, True, tmp_root)
+    kinds = {t["index"]: s["kind"] for s, t in zip(report["steps"], align(report["steps"], truth), strict=True) if t}
+    for t in recompute:
+        assert kinds[t["index"]] in (t["kind"], "unknown"), (t["index"], kinds[t["index"]])
+        if variant == "as is":
+            assert kinds[t["index"]] == t["kind"]
+    assert report["requests"] in (None, truth["requests_in_trace"])
+    if variant == "as is" and report["requests"] is None:  # the annotation says a request rejoined: the reason
+        assert any("preempted request recomputes" in w for w in report["segmentation"]["warnings"])
+
+
 def test_an_empty_engine_call_is_an_empty_step_and_annotated_steps_tile(tmp_root):
     report = _report("saturated_shapes_stacks", "as is", True, tmp_root)
     matched = align(report["steps"], _truth("saturated_shapes_stacks"))

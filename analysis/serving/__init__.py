@@ -24,6 +24,7 @@ from .front_end import FrontEnd
 from .identities import Followed, follow
 from .ledger import UNKNOWN, Batches, resolve
 
+COMPOSITION = ("tokens", "prefill_tokens", "decode_sequences")  # a step's split, as an annotation states it
 REQUEST_PAUSE = 4.0  # a pause this many times the typical one between steps ends a run of steps that tile
 
 
@@ -69,8 +70,9 @@ def follow_served(
     else:
         followed = Followed(step_request=np.full(len(bounds), UNKNOWN, np.int64), complete=False)
     kinds = _kinds(bounds, counts)
-    requests, why = _request_count(followed, counts, obs, front_end, reason)
-    bounds = _with_followed(bounds, kinds, counts, followed, obs, start, host_end)
+    recomputing = _recomputing(bounds)
+    requests, why = _request_count(followed, counts, obs, front_end, reason, recomputing)
+    bounds = _with_followed(bounds, kinds, counts, followed, obs, start, host_end, recomputing)
     evidence = _evidence(obs, front_end, followed)
     warnings = _warnings(kinds, why)
     seg = replace(
@@ -95,9 +97,12 @@ def _opaque(obs: pd.DataFrame) -> bool:
 
 def _local_counts(obs: pd.DataFrame) -> pd.DataFrame:
     """What each step says alone, without following the batch: P and D where annotated; a forward of N positions
-    over N sequences decodes; one sequence of several positions prefills (at least two positions per prompt chunk);
-    nothing scheduled is empty."""
+    over N sequences decodes, unless it holds more sequences than the step before (a request joined, and a prompt
+    may be one position long: vLLM serves one-token prompts, tests/data/captures/vllm/interference_tiny_prompts);
+    one sequence of several positions prefills (at least two positions per prompt chunk); nothing scheduled is
+    empty."""
     s, n, p, d = (obs[c].to_numpy() for c in ("S", "N", "P", "D"))
+    joined = np.append(False, (s[1:] > s[:-1]) & (s[:-1] != UNKNOWN))
     kind = np.full(len(obs), "unknown", dtype=object)
     annotated = (p != UNKNOWN) & (d != UNKNOWN)
     kind[annotated & (p > 0) & (d > 0)] = "mixed"
@@ -105,7 +110,7 @@ def _local_counts(obs: pd.DataFrame) -> pd.DataFrame:
     kind[annotated & (p == 0) & (d > 0)] = "decode"
     kind[annotated & (p == 0) & (d == 0)] = "empty"
     shaped = ~annotated & (s != UNKNOWN) & (n != UNKNOWN)
-    kind[shaped & (s > 0) & (n == s)] = "decode"
+    kind[shaped & (s > 0) & (n == s) & ~joined] = "decode"
     kind[shaped & (s == 1) & (n > 1)] = "prefill"
     kind[shaped & (s == 0)] = "empty"
     decodes = np.where(kind == "decode", np.where(d != UNKNOWN, d, s), np.where(kind == "prefill", 0, d))
@@ -133,14 +138,41 @@ def _kinds(bounds: pd.DataFrame, counts: pd.DataFrame) -> np.ndarray:
     return kind
 
 
+def _recomputing(bounds: pd.DataFrame) -> np.ndarray:
+    """Per step, whether its annotation writes a preempted request recomputing its cache: vLLM counts a request with
+    output as generation, so a step whose generation sequences score more positions than there are of them, in a run
+    that is not speculative (analysis.serving.observations.annotated_counts; tests/data/captures/vllm/preempt_small).
+    The annotation's split of such a step is not prompt positions against decoding sequences."""
+    floats = [bounds[c].astype("Float64").to_numpy(dtype=float, na_value=np.nan) for c in COMPOSITION]
+    tokens, prefill, decoding = floats
+    several = (tokens - prefill > decoding) & (bounds["label"].astype(str).str.len().to_numpy() > 0)
+    written = bounds["kind"].to_numpy(dtype=object)
+    decoding_steps = (decoding > 0) | np.isin(written, ("verify", "draft"))
+    if several.sum() >= 0.5 * max(decoding_steps.sum(), 1):  # a speculative run: its verifies score several
+        return np.zeros(len(bounds), dtype=bool)
+    return several
+
+
 def _request_count(
-    followed: Followed, counts: pd.DataFrame, obs: pd.DataFrame, front_end: FrontEnd | None, reason: str
+    followed: Followed,
+    counts: pd.DataFrame,
+    obs: pd.DataFrame,
+    front_end: FrontEnd | None,
+    reason: str,
+    recomputing: np.ndarray,
 ) -> tuple[int | None, str]:
     """(requests, why not known): the front end's count of requests handed to the engine (plus any already running
-    when the trace began), else the first step's sequences and every later step's joins, when all are known."""
+    when the trace began), else the first step's sequences and every later step's joins, when all are known and no
+    preempted request rejoined (its recomputation reads as a join: the counts do not tell it from a new request)."""
     before = sum(followed.before_trace)
     if front_end is not None:
         return int(front_end.requests + before), ""
+    if recomputing.any():
+        at = int(np.flatnonzero(recomputing)[0])
+        return None, (
+            f"requests unknown: a preempted request recomputes its cache at step {at} (the engine's annotation says "
+            "so), and the steps' counts do not tell it from a new request joining; the API server's trace would"
+        )
     first = obs["S"].iloc[0] if obs["S"].iloc[0] != UNKNOWN else counts["P"].iloc[0] + counts["D"].iloc[0]
     joins = counts["J"].to_numpy()[1:]
     known_first = obs["S"].iloc[0] != UNKNOWN or UNKNOWN not in (counts["P"].iloc[0], counts["D"].iloc[0])
@@ -164,6 +196,7 @@ def _with_followed(
     obs: pd.DataFrame,
     start: np.ndarray,
     host_end: np.ndarray,
+    recomputing: np.ndarray,
 ) -> pd.DataFrame:
     out = bounds.copy()
     n = len(out)
@@ -180,8 +213,9 @@ def _with_followed(
     # of unknown kind states no split between prompt positions and decoding sequences
     out["batch"] = _filled(out["batch"], sequences, False)
     out["tokens"] = _filled(out["tokens"], tokens, False)
-    out["prefill_tokens"] = _filled(out["prefill_tokens"], prefill, unknown)
-    out["decode_sequences"] = _filled(out["decode_sequences"], d, unknown)
+    # a recomputing step's annotation counts its prompt positions as generation: the ledger's split instead
+    out["prefill_tokens"] = _filled(out["prefill_tokens"].mask(recomputing), prefill, unknown)
+    out["decode_sequences"] = _filled(out["decode_sequences"].mask(recomputing), d, unknown)
     chain = _chains(kinds, counts, start, host_end)
     out["chain"] = chain
     out["index"] = out.groupby("chain").cumcount().to_numpy().astype(np.int64)

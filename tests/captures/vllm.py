@@ -49,6 +49,7 @@ class Capture:
     server: ServerOptions
     plan: tuple[Send, ...]
     note: str
+    warm_up: tuple[Send, ...] = ()  # sent before the profile starts (the batch shapes a plan meets, made once)
 
 
 def _server(**changes) -> ServerOptions:
@@ -66,6 +67,9 @@ SMALL_KV = _server(record_shapes=True, with_stack=False, block_size=32, kv_block
 ARRIVALS = ServerOptions(max_num_batched_tokens=32, max_num_seqs=4, record_shapes=True)
 # 7 blocks of 32 (vLLM's CPU attention takes multiples of 32): vLLM keeps one aside (its null block), 6 hold
 # sequences, and 192 positions fit one request
+# 5 blocks of 32: one aside, 4 hold sequences (128 positions): two requests of 70 positions (3 blocks each) cannot both
+# finish, so vLLM preempts the later one when the first needs its third block, and recomputes it once that finishes
+TINY_KV = _server(record_shapes=True, with_stack=False, block_size=32, kv_blocks=5, max_model_len=128)
 KV_FULL = _server(record_shapes=True, block_size=32, kv_blocks=7, max_model_len=192)
 # a model wide enough (512) that a prompt chunk of 256 positions costs several decode steps on this CPU
 WIDE_CHUNKS = ServerOptions(
@@ -120,6 +124,13 @@ CAPTURES = {
             "request is preempted and recomputed (made 2026-12-03: preempted at step 71 of 154)",
         ),
         Capture(
+            "preempt_small",
+            TINY_KV,
+            (Send(0.0, 40, 30), Send(0.02, 40, 30)),
+            "a KV space of 4 blocks of 32 for two requests of 70 positions (3 blocks each): the second is preempted "
+            "when the first needs its third block, and recomputed (a prefill) once the first finishes",
+        ),
+        Capture(
             "hol_long_prompt",
             ARRIVALS,
             (Send(0.0, 320, 2), Send(0.02, 8, 2), Send(0.03, 8, 2)),
@@ -155,6 +166,15 @@ CAPTURES = {
             "cost next to nothing",
         ),
         Capture(
+            "interference_tiny_prompts",
+            WIDE_CHUNKS,
+            (Send(0.0, 16, 70), Send(0.12, 1, 2), Send(0.24, 2, 2), Send(0.36, 1, 2), Send(0.48, 2, 2)),
+            "interference_chunks' server with prompts of 1-2 tokens joining the decoding request one at a time: mixed "
+            "steps with 1-2 prompt positions. Two such prompts together before the profile make the server's "
+            "two-sequence shapes once (unwarmed, the first mixed step took 22 ms against 7 ms, 2026-12-04)",
+            warm_up=(Send(0.0, 1, 2), Send(0.0, 2, 2)),
+        ),
+        Capture(
             "no_front_end",
             NO_FRONT_END,
             (Send(0.0, 50, 6), Send(0.03, 80, 6), Send(0.06, 15, 6)),
@@ -164,14 +184,15 @@ CAPTURES = {
 }
 
 
-def run_plan(server: VllmServer, plan: tuple[Send, ...]) -> list:
-    """Send the plan's requests from one thread each at their offsets; their client records, in plan order."""
+def run_plan(server: VllmServer, plan: tuple[Send, ...], first: int = 0) -> list:
+    """Send the plan's requests from one thread each at their offsets; their client records, in plan order. Prompts
+    are numbered from `first` (a warm-up's apart from the plan's, so they share no prefix)."""
     records: list = [None] * len(plan)
     start = time.monotonic()
 
     def send(i: int, item: Send) -> None:
         time.sleep(max(0.0, item.at_s - (time.monotonic() - start)))
-        records[i] = server.complete(_prompt(i, item.prompt), item.new)
+        records[i] = server.complete(_prompt(first + i, item.prompt), item.new)
 
     threads = [threading.Thread(target=send, args=(i, item)) for i, item in enumerate(plan)]
     for t in threads:
@@ -195,6 +216,7 @@ def capture_session(captures: list[Capture], out: Path, model: Path, work: Path)
         server.complete(_prompt(99, 8), 2)  # warm-up, outside any profile
         for capture in captures:
             before = set(profile.glob("*"))
+            run_plan(server, capture.warm_up, first=50)
             server.start_profile()
             clients = run_plan(server, capture.plan)
             server.stop_profile()
@@ -223,6 +245,7 @@ def _write_capture(capture: Capture, written: list[Path], clients: list, logs, o
         "note": capture.note,
         "server": asdict(capture.server),
         "plan": [asdict(s) for s in capture.plan],
+        "warm_up": [asdict(s) for s in capture.warm_up],
         "versions": _versions(),
     }
     files = {"workers": [p.name for p in workers], "front_end": [p.name for p in written if p not in workers]}
