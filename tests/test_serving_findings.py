@@ -124,7 +124,7 @@ def test_interference_where_the_prompt_chunks_are_small_follows_vllms_own_times(
 def test_interference_does_not_fire_where_mixed_steps_carry_one_or_two_prompt_positions():
     """Prompts of 1-2 tokens joining a decoding request one at a time (interference_tiny_prompts): vLLM's own times
     put a decode token's wait in those mixed steps below 1.5x a decode-only one, so the finding stays silent."""
-    from analysis.serving_findings import COSTLY_RATIO
+    from stepscope.analysis.serving_findings import COSTLY_RATIO
 
     truth = _truth("interference_tiny_prompts")
     pure, mixed = _truth_token_waits(truth)
