@@ -56,13 +56,13 @@ def follow_served(
     opaque = (obs[["S", "P", "J"]].to_numpy() == UNKNOWN).all(axis=1) if batches is None else np.zeros(len(obs), bool)
     if opaque.any():
         resolved = None
-        counts = _local_counts(obs)
+        counts = _local_counts(obs, bounds["kind"].iloc[0] == "empty")
         reason = f"{int(opaque.sum())} step(s) whose batch the trace does not state (no annotation, shapes or frames)"
     else:
         resolved = resolve(obs, budget, batches, start)
         if not resolved.followed and batches is not None:  # the front end's batches did not fit: without them
             resolved = resolve(obs, budget) if not _opaque(obs) else resolved
-        counts = resolved.counts if resolved.followed else _local_counts(obs)
+        counts = resolved.counts if resolved.followed else _local_counts(obs, bounds["kind"].iloc[0] == "empty")
         reason = "" if resolved.followed else resolved.reason
     if resolved is not None and resolved.followed:
         followed = follow(counts)
@@ -93,10 +93,11 @@ def _opaque(obs: pd.DataFrame) -> bool:
     return bool((obs[["S", "P", "J"]].to_numpy() == UNKNOWN).all(axis=1).any())
 
 
-def _local_counts(obs: pd.DataFrame) -> pd.DataFrame:
+def _local_counts(obs: pd.DataFrame, first_empty: bool) -> pd.DataFrame:
     """What each step says alone, without following the batch: P and D where annotated; a forward of N positions
     over N sequences decodes; one sequence of several positions prefills (at least two positions per prompt chunk);
-    nothing scheduled is empty."""
+    nothing scheduled is empty; the first step of an engine idle when the profile began prefills (its sequences all
+    join in it; `first_empty`: step finding found the first step empty)."""
     s, n, p, d = (obs[c].to_numpy() for c in ("S", "N", "P", "D"))
     kind = np.full(len(obs), "unknown", dtype=object)
     annotated = (p != UNKNOWN) & (d != UNKNOWN)
@@ -108,8 +109,10 @@ def _local_counts(obs: pd.DataFrame) -> pd.DataFrame:
     kind[shaped & (s > 0) & (n == s)] = "decode"
     kind[shaped & (s == 1) & (n > 1)] = "prefill"
     kind[shaped & (s == 0)] = "empty"
+    if kind[0] == "unknown" and obs.attrs.get("idle_before", False) and not first_empty:  # nothing ran before it
+        kind[0] = "prefill"
     decodes = np.where(kind == "decode", np.where(d != UNKNOWN, d, s), np.where(kind == "prefill", 0, d))
-    prefills = np.where(kind == "prefill", np.where(p != UNKNOWN, p, 1), np.where(kind == "decode", 0, p))
+    prefills = np.where(kind == "prefill", np.where(p != UNKNOWN, p, s), np.where(kind == "decode", 0, p))
     frame = pd.DataFrame({"P": prefills, "D": decodes})
     for column in ("J", "F", "C"):
         frame[column] = UNKNOWN
