@@ -8,7 +8,9 @@ The way through, in order:
     -> request_table (one row per request: queueing, TTFT, ITL, end to end; request_list.py)          [after measuring]
 
 Evidence, most trusted first: the engine's step annotations; the API server's trace beside the worker's; the packed
-batch's per-sequence metadata (record_shapes); the worker's python frames; then nothing is guessed: a step the
+batch's per-sequence metadata (record_shapes); the worker's python frames; then structure: how long the host waited
+before the first step (an engine idle when the profile began), the host work that prepared each step (the batch
+changed or not), the size of each step's matrix products (a prompt chunk or not); then nothing is guessed: a step the
 evidence cannot decide is "unknown", a count it cannot decide is null, each with its reason.
 """
 
@@ -233,6 +235,11 @@ def _evidence(obs: pd.DataFrame, front_end: FrontEnd | None, followed: Followed)
         known = int((obs[column].to_numpy() != UNKNOWN).sum())
         if known:
             lines.append(f"{line} ({known} of {len(obs)} steps)")
+    if obs.attrs.get("idle_before", False):
+        lines.append(
+            "the engine idle when the profile began (no request running before its first step): the host waited "
+            "before its first step longer than twice its usual step spacing or its longest wait during the run"
+        )
     if front_end is not None:
         lines.append(front_end.evidence + "; each step's outputs and finishes from the batch it owns")
     lines.append(
