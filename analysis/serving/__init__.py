@@ -8,7 +8,9 @@ The way through, in order:
     -> request_table (one row per request: queueing, TTFT, ITL, end to end; request_list.py)          [after measuring]
 
 Evidence, most trusted first: the engine's step annotations; the API server's trace beside the worker's; the packed
-batch's per-sequence metadata (record_shapes); the worker's python frames; then nothing is guessed: a step the
+batch's per-sequence metadata (record_shapes); the worker's python frames; then structure: how long the host waited
+before the first step (an engine idle when the profile began), the host work that prepared each step (the batch
+changed or not), the size of each step's matrix products (a prompt chunk or not); then nothing is guessed: a step the
 evidence cannot decide is "unknown", a count it cannot decide is null, each with its reason.
 """
 
@@ -57,13 +59,13 @@ def follow_served(
     opaque = (obs[["S", "P", "J"]].to_numpy() == UNKNOWN).all(axis=1) if batches is None else np.zeros(len(obs), bool)
     if opaque.any():
         resolved = None
-        counts = _local_counts(obs)
+        counts = _local_counts(obs, bounds["kind"].iloc[0] == "empty")
         reason = f"{int(opaque.sum())} step(s) whose batch the trace does not state (no annotation, shapes or frames)"
     else:
         resolved = resolve(obs, budget, batches, start)
         if not resolved.followed and batches is not None:  # the front end's batches did not fit: without them
             resolved = resolve(obs, budget) if not _opaque(obs) else resolved
-        counts = resolved.counts if resolved.followed else _local_counts(obs)
+        counts = resolved.counts if resolved.followed else _local_counts(obs, bounds["kind"].iloc[0] == "empty")
         reason = "" if resolved.followed else resolved.reason
     if resolved is not None and resolved.followed:
         followed = follow(counts)
@@ -95,12 +97,13 @@ def _opaque(obs: pd.DataFrame) -> bool:
     return bool((obs[["S", "P", "J"]].to_numpy() == UNKNOWN).all(axis=1).any())
 
 
-def _local_counts(obs: pd.DataFrame) -> pd.DataFrame:
+def _local_counts(obs: pd.DataFrame, first_empty: bool) -> pd.DataFrame:
     """What each step says alone, without following the batch: P and D where annotated; a forward of N positions
     over N sequences decodes, unless it holds more sequences than the step before (a request joined, and a prompt
     may be one position long: vLLM serves one-token prompts, tests/data/captures/vllm/interference_tiny_prompts);
     one sequence of several positions prefills (at least two positions per prompt chunk); nothing scheduled is
-    empty."""
+    empty; the first step of an engine idle when the profile began prefills (its sequences all join in it;
+    `first_empty`: step finding found the first step empty)."""
     s, n, p, d = (obs[c].to_numpy() for c in ("S", "N", "P", "D"))
     joined = np.append(False, (s[1:] > s[:-1]) & (s[:-1] != UNKNOWN))
     kind = np.full(len(obs), "unknown", dtype=object)
@@ -113,8 +116,10 @@ def _local_counts(obs: pd.DataFrame) -> pd.DataFrame:
     kind[shaped & (s > 0) & (n == s) & ~joined] = "decode"
     kind[shaped & (s == 1) & (n > 1)] = "prefill"
     kind[shaped & (s == 0)] = "empty"
+    if kind[0] == "unknown" and obs.attrs.get("idle_before", False) and not first_empty:  # nothing ran before it
+        kind[0] = "prefill"
     decodes = np.where(kind == "decode", np.where(d != UNKNOWN, d, s), np.where(kind == "prefill", 0, d))
-    prefills = np.where(kind == "prefill", np.where(p != UNKNOWN, p, 1), np.where(kind == "decode", 0, p))
+    prefills = np.where(kind == "prefill", np.where(p != UNKNOWN, p, s), np.where(kind == "decode", 0, p))
     frame = pd.DataFrame({"P": prefills, "D": decodes})
     for column in ("J", "F", "C"):
         frame[column] = UNKNOWN
@@ -264,6 +269,11 @@ def _evidence(obs: pd.DataFrame, front_end: FrontEnd | None, followed: Followed)
         known = int((obs[column].to_numpy() != UNKNOWN).sum())
         if known:
             lines.append(f"{line} ({known} of {len(obs)} steps)")
+    if obs.attrs.get("idle_before", False):
+        lines.append(
+            "the engine idle when the profile began (no request running before its first step): the host waited "
+            "before its first step longer than twice its usual step spacing or its longest wait during the run"
+        )
     if front_end is not None:
         lines.append(front_end.evidence + "; each step's outputs and finishes from the batch it owns")
     lines.append(

@@ -107,14 +107,35 @@ IDLE_FACTOR = 2.0
 
 
 def _idle_before(views: Views, start: np.ndarray, joined_first: int) -> bool:
-    """Whether the engine was idle when the profile began: its first forward starts after a pause longer than
-    IDLE_FACTOR of its steps' usual spacing (a running batch steps on at once) and, where the worker's frames say,
-    a request joins in it (a profile opened, then requests sent). No request was running then."""
+    """Whether the engine was idle when the profile began (no request running then): where the worker's frames say,
+    a request joins in its first forward (a profile opened, then requests sent), and either the first forward
+    starts after a pause longer than IDLE_FACTOR of its steps' usual spacing, or the host ran no op for longer before
+    its first op than IDLE_FACTOR times the longest stretch without one between the run's first and last forwards
+    (a running batch steps on at once: the host's waits between its steps bound how long it waits for the next)."""
     if len(start) < 3 or joined_first == 0:
         return False
     began = int(views.events["ts"].min())
     spacing = float(np.median(np.diff(start)))
-    return spacing > 0 and (start[0] - began) > IDLE_FACTOR * spacing
+    if spacing > 0 and (start[0] - began) > IDLE_FACTOR * spacing:
+        return True
+    return _host_waited_first(views, began, start)
+
+
+def _host_waited_first(views: Views, began: int, start: np.ndarray) -> bool:
+    """Whether the host's first op comes IDLE_FACTOR times later after the trace began than the longest stretch
+    without a running op between the first and last forwards' starts (ops merged as intervals)."""
+    ev = views.events
+    rows = kind_mask(ev, ["cpu_op"])
+    ts = ev["ts"].to_numpy()[rows]
+    if len(ts) < 2:
+        return False
+    order = np.argsort(ts, kind="stable")
+    ts, end = ts[order], np.maximum.accumulate((ts + ev["dur"].to_numpy()[rows])[order])
+    waits = ts[1:] - end[:-1]
+    during = (ts[1:] > start[0]) & (ts[1:] <= start[-1])
+    if not during.any():
+        return False
+    return bool(ts[0] - began > IDLE_FACTOR * max(float(waits[during].max()), 1.0))
 
 
 def _packed_tokens(views: Views, start: np.ndarray, after: np.ndarray) -> np.ndarray:

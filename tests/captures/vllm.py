@@ -111,6 +111,13 @@ CAPTURES = {
             "two bursts; vLLM's profiler defaults (stacks on, shapes off, short annotations)",
         ),
         Capture(
+            "joins_defaults",
+            _server(),
+            (Send(0.0, 40, 4), Send(0.03, 20, 4), Send(0.032, 90, 3)),
+            "vLLM's profiler defaults (stacks on, shapes off, short annotations): two requests join a decoding one, "
+            "the second's 90-token prompt cut by the budget beside them (a second shapes-off capture, kept small)",
+        ),
+        Capture(
             "overlap_shapes_nostack",
             SHAPES_ONLY,
             (Send(0.0, 25, 8), Send(0.04, 120, 8), Send(0.2, 45, 8), Send(0.22, 70, 8), Send(0.24, 10, 8)),

@@ -194,12 +194,13 @@ def _request_figures(requests: list[dict], steps: list[dict]) -> None:
 
 
 def align(steps: list[dict], truth: dict) -> list[dict | None]:
-    """The truth step of each step an analysis found: the engine step whose execute_model span holds the found step's
-    start (or begins within 2 ms after it: a span found around the engine's call starts just before it); None for a
-    found step no engine step explains."""
+    """The truth step of each step an analysis found: the engine step whose execute_model span holds the found
+    step's first work (its start plus its lead before any kernel or op: steps that tile the time line begin where the
+    step before ended, before the engine's call), or begins within 2 ms after it (a span found around the engine's
+    call starts just before it); None for a found step no engine step explains."""
     out = []
     for step in steps:
-        x = step["start_us"]
+        x = step["start_us"] + (step.get("gpu_lead_us") or 0.0)
         hit = [t for t in truth["steps"] if t["ts_us"] <= x <= t["ts_us"] + t["dur_us"]]
         hit = hit or [t for t in truth["steps"] if x < t["ts_us"] <= x + 2000]
         out.append(hit[0] if hit else None)
