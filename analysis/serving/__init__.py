@@ -57,15 +57,16 @@ def follow_served(
     known_tokens = obs["N"].to_numpy()[obs["N"].to_numpy() != UNKNOWN]
     budget = int(known_tokens.max()) if len(known_tokens) else None
     opaque = (obs[["S", "P", "J"]].to_numpy() == UNKNOWN).all(axis=1) if batches is None else np.zeros(len(obs), bool)
+    first_empty = bounds["kind"].iloc[0] == "empty"
     if opaque.any():
         resolved = None
-        counts = _local_counts(obs, bounds["kind"].iloc[0] == "empty")
+        counts = _local_counts(obs, first_empty)
         reason = f"{int(opaque.sum())} step(s) whose batch the trace does not state (no annotation, shapes or frames)"
     else:
         resolved = resolve(obs, budget, batches, start)
         if not resolved.followed and batches is not None:  # the front end's batches did not fit: without them
             resolved = resolve(obs, budget) if not _opaque(obs) else resolved
-        counts = resolved.counts if resolved.followed else _local_counts(obs, bounds["kind"].iloc[0] == "empty")
+        counts = resolved.counts if resolved.followed else _local_counts(obs, first_empty)
         reason = "" if resolved.followed else resolved.reason
     if resolved is not None and resolved.followed:
         followed = follow(counts)
