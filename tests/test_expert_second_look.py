@@ -464,3 +464,19 @@ def test_the_deploy_button_is_off_in_every_way_the_app_starts():
     args = build_parser().parse_args(["app", "--logdir", str(ROOT)])
     command = streamlit_command(args)
     assert command[command.index("--client.toolbarMode") + 1] == "viewer"
+
+
+def test_the_app_runs_without_file_watchers_or_a_collection_after_each_run_in_every_way_it_starts():
+    """Issue 39: the server's own time after each script run (a full garbage collection, watchers rescanning
+    modules) is taken from other sessions' answers; `stepscope app`, run from any folder, passes what the checkout's
+    .streamlit/config.toml says."""
+    import tomllib
+
+    from stepscope.app.cli.main import build_parser
+    from stepscope.app.cli.webapp import streamlit_command
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["fileWatcherType"] == "none" and config["runner"]["postScriptGC"] is False
+    command = streamlit_command(build_parser().parse_args(["app", "--logdir", str(ROOT)]))
+    assert command[command.index("--server.fileWatcherType") + 1] == "none"
+    assert command[command.index("--runner.postScriptGC") + 1] == "false"

@@ -44,6 +44,8 @@ def logdir_path(args: argparse.Namespace) -> Path:
 def streamlit_command(args: argparse.Namespace) -> list[str]:
     command = [sys.executable, "-m", "streamlit", "run", str(APP_SCRIPT), "--browser.gatherUsageStats", "false"]
     command += ["--client.toolbarMode", "viewer"]  # no Deploy button (.streamlit/config.toml says why)
+    # what .streamlit/config.toml sets, for an installed app run from any folder (the file is read from the cwd)
+    command += ["--server.fileWatcherType", "none", "--runner.postScriptGC", "false"]
     if args.port is not None:
         command += ["--server.port", str(args.port)]
     if args.headless:
