@@ -102,16 +102,23 @@ def batch_changes(views: Views, start: np.ndarray, sequences: np.ndarray, lookup
     None when the trace does not show it. The host prepares a step with more work when its batch changed (vLLM
     rebuilds its per-batch sampling metadata): the host ops between consecutive forwards then fall in two groups a
     clear gap apart; counted between consecutive forwards' first token lookups (`lookups`, -1: none), which each
-    step's preparation precedes. Used only when they are two such groups and every change of the stated sequence
-    count falls in the upper one (otherwise the groups mean something else)."""
+    step's preparation precedes. Used only when they are two such groups and, where the sequence count is stated,
+    every change of it falls in the upper one (otherwise the groups mean something else). Where no step states it
+    (`sequences` all -1: no shapes, annotations or frames) that check cannot be made: the caller must check the
+    groups against the run's phases instead (analysis.serving.phases; follow_served drops them when no reading of
+    the phases allows them). In every real capture (tests/data/captures/vllm, shapes stripped) the two groups were
+    465-468 and 489-494 ops, every change in the upper one."""
     n = len(start)
-    if n < 3 or (sequences < 0).any():
+    stated = bool((sequences >= 0).all())
+    if n < 3 or not (stated or (sequences < 0).all()):
         return None
     ev = views.events
     ops = ev["ts"].to_numpy()[kind_mask(ev, ["cpu_op"])]
     anchor = np.where(lookups >= 0, lookups, start)
     between = np.diff(np.searchsorted(ops, anchor, side="left"))
-    ran = (sequences[1:] > 0) & (sequences[:-1] > 0) & (lookups[1:] >= 0) & (lookups[:-1] >= 0)
+    ran = (lookups[1:] >= 0) & (lookups[:-1] >= 0)
+    if stated:
+        ran &= (sequences[1:] > 0) & (sequences[:-1] > 0)
     if ran.sum() < 2:
         return None
     values = np.unique(between[ran])
@@ -124,7 +131,7 @@ def batch_changes(views: Views, start: np.ndarray, sequences: np.ndarray, lookup
     if gaps[cut] < max(8, 3 * spread):
         return None
     changed = np.where(ran, (between >= high[0]).astype(np.int64), UNKNOWN)
-    if ((np.diff(sequences) != 0) & (changed == 0)).any():
+    if stated and ((np.diff(sequences) != 0) & (changed == 0)).any():
         return None
     return np.append(UNKNOWN, changed)
 
