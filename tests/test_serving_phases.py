@@ -1,5 +1,6 @@
 """Served runs whose steps state no batch (no annotations, shapes or python frames): the size classes, the phase
-follow and the host-work change signal, on small synthetic inputs and on the real vLLM captures' twins."""
+follow, the host-work change signal and the count ledger's bound on the decoders running when the trace began, on
+small synthetic inputs and on the real vLLM captures' twins."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pandas as pd
 from stepscope.analysis.front_door import NO_CACHE, open_folder
 from stepscope.analysis.serving import _unchecked_changes
 from stepscope.analysis.serving.ledger import UNKNOWN as U
+from stepscope.analysis.serving.ledger import resolve
 from stepscope.analysis.serving.observations import empty_observations, size_classes
 from stepscope.analysis.serving.phases import follow_phases
 from tests.captures.vllm import make_twins
@@ -111,3 +113,22 @@ def test_bare_twins_of_every_capture_have_no_wrong_phase_and_most_kinds_known(tm
         assert report["requests"] is None, capture.name  # booleans count no requests
         known, forwards = known + s["known"], forwards + s["forwards"]
     assert known >= 0.66 * forwards, (known, forwards)
+
+
+def test_the_ledger_does_not_bound_running_decoders_by_the_largest_finish_count():
+    # synthetic: a profile opened while the batch runs, only the worker's frames stated (joins and finishes): one
+    # finish before steps 1 and 2 each, none after. Bounded by the largest count stated (1), every reading ran out of
+    # decoders by step 2 and called steps 2 and 3 empty; four sequences may have been running (a real capture,
+    # saturated_shapes_stacks cut mid-run with shapes stripped)
+    obs = empty_observations(4)
+    obs["J"], obs["F"], obs["size"] = [0, 0, 0, 0], [0, 1, 1, 0], [-1, -1, -1, -1]
+    resolved = resolve(obs, None)
+    assert resolved.followed
+    assert resolved.counts["kind"].tolist()[2:] == ["unknown", "unknown"]
+
+
+def test_the_ledger_does_not_follow_when_nothing_bounds_running_decoders():
+    obs = empty_observations(3)
+    obs["J"], obs["F"] = [0, 0, U], [0, 1, U]
+    resolved = resolve(obs, None)
+    assert not resolved.followed and "when the trace began" in resolved.reason
