@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from stepscope.analysis.front_door import NO_CACHE, open_folder
 from stepscope.analysis.serving import _unchecked_changes
@@ -132,3 +133,21 @@ def test_the_ledger_does_not_follow_when_nothing_bounds_running_decoders():
     obs["J"], obs["F"] = [0, 0, U], [0, 1, U]
     resolved = resolve(obs, None)
     assert not resolved.followed and "when the trace began" in resolved.reason
+
+
+@pytest.mark.parametrize(
+    ("capture", "at", "python"),
+    (("saturated_shapes_stacks", 5, False), ("long_defaults_detailed", 6, True), ("queued_kv_full", 3, True)),
+)
+def test_a_bare_profile_opened_while_requests_run_has_no_wrong_phase(capture, at, python, tmp_path):
+    """A shapes-stripped twin cut 1.5 ms before engine step `at` (the profile opened while the batch runs, so no idle
+    start): no step of a wrong phase. saturated_shapes_stacks with its frames kept had two decode steps called empty
+    before the ledger bounded the decoders running at the start by the finishes stated."""
+    truth = json.loads((DATA / f"{capture}.truth.json").read_text())
+    worker = next(p for p in (DATA / capture).iterdir() if ".async_llm." not in p.name)
+    doc = make_twins(json.loads(gzip.decompress(worker.read_bytes())), python=python, shapes=False)
+    cut = truth["steps"][at]["ts_us"] - 1500
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("ph") != "X" or e["ts"] >= cut]
+    (tmp_path / worker.name.removesuffix(".gz")).write_text(json.dumps(doc))
+    s = score(open_folder(tmp_path, cache=NO_CACHE).report, truth)
+    assert not s["wrong"] and s["missed"] == list(range(at)), s
