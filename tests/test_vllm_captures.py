@@ -149,8 +149,9 @@ def test_detailed_annotations_state_a_prompt_length_where_one_prompt_completes_a
 def test_without_shapes_or_annotations_or_a_front_end_nothing_is_guessed(tmp_root):
     """A bare trace (no annotations, no python frames, no shapes): the forwards are found, no kind is a guess and
     the request count is null with its reason. The host waited long before the first forward (an idle engine, then
-    requests sent): that forward's sequences all join in it, so it prefills; what follows depends on how many joined,
-    which nothing in the trace says."""
+    requests sent): that forward's sequences all join in it, so it prefills; after it only the host work's two groups
+    (a change or not) and the products' sizes say anything (analysis.serving.phases), and how many joined stays
+    unknown."""
     report = _report("long_defaults_detailed", "no python", False, tmp_root)
     s = score(report, _truth("long_defaults_detailed"))
     assert not s["wrong"] and report["requests"] is None

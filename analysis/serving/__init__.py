@@ -25,6 +25,7 @@ from ..model import Segmentation
 from .front_end import FrontEnd
 from .identities import Followed, follow
 from .ledger import UNKNOWN, Batches, resolve
+from .phases import follow_phases, phase_counts
 
 COMPOSITION = ("tokens", "prefill_tokens", "decode_sequences")  # a step's split, as an annotation states it
 REQUEST_PAUSE = 4.0  # a pause this many times the typical one between steps ends a run of steps that tile
@@ -58,9 +59,11 @@ def follow_served(
     budget = int(known_tokens.max()) if len(known_tokens) else None
     opaque = (obs[["S", "P", "J"]].to_numpy() == UNKNOWN).all(axis=1) if batches is None else np.zeros(len(obs), bool)
     first_empty = bounds["kind"].iloc[0] == "empty"
+    empty = bounds["kind"].to_numpy(dtype=object) == "empty"
+    dropped = _unchecked_changes(obs, empty)
     if opaque.any():
         resolved = None
-        counts = _local_counts(obs, first_empty)
+        counts = _phase_counts(obs, _local_counts(obs, first_empty), empty)
         reason = f"{int(opaque.sum())} step(s) whose batch the trace does not state (no annotation, shapes or frames)"
     else:
         resolved = resolve(obs, budget, batches, start)
@@ -77,7 +80,7 @@ def follow_served(
     requests, why = _request_count(followed, counts, obs, front_end, reason, recomputing)
     bounds = _with_followed(bounds, kinds, counts, followed, obs, start, host_end, recomputing)
     evidence = _evidence(obs, front_end, followed)
-    warnings = _warnings(kinds, why)
+    warnings = [*_warnings(kinds, why), *dropped]
     seg = replace(
         segmentation,
         warnings=(*segmentation.warnings, *warnings),
@@ -96,6 +99,38 @@ def _batches(front_end: FrontEnd | None) -> Batches | None:
 
 def _opaque(obs: pd.DataFrame) -> bool:
     return bool((obs[["S", "P", "J"]].to_numpy() == UNKNOWN).all(axis=1).any())
+
+
+def _unchecked_changes(obs: pd.DataFrame, empty: np.ndarray) -> list[str]:
+    """Host-work changes read where no step states its sequences (observations.batch_changes could not check them
+    against the sequence count): kept only when some reading of the run's phases allows them all (a misread signal
+    would soon contradict every reading), else dropped from `obs`, with the warning returned."""
+    if not obs.attrs.get("changes_unchecked", False):
+        return []
+    phases = follow_phases(obs, empty)
+    if phases.followed:
+        return []
+    obs["changed"] = UNKNOWN
+    obs.attrs["changes_unchecked"] = False
+    return [
+        "the host work that prepared each step fell in two groups, but no reading of the run's phases allows them "
+        f"as requests joining or leaving ({phases.reason}): not used"
+    ]
+
+
+def _phase_counts(obs: pd.DataFrame, local: pd.DataFrame, empty: np.ndarray) -> pd.DataFrame:
+    """The local counts, with the kinds every reading of the run's phases agrees on where they leave a step unknown
+    (analysis.serving.phases; the local kinds bind every reading). No reading at all: the local counts alone."""
+    local_kinds = local["kind"].to_numpy(dtype=object)
+    phases = follow_phases(obs, empty | (local_kinds == "empty"), local_kinds)
+    fill = (local_kinds == "unknown") & (phases.kinds != "unknown")
+    if not phases.followed or not fill.any():
+        return local
+    out = local.copy()
+    by_phase = phase_counts(phases.kinds)
+    for column in ("P", "D", "J", "F", "C", "kind"):
+        out.loc[fill, column] = by_phase.loc[fill, column]
+    return out
 
 
 def _local_counts(obs: pd.DataFrame, first_empty: bool) -> pd.DataFrame:
@@ -264,7 +299,11 @@ def _evidence(obs: pd.DataFrame, front_end: FrontEnd | None, followed: Followed)
         "P": "prefilling and decoding sequences per step from the engine's annotations",
         "J": "requests joining and finishing from the worker's python frames (vLLM's per-request state)",
         "changed": "requests joining or leaving from the host work that prepared each step (two groups of host-op "
-        "counts, every change of the sequence count in the upper one)",
+        + (
+            "counts, which some reading of the run's phases allows: no step states its sequences)"
+            if obs.attrs.get("changes_unchecked", False)
+            else "counts, every change of the sequence count in the upper one)"
+        ),
     }
     for column, line in stated.items():
         known = int((obs[column].to_numpy() != UNKNOWN).sum())

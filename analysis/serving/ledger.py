@@ -67,6 +67,8 @@ def resolve(obs: pd.DataFrame, budget: int | None, batches: Batches | None = Non
     rows = obs.to_dict("records")
     idle = bool(obs.attrs.get("idle_before", False))
     d_max = 0 if idle else _d_max(obs, batches)
+    if d_max is None:
+        return Resolved(empty, False, "nothing states how many sequences ran when the trace began")
     states = {(d, p, 0, UNKNOWN) for d in range(d_max + 1) for p in ((0,) if idle else (0, 1))}
     layers: list[list] = []
     for t, row in enumerate(rows):
@@ -88,13 +90,27 @@ def resolve(obs: pd.DataFrame, budget: int | None, batches: Batches | None = Non
     return Resolved(_agreed(layers, n), True, "")
 
 
-def _d_max(obs: pd.DataFrame, batches: Batches | None) -> int:
-    """The most decoders any step could hold: the largest batch stated, else the largest output or join count."""
+def _d_max(obs: pd.DataFrame, batches: Batches | None) -> int | None:
+    """The most decoders live when the trace began that a reading needs (those that finished before the first step
+    change no step's kind): at most the first step's batch, decoders or (with the front end) outputs, so at most the
+    largest stated. Where the first step states none of them (a profile opened while the batch runs, shapes not
+    recorded: the worker's frames count joins and finishes, not the batch), each either finishes within the trace
+    (F counts it) or decodes to its end, at most as many as any later step's positions, and one such survivor reads
+    as any number where no step states its positions: the finishes stated plus that bound them. None when a step's
+    finishes are unknown too: then nothing bounds them (tests/data/captures/vllm/saturated_shapes_stacks with shapes
+    stripped, cut mid-run: four sequences ran, the largest count stated was one)."""
     values = [obs[c].to_numpy() for c in ("S", "D", "J", "F") if c in obs]
     if batches is not None:
         values.append(batches.outputs)
-    stated = max((int(v.max()) for v in values if len(v)), default=0)
-    return max(stated, 0)
+    stated = max(max((int(v.max()) for v in values if len(v)), default=0), 0)
+    first = obs.iloc[0]
+    if batches is not None or first["S"] != UNKNOWN or first["D"] != UNKNOWN:
+        return stated
+    finishes, positions = obs["F"].to_numpy(), obs["N"].to_numpy()
+    if (finishes == UNKNOWN).any():
+        return None
+    survivors = max(int(positions.max()), 1)  # N >= D at every step; UNKNOWN (-1) everywhere: one stands for any
+    return max(stated, int(finishes.sum()) + survivors)
 
 
 def _moves(state: tuple, row: dict, budget: int | None, t: int, batches: Batches | None, start):

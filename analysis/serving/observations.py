@@ -102,16 +102,23 @@ def batch_changes(views: Views, start: np.ndarray, sequences: np.ndarray, lookup
     None when the trace does not show it. The host prepares a step with more work when its batch changed (vLLM
     rebuilds its per-batch sampling metadata): the host ops between consecutive forwards then fall in two groups a
     clear gap apart; counted between consecutive forwards' first token lookups (`lookups`, -1: none), which each
-    step's preparation precedes. Used only when they are two such groups and every change of the stated sequence
-    count falls in the upper one (otherwise the groups mean something else)."""
+    step's preparation precedes. Used only when they are two such groups and, where the sequence count is stated,
+    every change of it falls in the upper one (otherwise the groups mean something else). Where no step states it
+    (`sequences` all -1: no shapes, annotations or frames) that check cannot be made: the caller must check the
+    groups against the run's phases instead (analysis.serving.phases; follow_served drops them when no reading of
+    the phases allows them). In every real capture (tests/data/captures/vllm, shapes stripped) the two groups were
+    465-468 and 489-494 ops, every change in the upper one."""
     n = len(start)
-    if n < 3 or (sequences < 0).any():
+    stated = bool((sequences >= 0).all())
+    if n < 3 or not (stated or (sequences < 0).all()):
         return None
     ev = views.events
     ops = ev["ts"].to_numpy()[kind_mask(ev, ["cpu_op"])]
     anchor = np.where(lookups >= 0, lookups, start)
     between = np.diff(np.searchsorted(ops, anchor, side="left"))
-    ran = (sequences[1:] > 0) & (sequences[:-1] > 0) & (lookups[1:] >= 0) & (lookups[:-1] >= 0)
+    ran = (lookups[1:] >= 0) & (lookups[:-1] >= 0)
+    if stated:
+        ran &= (sequences[1:] > 0) & (sequences[:-1] > 0)
     if ran.sum() < 2:
         return None
     values = np.unique(between[ran])
@@ -124,7 +131,7 @@ def batch_changes(views: Views, start: np.ndarray, sequences: np.ndarray, lookup
     if gaps[cut] < max(8, 3 * spread):
         return None
     changed = np.where(ran, (between >= high[0]).astype(np.int64), UNKNOWN)
-    if ((np.diff(sequences) != 0) & (changed == 0)).any():
+    if stated and ((np.diff(sequences) != 0) & (changed == 0)).any():
         return None
     return np.append(UNKNOWN, changed)
 
@@ -135,9 +142,10 @@ SIZE_GAP = 1.5  # the smallest step of the big group is at least this many times
 
 
 def step_sizes(views: Views, start: np.ndarray, on_device: bool) -> np.ndarray:
-    """Per step, how big its matrix products are: the median duration of its GEMM kernels (its GEMM host ops on a
-    CPU trace) from its start to the next step's, NaN where it has none. A prompt chunk of tens of positions makes
-    every product of the forward longer than a decode's few positions do."""
+    """Per step, how big its matrix products are: the median and the lower quartile of the durations of its GEMM
+    kernels (its GEMM host ops on a CPU trace) from its start to the next step's, shape (steps, 2), NaN where it has
+    none. A prompt chunk of tens of positions makes every product of the forward longer than a decode's few positions
+    do: the lower quartile too (size_classes checks it)."""
     ev = views.events
     kinds = ["kernel"] if on_device else ["cpu_op"]
     rows = kind_mask(ev, kinds) & name_matches(ev["name"], GEMM_KERNEL if on_device else GEMM_OP)
@@ -145,24 +153,30 @@ def step_sizes(views: Views, start: np.ndarray, on_device: bool) -> np.ndarray:
     order = np.argsort(ts, kind="stable")
     ts, dur = ts[order], dur[order]
     bounds = np.searchsorted(ts, np.append(start, np.iinfo(np.int64).max), side="left")
-    out = np.full(len(start), np.nan)
+    out = np.full((len(start), 2), np.nan)
     for i in range(len(start)):  # one slice per step
         if bounds[i + 1] > bounds[i]:
-            out[i] = float(np.median(dur[bounds[i] : bounds[i + 1]]))
+            out[i] = np.quantile(dur[bounds[i] : bounds[i + 1]].astype(float), (0.5, 0.25))
     return out
 
 
 def size_classes(sizes: np.ndarray) -> np.ndarray:
     """Per step +1 (it carries a prompt chunk), -1 (too small to be a step that used the whole token budget), 0 (no
-    claim): when the sizes fall in two groups a clear gap apart (the split that best separates their logarithms, the
-    big group's smallest SIZE_GAP times the small group's largest), else all 0. Decode steps' products stay about the
-    same size whatever their batch (memory-bound on a GPU, overhead-bound on a CPU); a chunk of a prompt's positions
-    makes them several times longer."""
+    claim), from step_sizes' medians and lower quartiles: when the medians fall in two groups a clear gap apart (the
+    split that best separates their logarithms, the big group's smallest SIZE_GAP times the small group's largest)
+    and every big step's lower quartile is above every small step's, else all 0. Decode steps' products stay about
+    the same size whatever their batch (memory-bound on a GPU, overhead-bound on a CPU); a chunk of a prompt's
+    positions makes all of them several times longer. A cost paid once lengthens only some: on a CPU the first
+    product of each new shape (oneDNN making its primitive) takes ten times longer, which lifts the median of a small
+    model's few products (9 a step in tests/data/captures/vllm/hol_long_prompt, where the steps of a 32-token budget
+    cost no more than decodes and only steps with new shapes stood out) but not their lower quartile."""
+    sizes = np.asarray(sizes, dtype=float).reshape(len(sizes), -1)
+    median, lower = sizes[:, 0], sizes[:, -1]
     out = np.zeros(len(sizes), dtype=np.int64)
-    known = np.isfinite(sizes) & (sizes > 0)
+    known = np.isfinite(median) & (median > 0)
     if known.sum() < 4:
         return out
-    values = np.sort(np.log(sizes[known]))
+    values = np.sort(np.log(median[known]))
     best, cut = -1.0, -1
     for k in range(1, len(values)):  # Otsu's split on a few hundred values at most per distinct step
         low, high = values[:k], values[k:]
@@ -171,8 +185,11 @@ def size_classes(sizes: np.ndarray) -> np.ndarray:
             best, cut = between, k
     if values[cut] - values[cut - 1] < np.log(SIZE_GAP):
         return out
-    logs = np.log(np.where(known, sizes, 1.0))
+    logs = np.log(np.where(known, median, 1.0))
     threshold = (values[cut] + values[cut - 1]) / 2
-    out[known & (logs > threshold)] = 1
-    out[known & (logs < threshold)] = -1
+    big, small = known & (logs > threshold), known & (logs < threshold)
+    if not np.nanmin(lower[big]) > np.nanmax(lower[small]):  # some products only: a one-time cost, not a chunk
+        return out
+    out[big] = 1
+    out[small] = -1
     return out

@@ -66,6 +66,8 @@ def observe_served(views: Views, found: Found) -> Found:
     )
     if changes is not None:
         obs["changed"] = changes
+        # no step states its sequences: checked against the run's phases in follow_served, not here
+        obs.attrs["changes_unchecked"] = bool((obs["S"].to_numpy() < 0).all())
     if frames is not None:
         obs["J"], obs["F"] = frames["J"], frames["F"]
     if not annotated and (tokens < 0).any():  # the positions are not stated: how big the forwards are

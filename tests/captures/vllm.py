@@ -9,8 +9,8 @@ of streamed completions sent from client threads at set offsets, and closed with
 but for the spans and frames of the truth plugin, taken out (vLLM's `.profiler_out.txt` tables are not kept).
 
 Captures that share server settings share one server (about two minutes to start here; one at a time on this
-machine: see VllmServer). `make_twins` derives, by code, the traces other setups produce: annotations removed, and
-annotations and python frames removed.
+machine: see VllmServer). `make_twins` derives, by code, the traces other setups produce: annotations removed,
+annotations and python frames removed, and either of those with record_shapes' inputs removed too.
 """
 
 from __future__ import annotations
@@ -283,9 +283,14 @@ def _versions() -> dict:
     return {"server": server, "client_python": platform.python_version()}
 
 
-def make_twins(doc: dict, python: bool) -> dict:
-    """The worker trace other setups produce: vLLM's step annotations removed (`execute_...` spans), and with
-    `python` also every python frame (a profile without stacks). Returns a new document."""
+SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")  # what record_shapes adds to an op
+
+
+def make_twins(doc: dict, python: bool, shapes: bool = True) -> dict:
+    """The worker trace other setups produce: vLLM's step annotations removed (`execute_...` spans), with `python`
+    also every python frame (a profile without stacks), and without `shapes` every op's recorded inputs (a profile
+    with record_shapes off, vLLM's default: only one capture was recorded so, and stripping lets every capture stand
+    for that setup). Returns a new document."""
     events = []
     for event in doc.get("traceEvents", []):
         name = str(event.get("name", ""))
@@ -293,10 +298,14 @@ def make_twins(doc: dict, python: bool) -> dict:
             continue
         if python and event.get("cat") == "python_function":
             continue
+        if not shapes and any(k in (event.get("args") or {}) for k in SHAPE_ARGS):
+            event = {**event, "args": {k: v for k, v in event["args"].items() if k not in SHAPE_ARGS}}
         events.append(event)
     twin = {k: v for k, v in doc.items() if k != "traceEvents"}
     if python:
         twin.pop("with_stack", None)
+    if not shapes:
+        twin.pop("record_shapes", None)
     twin["traceEvents"] = events
     return twin
 
