@@ -8,7 +8,9 @@ starts a generation on the Run page (New tokens 1024, batch 4: tens of seconds o
   request   the page's first message on its websocket (Streamlit's frontend loaded and asking for the script);
   server    that message -> the last message of the script's answer reaching the page: the server's answer (its
             script start and end, from the app's timing log, are inside this);
-  cards     the summary cards in the page's DOM (a MutationObserver installed before the page's scripts);
+  title     the page's title in its DOM, the script's first element (a MutationObserver installed before the page's
+            scripts): the first sign of the server's answer on the page;
+  cards     the summary cards in the page's DOM;
   figures   the first Plotly chart in the page's DOM.
 
 Request and the time from server to cards are the browser's: loading and evaluating Streamlit's frontend modules
@@ -34,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEN = """window.__seen = {};
-const wanted = {cards: "[data-testid='stMetric']", figures: '.js-plotly-plot'};
+const wanted = {title: 'h1', cards: "[data-testid='stMetric']", figures: '.js-plotly-plot'};
 new MutationObserver(() => { for (const [k, s] of Object.entries(wanted))
   if (!(k in window.__seen) && document.querySelector(s)) window.__seen[k] = performance.now() / 1000; })
   .observe(document, {subtree: true, childList: true});"""
@@ -81,7 +83,7 @@ def open_once(browser, url: str) -> dict[str, float]:
     seen = page.evaluate("window.__seen")
     page.close()
     answered = max(t for t in received if t <= done)
-    return {"request": sent[0], "server": answered - sent[0], "cards": seen["cards"], "figures": seen["figures"]}
+    return {"request": sent[0], "server": answered - sent[0], **{k: seen[k] for k in ("title", "cards", "figures")}}
 
 
 def _show(label: str, rows: list[dict]) -> None:
@@ -125,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
             browser.close()
     finally:
         server.terminate()
-        server.wait(timeout=20)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # Streamlit does not always end on SIGTERM
+            server.kill()
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps({"note": "seconds from each open's navigation; server = first request -> last answer message"}))
     return 0

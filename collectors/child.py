@@ -53,7 +53,10 @@ def run_in_child(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-        start_new_session=True,  # its own process group: a stop ends its helpers too
+        # its own process group (a stop ends its helpers too), in the server's session: where the kernel groups
+        # processes by session for scheduling (autogroup, on by default in many Linux distributions), a new session
+        # would get an equal share of the CPU whatever its nice, taking half the machine from the server
+        process_group=0,
     )
     try:
         assert child.stdin is not None

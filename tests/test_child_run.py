@@ -4,11 +4,13 @@ asking process stays free (it only waits on a pipe)."""
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import pytest
 
-from stepscope.collectors.child import run_in_child
+from stepscope.collectors.child import NICE, run_in_child
 from stepscope.collectors.errors import CollectorError
 from stepscope.collectors.run import STAGES, RunSpec
 
@@ -50,3 +52,37 @@ def test_a_run_past_the_memory_bound_is_ended_in_one_line(tmp_path, monkeypatch)
         run_in_child(SMALL, tmp_path)
     assert "\n" not in str(err.value)
     assert not list(tmp_path.glob("*/trace.json.gz"))
+
+
+def _children_running(module: str) -> list[int]:
+    """Pids of this process's children whose command line runs `module`."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes().decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and module in cmdline:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the child's state from /proc")
+def test_the_child_works_at_a_lower_priority_in_the_servers_session(tmp_path):
+    """A child in a session of its own would be a scheduling group of its own where Linux groups by session
+    (autogroup): an equal share of the CPU whatever its nice, taken from the server's other sessions."""
+    seen: dict[str, int] = {}
+    asked = time.monotonic()
+
+    def look_then_stop() -> bool:
+        for pid in _children_running("stepscope.collectors.child"):
+            if time.monotonic() - asked > 1.5:  # the child has set its own priority first thing
+                nice = os.getpriority(os.PRIO_PROCESS, pid)
+                seen.update(pid=pid, sid=os.getsid(pid), pgid=os.getpgid(pid), nice=nice)
+        return bool(seen)
+
+    with pytest.raises(CollectorError, match="stopped"):
+        run_in_child(LONG, tmp_path, None, look_then_stop)
+    assert seen["sid"] == os.getsid(0) and seen["pgid"] == seen["pid"]
+    assert seen["nice"] == os.getpriority(os.PRIO_PROCESS, 0) + NICE
