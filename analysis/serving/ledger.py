@@ -199,15 +199,22 @@ def _completions(row: dict, prefill: int, decoding: int, budget: int | None, out
     return [prefill - 1, prefill] if cut else [prefill]
 
 
+def kept_moves(layers: list[list[tuple]]):
+    """Backward from the last step, each step's moves (state before, state after, value) whose state after leads on
+    to the end of the run: every state after the last step ends a path."""
+    alive = None
+    for t in range(len(layers) - 1, -1, -1):
+        kept = [m for m in layers[t] if alive is None or m[1] in alive]
+        alive = {m[0] for m in kept}
+        yield t, kept
+
+
 def _agreed(layers, n: int) -> pd.DataFrame:
     """Backward from the last step: keep the moves whose next state leads on; per step the values all kept agree on,
     and the kind they agree on (a step can be mixed in every reading without its counts agreeing)."""
     out = {f: np.full(n, UNKNOWN, np.int64) for f in FIELDS}
     kinds = np.full(n, "unknown", dtype=object)
-    alive = None  # every state after the last step ends a path
-    for t in range(n - 1, -1, -1):
-        kept = [m for m in layers[t] if alive is None or m[1] in alive]
-        alive = {m[0] for m in kept}
+    for t, kept in kept_moves(layers):
         values = {m[2] for m in kept}
         for k, field in enumerate(FIELDS):
             seen = {v[k] for v in values}

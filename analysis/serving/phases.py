@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .ledger import UNKNOWN
+from .ledger import UNKNOWN, kept_moves
 
 STATES = ((False, False), (False, True), (True, False), (True, True))
 
@@ -95,10 +95,7 @@ def _after(live: bool, prefill: bool, size: int) -> set[tuple[bool, bool]]:
 def _agreed(layers: list[list[tuple]], n: int) -> np.ndarray:
     """Backward from the last step: keep the moves whose next state leads on; per step the kind all kept agree on."""
     kinds = np.full(n, "unknown", dtype=object)
-    alive = None  # every state after the last step ends a path
-    for t in range(n - 1, -1, -1):
-        kept = [m for m in layers[t] if alive is None or m[1] in alive]
-        alive = {m[0] for m in kept}
+    for t, kept in kept_moves(layers):
         seen = {m[2] for m in kept}
         if len(seen) == 1:
             kinds[t] = seen.pop()
