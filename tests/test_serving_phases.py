@@ -16,7 +16,7 @@ from stepscope.analysis.front_door import NO_CACHE, open_folder
 from stepscope.analysis.serving import _unchecked_changes
 from stepscope.analysis.serving.ledger import UNKNOWN as U
 from stepscope.analysis.serving.ledger import resolve
-from stepscope.analysis.serving.observations import empty_observations, size_classes
+from stepscope.analysis.serving.observations import empty_observations, short_of_largest, size_classes
 from stepscope.analysis.serving.phases import follow_phases
 from tests.captures.vllm import make_twins
 from tests.captures.vllm_truth import score
@@ -37,10 +37,27 @@ def test_size_classes_no_claim_when_only_some_products_are_longer():
     assert size_classes(sizes).tolist() == [0] * 6
 
 
-def _obs(changed: list[int], size: list[int], idle: bool = True) -> pd.DataFrame:
-    """Synthetic observations of an opaque run: only `changed` and `size` known, the rest UNKNOWN."""
+def test_a_step_clearly_smaller_than_another_is_short_of_the_budget():
+    # synthetic, the shape of tests/data/captures/vllm/interference_chunks (ns): a 16-position first chunk, decodes,
+    # then 256-position steps; the first chunk's median is far under the big steps' lower quartiles
+    sizes = np.array([[683e3, 335e3], [133e3, 73e3], [3.6e6, 3.2e6], [3.3e6, 1.7e6], [np.nan, np.nan]])
+    assert short_of_largest(sizes).tolist() == [True, True, False, False, False]
+
+
+def test_a_one_time_cost_makes_no_step_look_short():
+    # synthetic, the shape of tests/data/captures/vllm/no_front_end: new shapes lift two steps' medians, not their
+    # lower quartiles; 50, 64 and 33 positions are not told apart, so no step is called short
+    sizes = np.array([[150e3, 87e3], [36e3, 27e3], [583e3, 116e3], [749e3, 125e3]])
+    assert short_of_largest(sizes).tolist() == [False, True, False, False]
+    assert not short_of_largest(np.full((3, 2), np.nan)).any()
+
+
+def _obs(changed: list[int], size: list[int], idle: bool = True, short: list[bool] | None = None) -> pd.DataFrame:
+    """Synthetic observations of an opaque run: only `changed`, `size` (and `short`) known, the rest UNKNOWN."""
     frame = empty_observations(len(changed))
     frame["changed"], frame["size"] = changed, size
+    if short is not None:
+        frame["short"] = short
     frame.attrs["idle_before"] = idle
     return frame
 
@@ -51,6 +68,14 @@ def test_a_step_after_a_small_step_with_no_change_decodes():
     phases = follow_phases(_obs([U, 0, 0], [1, -1, 0]))
     assert phases.followed
     assert phases.kinds.tolist() == ["prefill", "unknown", "decode"]
+
+
+def test_a_first_chunk_short_of_the_budget_completes_so_the_next_step_decodes():
+    # a big first step might have been cut by the budget (its prompt carried on); one clearly smaller than a later
+    # step was not: its prompt completed, and with no change the next small step only decodes
+    assert follow_phases(_obs([U, 0, 1], [1, -1, 1])).kinds.tolist() == ["prefill", "unknown", "unknown"]
+    phases = follow_phases(_obs([U, 0, 1], [1, -1, 1], short=[True, True, False]))
+    assert phases.kinds.tolist() == ["prefill", "decode", "unknown"]
 
 
 def test_a_step_after_a_decode_with_no_change_decodes_and_a_change_unknown():
@@ -98,7 +123,7 @@ def test_unchecked_changes_that_no_reading_allows_are_dropped():
 def test_bare_twins_of_every_capture_have_no_wrong_phase_and_most_kinds_known(tmp_path):
     """Every real capture's worker trace with annotations, python frames and record_shapes' inputs removed (vLLM's
     default profile without its annotations or stacks): every forward found, none of a wrong phase, and at least
-    66% of them of known kind over all captures (68.7%, 195 of 284, when this was written: the host work's two
+    70% of them of known kind over all captures (71.5%, 203 of 284, when this was written: the host work's two
     groups say where the batch changed, the products' sizes where a prompt chunk ran or none was cut)."""
     known = forwards = 0
     for capture in sorted(p for p in DATA.iterdir() if p.is_dir()):
@@ -113,7 +138,7 @@ def test_bare_twins_of_every_capture_have_no_wrong_phase_and_most_kinds_known(tm
         assert not s["wrong"] and not s["missed"] and not s["split"], (capture.name, s)
         assert report["requests"] is None, capture.name  # booleans count no requests
         known, forwards = known + s["known"], forwards + s["forwards"]
-    assert known >= 0.66 * forwards, (known, forwards)
+    assert known >= 0.70 * forwards, (known, forwards)
 
 
 def test_the_ledger_does_not_bound_running_decoders_by_the_largest_finish_count():

@@ -195,7 +195,8 @@ def _completions(row: dict, prefill: int, decoding: int, budget: int | None, out
         return [done] if 0 <= done <= prefill and prefill - done <= 1 else []
     if prefill == 0:
         return [0]
-    cut = (budget is None or row["N"] == UNKNOWN or row["N"] >= budget) and row["size"] >= 0
+    may_fill = budget is None or row["N"] == UNKNOWN or row["N"] >= budget
+    cut = may_fill and row["size"] >= 0 and not row["short"]
     return [prefill - 1, prefill] if cut else [prefill]
 
 

@@ -13,6 +13,8 @@ Per step, each count UNKNOWN unless the trace states it:
   (batch_changes).
 - size: +1 where the step's matrix products are so much bigger than the small steps' that it carries a prompt
   chunk, -1 where they are too small for a step that used the whole token budget (size_classes).
+- short: the step's products are clearly smaller than another step's, so it held fewer positions and did not use
+  the whole budget, whatever it carried (short_of_largest).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ COUNTS = ("S", "N", "P", "D", "J", "F", "changed")
 def empty_observations(n: int) -> pd.DataFrame:
     frame = pd.DataFrame({c: np.full(n, UNKNOWN, np.int64) for c in COUNTS})
     frame["size"] = np.zeros(n, dtype=np.int64)  # size_classes: +1 carries a prompt chunk, -1 cannot be budget-full
+    frame["short"] = np.zeros(n, dtype=bool)  # short_of_largest: cannot be budget-full, whatever it carries
     return frame
 
 
@@ -193,3 +196,17 @@ def size_classes(sizes: np.ndarray) -> np.ndarray:
     out[big] = 1
     out[small] = -1
     return out
+
+
+def short_of_largest(sizes: np.ndarray) -> np.ndarray:
+    """Per step, whether its products are clearly smaller than another step's (its median SIZE_GAP times under that
+    step's lower quartile): it held fewer positions, so it did not use the whole token budget, whatever it carried.
+    Products grow with the positions a forward holds, and every step that used the whole budget holds the same
+    number; a first chunk of 16 positions in a run whose later steps hold 256 is no cut step
+    (tests/data/captures/vllm/interference_chunks), so its prompt completed and decodes next. Lower quartiles on the
+    big side keep one-time costs (oneDNN's first product of a shape) from making a step look big."""
+    sizes = np.asarray(sizes, dtype=float).reshape(len(sizes), -1)
+    median, lower = sizes[:, 0], sizes[:, -1]
+    largest = np.nanmax(lower, initial=0.0) if np.isfinite(lower).any() else 0.0
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(median) & (median > 0) & (median * SIZE_GAP < largest)

@@ -10,7 +10,7 @@ state followed is (any decoder live, a partial prompt carried):
                    them, or some: invisible in booleans), a carried partial prompt may be preempted, requests may join
     the step:      every live decoder decodes; the carried partial prompt and every joining prompt prefill
     after it:      every prompt chunk completes (its request decodes from the next step) or, only where the step may
-                   have used the whole budget (size not -1), one is cut and carried
+                   have used the whole budget (size not -1, not short of a bigger step), one is cut and carried
 
 Every path of states through the steps is kept (forward, then backward from the last step) and a step's kind stands
 only where every kept path gives it; a run no path explains is not followed (a signal misread), and nothing is
@@ -39,7 +39,8 @@ class Phases:
 
 
 def follow_phases(obs: pd.DataFrame, empty: np.ndarray | None = None, known: np.ndarray | None = None) -> Phases:
-    """`obs`: one row per step with `changed` (1, 0, UNKNOWN) and `size` (+1, -1, 0), attrs["idle_before"];
+    """`obs`: one row per step with `changed` (1, 0, UNKNOWN), `size` (+1, -1, 0) and `short` (clearly smaller than
+    another step: not budget-full), attrs["idle_before"];
     `empty`: steps step finding found empty (nothing scheduled; every other step ran a forward, so holds something);
     `known`: kinds other evidence already decided ("unknown" elsewhere), which every path must give."""
     n = len(obs)
@@ -49,13 +50,14 @@ def follow_phases(obs: pd.DataFrame, empty: np.ndarray | None = None, known: np.
     empty = np.zeros(n, dtype=bool) if empty is None else np.asarray(empty, dtype=bool)
     known = unknown if known is None else np.asarray(known, dtype=object)
     changed, size = obs["changed"].to_numpy(), obs["size"].to_numpy()
+    may_fill = ~obs["short"].to_numpy(dtype=bool)
     states = {(False, False)} if obs.attrs.get("idle_before", False) else set(STATES)
     layers: list[list[tuple]] = []
     for t in range(n):
         moves = [
             m
             for state in states
-            for m in _moves(state, int(changed[t]), int(size[t]), bool(empty[t]))
+            for m in _moves(state, int(changed[t]), int(size[t]), bool(empty[t]), bool(may_fill[t]))
             if known[t] in ("unknown", m[2])
         ]
         if not moves:
@@ -65,7 +67,7 @@ def follow_phases(obs: pd.DataFrame, empty: np.ndarray | None = None, known: np.
     return Phases(_agreed(layers, n), True, "")
 
 
-def _moves(state: tuple[bool, bool], changed: int, size: int, empty: bool):
+def _moves(state: tuple[bool, bool], changed: int, size: int, empty: bool, may_fill: bool):
     """Every (state, next state, kind) one step allows from `state` = (decoders live, partial prompt carried)."""
     decoders, partial = state
     stays = [(decoders, partial)]
@@ -79,16 +81,16 @@ def _moves(state: tuple[bool, bool], changed: int, size: int, empty: bool):
             if empty != (not prefill and not live) or (size > 0 and not prefill):
                 continue
             kind = "mixed" if prefill and live else "prefill" if prefill else "decode" if live else "empty"
-            for after in _after(live, prefill, size):
+            for after in _after(live, prefill, size >= 0 and may_fill):
                 yield state, after, kind
 
 
-def _after(live: bool, prefill: bool, size: int) -> set[tuple[bool, bool]]:
+def _after(live: bool, prefill: bool, may_fill: bool) -> set[tuple[bool, bool]]:
     """States after a step: its prompts all complete and decode next, or one the budget cut is carried (not in a
     step too small to have used the whole budget) while the others, if any, complete."""
     if not prefill:
         return {(live, False)}
-    cut = {(live, True), (True, True)} if size >= 0 else set()
+    cut = {(live, True), (True, True)} if may_fill else set()
     return {(True, False)} | cut
 
 

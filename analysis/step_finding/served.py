@@ -22,6 +22,7 @@ from ..serving.observations import (
     annotated_counts,
     batch_changes,
     empty_observations,
+    short_of_largest,
     size_classes,
     step_sizes,
     worker_frame_counts,
@@ -71,7 +72,8 @@ def observe_served(views: Views, found: Found) -> Found:
     if frames is not None:
         obs["J"], obs["F"] = frames["J"], frames["F"]
     if not annotated and (tokens < 0).any():  # the positions are not stated: how big the forwards are
-        obs["size"] = size_classes(step_sizes(views, start, bool(kind_mask(views.events, ["kernel"]).any())))
+        sizes = step_sizes(views, start, bool(kind_mask(views.events, ["kernel"]).any()))
+        obs["size"], obs["short"] = size_classes(sizes), short_of_largest(sizes)
     obs.attrs["idle_before"] = _idle_before(views, start, int(obs["J"].iloc[0]))
     bounds = bounds.copy()
     if not annotated:  # a position or a token count says nothing of a packed batch's mix: the ledger decides
