@@ -57,7 +57,8 @@ class Batches:
 
 def resolve(obs: pd.DataFrame, budget: int | None, batches: Batches | None = None, start=None) -> Resolved:
     """`obs`: one row per step with S, N, P, D, J, F, changed (int64, UNKNOWN where the trace does not say) and
-    `size` (+1: the step carries a prompt chunk, -1: it cannot have used the whole budget); `budget`: the token
+    `size` (+1: the step carries a prompt chunk, -1: it cannot have used the whole budget) and `short`
+    (short_of_largest: not budget-full either); `budget`: the token
     budget per step when known (a prompt is cut only in a step that uses all of it); `batches` with the steps'
     `start` times: the front end's output batches (a batch never comes before its step starts; each is a step's)."""
     n = len(obs)
@@ -65,6 +66,8 @@ def resolve(obs: pd.DataFrame, budget: int | None, batches: Batches | None = Non
     if n == 0:
         return Resolved(empty, True, "")
     rows = obs.to_dict("records")
+    for row, allowed in zip(rows, sizes_allow_cut(obs).tolist(), strict=True):
+        row["sizes_allow_cut"] = allowed
     idle = bool(obs.attrs.get("idle_before", False))
     d_max = 0 if idle else _d_max(obs, batches)
     if d_max is None:
@@ -196,8 +199,15 @@ def _completions(row: dict, prefill: int, decoding: int, budget: int | None, out
     if prefill == 0:
         return [0]
     may_fill = budget is None or row["N"] == UNKNOWN or row["N"] >= budget
-    cut = may_fill and row["size"] >= 0 and not row["short"]
+    cut = may_fill and row["sizes_allow_cut"]
     return [prefill - 1, prefill] if cut else [prefill]
+
+
+def sizes_allow_cut(obs: pd.DataFrame) -> np.ndarray:
+    """Per step, whether its products allow a prompt cut by the token budget: a cut step used the whole budget, so
+    it is neither among the small steps (`size` -1) nor short of a bigger step (`short`). One rule for the count
+    ledger and the phase follow (phases.py)."""
+    return (obs["size"].to_numpy() >= 0) & ~obs["short"].to_numpy(dtype=bool)
 
 
 def kept_moves(layers: list[list[tuple]]):

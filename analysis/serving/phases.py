@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .ledger import UNKNOWN, kept_moves
+from .ledger import UNKNOWN, kept_moves, sizes_allow_cut
 
 STATES = ((False, False), (False, True), (True, False), (True, True))
 
@@ -50,7 +50,7 @@ def follow_phases(obs: pd.DataFrame, empty: np.ndarray | None = None, known: np.
     empty = np.zeros(n, dtype=bool) if empty is None else np.asarray(empty, dtype=bool)
     known = unknown if known is None else np.asarray(known, dtype=object)
     changed, size = obs["changed"].to_numpy(), obs["size"].to_numpy()
-    may_fill = ~obs["short"].to_numpy(dtype=bool)
+    may_fill = sizes_allow_cut(obs)
     states = {(False, False)} if obs.attrs.get("idle_before", False) else set(STATES)
     layers: list[list[tuple]] = []
     for t in range(n):
@@ -81,7 +81,7 @@ def _moves(state: tuple[bool, bool], changed: int, size: int, empty: bool, may_f
             if empty != (not prefill and not live) or (size > 0 and not prefill):
                 continue
             kind = "mixed" if prefill and live else "prefill" if prefill else "decode" if live else "empty"
-            for after in _after(live, prefill, size >= 0 and may_fill):
+            for after in _after(live, prefill, may_fill):
                 yield state, after, kind
 
 
