@@ -188,8 +188,7 @@ def read_shapes(timeline: Timeline) -> SeenShapes:
         shaped = (dims.astype(str) != "").to_numpy()
     if not shaped.any():
         return found
-    pairs = pd.DataFrame({"name": ev["name"][shaped].astype(str), "dims": dims[shaped].astype(str)}).value_counts()
-    for (name, text), count in pairs.items():
+    for (name, text), count in _pair_counts(ev["name"], dims, shaped):
         try:
             value = clean_dims(json.loads(text))
         except (ValueError, RecursionError):
@@ -197,6 +196,32 @@ def read_shapes(timeline: Timeline) -> SeenShapes:
         if value:
             _count_shape(found, name, value, int(count))
     return found
+
+
+def _pair_counts(names: pd.Series, dims: pd.Series, shaped: np.ndarray) -> list[tuple[tuple[str, str], int]]:
+    """((name, Input Dims text), rows) among the shaped rows, most rows first, ties in the order they first
+    appear (the counters keep that order for their ties). Counted on the categoricals' codes: the text of every
+    row cost a cold command 25 ms on a 331k-event trace."""
+    if isinstance(names.dtype, pd.CategoricalDtype) and isinstance(dims.dtype, pd.CategoricalDtype):
+        name_codes = names.cat.codes.to_numpy()[shaped].astype(np.int64) + 1  # 0: a missing value ("nan")
+        dim_codes = dims.cat.codes.to_numpy()[shaped].astype(np.int64) + 1
+        name_text = ["nan", *names.cat.categories.astype(str)]
+        dim_text = ["nan", *dims.cat.categories.astype(str)]
+    else:
+        name_codes, name_text = _codes(names[shaped].astype(str))
+        dim_codes, dim_text = _codes(dims[shaped].astype(str))
+    width = len(dim_text)
+    keys, first, counts = np.unique(name_codes * width + dim_codes, return_index=True, return_counts=True)
+    totals: Counter = Counter()
+    for at in np.argsort(first, kind="stable").tolist():
+        key = int(keys[at])
+        totals[name_text[key // width], dim_text[key % width]] += int(counts[at])
+    return sorted(totals.items(), key=lambda pair: -pair[1])  # stable: ties stay in order of appearance
+
+
+def _codes(text: pd.Series) -> tuple[np.ndarray, list[str]]:
+    codes, uniques = pd.factorize(text.to_numpy(dtype=object))
+    return codes.astype(np.int64), list(uniques)
 
 
 def _count_shape(found: SeenShapes, name: str, dims: list[list[int]], count: int) -> None:
