@@ -141,30 +141,25 @@ def file_base(name: str) -> str:
 
 
 def downloads(loaded: LoadedTrace, key: str) -> None:
-    """Steps and gaps as CSV, the summary (CLI contract minus the step list) as JSON."""
+    """Steps and gaps as CSV, the summary (CLI contract minus the step list) as JSON. Each file is written when its
+    button is clicked (Streamlit calls the function then, off the script's thread), not on every run of the page:
+    the CSVs alone took a tenth of the sample's page script, and grow with the steps and gaps."""
     base = file_base(loaded.name)
-    summary = {k: v for k, v in loaded.report.items() if k != "steps"}
+    analysis, report = loaded.analysis, loaded.report
     if loaded.digest:  # which bytes these files come from (the cache's key), out of the first screen
         st.caption(f"{for_markdown(loaded.name)}: content {loaded.digest[:15]} (sha256 of the file's bytes)")
     left, middle, right = st.columns(3)
-    left.download_button(
-        "Steps (CSV)",
-        tables.steps_table(loaded.analysis).to_csv(index=False),
-        f"{base}_steps.csv",
-        "text/csv",
-        key=f"{key}_steps_csv",
+    files = (
+        (left, "Steps (CSV)", lambda: tables.steps_table(analysis).to_csv(index=False), "steps.csv", "text/csv"),
+        (middle, "Gaps (CSV)", lambda: tables.gaps_table(analysis).to_csv(index=False), "gaps.csv", "text/csv"),
+        (right, "Summary (JSON)", lambda: summary_json(report), "summary.json", "application/json"),
     )
-    middle.download_button(
-        "Gaps (CSV)",
-        tables.gaps_table(loaded.analysis).to_csv(index=False),
-        f"{base}_gaps.csv",
-        "text/csv",
-        key=f"{key}_gaps_csv",
-    )
-    right.download_button(
-        "Summary (JSON)",
-        json.dumps(summary, indent=1),
-        f"{base}_summary.json",
-        "application/json",
-        key=f"{key}_summary_json",
-    )
+    for column, label, data, name, mime in files:
+        column.download_button(
+            label, data, f"{base}_{name}", mime, key=f"{key}_{name.replace('.', '_')}", on_click="ignore"
+        )
+
+
+def summary_json(report: dict) -> str:
+    """The summary file: the CLI's contract without the step list."""
+    return json.dumps({k: v for k, v in report.items() if k != "steps"}, indent=1)

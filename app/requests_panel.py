@@ -119,8 +119,13 @@ def _table(loaded: LoadedTrace, tag: str) -> None:
         height=min(36 * (len(table) + 1) + 3, 420),
     )
     st.caption("Click a column's header to sort; choose a row to outline that request's steps on the timeline.")
-    st.download_button(
-        "Requests (CSV)", table.to_csv(index=False), "requests.csv", "text/csv", key=f"requests_csv_{tag}"
+    st.download_button(  # written when clicked, as components.downloads
+        "Requests (CSV)",
+        lambda: table.to_csv(index=False),
+        "requests.csv",
+        "text/csv",
+        key=f"requests_csv_{tag}",
+        on_click="ignore",
     )
 
 

@@ -77,7 +77,10 @@ def test_analyze_opens_on_the_eager_sample(samples):
     found = next(c.value.replace("\\", "") for c in at.caption if c.value.startswith("Steps found by"))
     forwards = int(metrics["Decode steps"]) + 1  # one prefill
     assert "stepscope-markers" in found and f"evidence: {forwards} Stepscope step markers, kinds as written" in found
-    assert [b.label for b in at.get("download_button")] == ["Steps (CSV)", "Gaps (CSV)", "Summary (JSON)"]
+    buttons = at.get("download_button")
+    assert [b.label for b in buttons] == ["Steps (CSV)", "Gaps (CSV)", "Summary (JSON)"]
+    # written when clicked, not on every run of the page: no file behind the button until then
+    assert all(b.proto.deferred_file_id and not b.proto.url and b.proto.ignore_rerun for b in buttons)
 
 
 def test_streamlit_app_defaults_to_analyze(samples):
@@ -439,3 +442,12 @@ def test_run_page_profile_memory_reaches_the_run_spec(samples, monkeypatch):
     next(b for b in at.button if b.label == "Run").click().run()
     assert not at.exception
     assert [s.profile_memory for s in seen] == [True]
+
+
+def test_the_summary_file_is_the_contract_without_its_step_list():
+    import json
+
+    from stepscope.app.components import summary_json
+
+    report = {"schema_version": 3, "summary": {"ttft_ms": 1.5}, "steps": [{"index": 0}]}
+    assert json.loads(summary_json(report)) == {"schema_version": 3, "summary": {"ttft_ms": 1.5}}
