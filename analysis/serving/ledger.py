@@ -56,11 +56,11 @@ class Batches:
 
 
 def resolve(obs: pd.DataFrame, budget: int | None, batches: Batches | None = None, start=None) -> Resolved:
-    """`obs`: one row per step with S, N, P, D, J, F, changed (int64, UNKNOWN where the trace does not say) and
+    """`obs`: one row per step with S, N, P, D, J, F, changed (int64, UNKNOWN where the trace does not say),
     `size` (+1: the step carries a prompt chunk, -1: it cannot have used the whole budget) and `short`
-    (short_of_largest: not budget-full either); `budget`: the token
-    budget per step when known (a prompt is cut only in a step that uses all of it); `batches` with the steps'
-    `start` times: the front end's output batches (a batch never comes before its step starts; each is a step's)."""
+    (short_of_largest: not budget-full either); `budget`: the token budget per step when known (a prompt is cut
+    only in a step that uses all of it); `batches` with the steps' `start` times: the front end's output batches
+    (a batch never comes before its step starts; each is a step's)."""
     n = len(obs)
     empty = pd.DataFrame({f: np.full(n, UNKNOWN, np.int64) for f in FIELDS}).assign(kind="unknown")
     if n == 0:
