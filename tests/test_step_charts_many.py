@@ -61,3 +61,12 @@ def test_a_category_missing_from_some_steps_stacks_zero_there():
 def test_a_short_run_keeps_its_bars():
     fig = step_charts.busy_idle_chart(_steps(40))
     assert {t.type for t in fig.data} == {"bar"}
+
+
+def test_the_batch_chart_names_each_of_its_two_axes():
+    """The shared layout titles the main y axis; the prefill-token line's own axis keeps its name."""
+    steps = _steps(6).assign(batch=[1, 2, 3, 3, 2, 1], prefill_tokens=[16, 8, 0, 0, 0, 0], decode_sequences=1)
+    fig = step_charts.batch_chart(steps)
+    assert fig.layout.yaxis.title.text == "sequences"
+    assert fig.layout.yaxis2.title.text == "prefill tokens"
+    assert fig.layout.xaxis.title.text == "step"

@@ -23,7 +23,8 @@ LINES_ABOVE_STEPS = 1000
 
 def _layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
     """Title, axes and a legend under the x axis' title (never over it); a run of few steps gets a tick per step
-    (a single step's axis is that step, not -0.5 to 0.5)."""
+    (a single step's axis is that step, not -0.5 to 0.5). `y_title` names the main y axis only: a second one (the
+    batch chart's prefill tokens) keeps its own."""
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
         height=CHART_HEIGHT,
@@ -31,9 +32,9 @@ def _layout(fig: go.Figure, title: str, y_title: str) -> go.Figure:
         legend=LEGEND_BELOW,
         barmode="group",
         hoverlabel=HOVERLABEL,
+        yaxis_title_text=y_title,
+        xaxis_title={"text": "step", "standoff": 6},
     )
-    fig.update_yaxes(title=y_title)
-    fig.update_xaxes(title={"text": "step", "standoff": 6})
     steps = sorted({int(v) for trace in fig.data for v in (trace.x if trace.x is not None else ()) if _is_int(v)})
     if 0 < len(steps) <= 12:
         fig.update_xaxes(tickmode="array", tickvals=steps, ticktext=[str(v) for v in steps])
