@@ -18,6 +18,7 @@ from stepscope.parsers.kineto import pieces as split_decode
 from stepscope.parsers.kineto.join import Placement, Run, in_memory, narrow_run, sort_run
 from stepscope.parsers.kineto.reader import read_chrome_trace
 from stepscope.trace_cache import timelines
+from stepscope.trace_cache.column_file import read_entry
 from stepscope.trace_cache.store import CacheStore
 from tests.synthetic_traces import doc, synthetic_generation
 
@@ -131,7 +132,7 @@ def test_a_column_file_reads_back_as_the_values_written(tmp_path):
     import pandas as pd
 
     from stepscope.parsers.timeline import Timeline, TraceMeta
-    from stepscope.trace_cache.column_file import read_entry, write_entry
+    from stepscope.trace_cache.column_file import write_entry
 
     rows = 1000
     kinds = pd.Categorical.from_codes(np.arange(rows, dtype=np.int8) % 2, categories=["kernel", "cpu_op"])
@@ -176,6 +177,9 @@ def test_the_entry_written_in_place_is_the_timeline(tmp_path, tiled):
     pd.testing.assert_frame_equal(timeline.events, whole.events)
     assert not timeline.events["ts"].to_numpy().flags.writeable  # mapped from the entry, not held
     assert _leftovers(store) == []
+    (entry,) = (store.root / "timelines").iterdir()
+    again = read_entry(entry, key=entry.name)  # the seal hashed while writing is the file's: a check finds it whole
+    pd.testing.assert_frame_equal(again.events, whole.events)
 
 
 @pytest.mark.parametrize("failure", ["unwritable", "disk full"])
@@ -190,13 +194,13 @@ def test_an_entry_that_cannot_be_written_leaves_the_same_timeline_and_no_file(tm
 
         monkeypatch.setattr(store_module.tempfile, "mkstemp", refuse)
     else:
-        from stepscope.trace_cache import column_file
+        from stepscope.trace_cache.entry_seal import SealingWriter
 
-        def full(handle):
-            handle.write(b"x" * 100)
+        def full(sink):
+            sink.write(b"x" * 100)
             raise OSError(errno.ENOSPC, "no space left on device")
 
-        monkeypatch.setattr(column_file, "seal", full)
+        monkeypatch.setattr(SealingWriter, "seal", full)
     _, timeline = timelines.open_trace_cached(path, store=store)
     pd.testing.assert_frame_equal(timeline.events, whole.events)
     assert _leftovers(store) == []

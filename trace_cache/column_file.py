@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from stepscope.parsers import Timeline
 from stepscope.parsers.memory_table import MEMORY_COLUMNS
 from stepscope.parsers.timeline import DeviceInfo, TraceMeta
-from .entry_seal import seal, sealed_size
+from .entry_seal import SEAL_BYTES, SealingWriter, sealed_size
 from .keys import PARSER_VERSION
 from .results import NULL, fits
 
@@ -205,11 +205,27 @@ def write_entry(handle, timeline: Timeline, *, key: str) -> None:
         memory = memory_to_table(timeline.memory) if timeline.memory is not None else None
     except (pa.ArrowException, TypeError, ValueError) as exc:
         raise NotCacheableError(str(exc)) from None
-    with ipc.new_file(handle, table.schema) as writer:
+    sink = SealingWriter(handle)
+    with ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     del table  # its arrays are the frame's own (no copy): nothing to free but the references
-    _append_memory(handle, memory)
-    seal(handle)
+    _append_memory(sink, memory)
+    sink.seal()
+
+
+def map_written(handle, *, key: str) -> Timeline:
+    """The Timeline of the entry write_entry just wrote to `handle` (still open), mapped from that same file.
+
+    Why no seal check or full validation, which read_entry does: these are this process's own bytes, in a private
+    file it has not yet placed, so checking them would only read hundreds of MB back for nothing."""
+    import mmap
+
+    import pyarrow as pa
+
+    handle.flush()
+    content = pa.py_buffer(mmap.mmap(handle.fileno(), handle.tell() - SEAL_BYTES, access=mmap.ACCESS_READ))
+    table, memory = entry_tables(content)
+    return table_to_timeline(table, memory, key)
 
 
 def read_entry(path: Path, *, key: str) -> Timeline:

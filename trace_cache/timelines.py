@@ -17,7 +17,7 @@ from stepscope.parsers import Timeline
 from stepscope.parsers.kineto.pieces import Progress
 from stepscope.parsers.limits import ReadLimits
 from stepscope.parsers.load import load_trace, parse_trace_bytes, read_trace_file
-from .column_file import NotCacheableError, read_entry, write_entry
+from .column_file import NotCacheableError, map_written, read_entry, write_entry
 from .keys import (
     FileDigest,
     hash_bytes,
@@ -73,10 +73,28 @@ def load_timeline(store: CacheStore, digest: str, limits: ReadLimits | None = No
 
 
 def _stored(store: CacheStore, digest: str, timeline: Timeline, limits: ReadLimits) -> Timeline:
-    """The Timeline after its entry is written: a big one mapped back from the entry (see the module)."""
-    if save_timeline(store, digest, timeline, limits) and len(timeline.events) >= MAPPED_ROWS:
-        return load_timeline(store, digest, limits) or timeline
-    return timeline
+    """The Timeline after its entry is written: a big one mapped back from the file just written (see the module),
+    the one in memory when the entry could not be written or mapped."""
+    if len(timeline.events) < MAPPED_ROWS:
+        save_timeline(store, digest, timeline, limits)
+        return timeline
+    name = _entry_name(digest, limits)
+    mapped: list[Timeline] = []
+
+    def write(handle) -> None:
+        import pyarrow as pa  # write_entry imported it
+
+        write_entry(handle, timeline, key=name)
+        try:
+            mapped.append(map_written(handle, key=name))
+        except (pa.ArrowException, *_DAMAGED):
+            pass  # the frame in memory serves
+
+    try:
+        written = store.put("timelines", name, write)
+    except NotCacheableError:
+        return timeline
+    return mapped[0] if written is not None and mapped else timeline
 
 
 def load_trace_cached(
