@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 import sys
 import threading
 import time
@@ -237,11 +238,16 @@ def test_failed_requests_are_counted_not_fatal_and_the_files_found(tmp_path):
 
 def test_ctrl_c_still_stops_the_profiler(tmp_path):
     """The Run page's Stop (CaptureChild.stop: SIGINT to the child's session): the CLI stops the profiler, exits
-    130, and the page shows its one line."""
+    130, and the page shows its one line; also when the app was started from a script's background job, whose
+    children inherit SIGINT ignored (the child is started so here, as CI's runner may start it anyway)."""
     argv = [sys.executable, "-m", "app.cli", "profile-server", "URL", "--trace-dir", str(tmp_path)]
     with FakeServer(tmp_path, chunk_delay_s=0.5) as fake:
         argv[4] = fake.url
-        child = CaptureChild([*argv, "--requests", "2", "--output-tokens", "60:60"], tmp_path / "log", cwd=ROOT)
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            child = CaptureChild([*argv, "--requests", "2", "--output-tokens", "60:60"], tmp_path / "log", cwd=ROOT)
+        finally:
+            signal.signal(signal.SIGINT, before)
         deadline = time.monotonic() + 60
         while "POST /v1/completions" not in fake.calls and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -7,7 +7,9 @@ capture.json (--out) and one stderr line."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -69,6 +71,14 @@ def _progress(line: str) -> None:
     print(f"progress: {line}", file=sys.stderr, flush=True)
 
 
+def _take_ctrl_c() -> None:
+    """A process started from a script's background job inherits SIGINT ignored, and Python then leaves it ignored:
+    Ctrl-C and the page's Stop would not reach the capture, which would profile on. Stopping the server's profiler
+    is this command's promise, so it always takes SIGINT as KeyboardInterrupt (the `finally` sends /stop_profile)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run_profile_server(args: argparse.Namespace) -> int:
     from stepscope.analysis.front_door import OpenedRun, open_folder
     from stepscope.collectors.errors import CollectorError
@@ -77,6 +87,7 @@ def run_profile_server(args: argparse.Namespace) -> int:
     from .analyze import _emit, _print_notes
 
     options = analysis_options(args)
+    _take_ctrl_c()
     try:
         workload = _workload(args)
         info = probe(args.url)
