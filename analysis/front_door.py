@@ -453,8 +453,7 @@ def _read_file(
 
 
 def _import_analysis() -> None:
-    """What analyze() and the contract load (pandas included): all of it while the other process decodes, where
-    importing the pipeline's 37 modules after the read cost a cold command 20-26 ms."""
+    """What analyze() and the contract load, pandas too: imported after the read, they cost a cold command 20-26 ms."""
     from . import anatomy, pipeline, report  # noqa: F401
 
 
