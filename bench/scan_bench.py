@@ -1,4 +1,5 @@
-"""How long a piece of a big trace takes to read: with msgspec (the reader's way) and with polars' JSON reader.
+"""How long a piece of a big trace takes to read: with msgspec (the reader's way), with pyarrow's JSON reader and
+with polars'.
 
 Each round reads the same pieces (cut as parsers/kineto/pieces.py cuts them) each way, one after the other: the
 file's bytes into a buffer, the events into columns, the piece sorted and narrowed as the join wants it, the decoded
@@ -8,6 +9,10 @@ polars (when importable: it is not a dependency) reads the piece with an explici
 reads (parsers/kineto/fields.py) but "Input Dims", its `name` and `cat` as categoricals; its "columns" stage is its
 duration rows' columns as numpy arrays and codes, not the column builder's exact tables: a lower bound of what a
 polars reader would cost, for the decision "is a well-kept library as fast" (README, "Speed and memory"). The
+pyarrow (a dependency already) reads whitespace-separated objects, not an array: its "read" stage also
+turns the commas between the piece's events into spaces (the cut pattern of pieces.py; a lower bound again, since
+a reader would have to prove no comma inside a string was taken) and reads the same fields, `name` and `cat`
+dictionary-encoded after the read (its reader cannot decode into dictionaries). The
 compiled scanner this was also measured against (through Numba's public caching) is in the history of this file
 (commit cfe4f97, `parsers/kineto/scan.py`), with the figures in the README.
 
@@ -101,6 +106,45 @@ def _with_polars(source: FileSource, start: int, stop: int, pl, schema) -> tuple
     return _timed(lambda: source.framed(start, stop, b"[", b"]"), decode, fill, len)
 
 
+def _pyarrow_schema():
+    import pyarrow as pa
+
+    kinds = {"time": pa.float64(), "text": pa.string(), "id": pa.int64(), "int": pa.int64()}
+    kinds["volume"] = pa.list_(pa.int64())
+    args = pa.struct([(f.key, kinds[f.kind]) for f in EVENT_FIELDS if f.in_args and f.kind != "raw"])
+    top = [(f.key, kinds[f.kind]) for f in EVENT_FIELDS if not f.in_args]
+    return pa.schema([("ph", pa.string()), *top, ("args", args)])
+
+
+def _with_pyarrow(source: FileSource, start: int, stop: int, schema) -> tuple[int, list[float]]:
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    options = pj.ParseOptions(explicit_schema=schema, newlines_in_values=True, unexpected_field_behavior="ignore")
+
+    def read():  # the objects separated by whitespace, as pyarrow reads them
+        return split_decode._CUT.sub(b"} {", source.framed(start, stop, b"", b""))
+
+    def decode(objects):
+        return pj.read_json(io.BytesIO(objects), read_options=pj.ReadOptions(use_threads=False), parse_options=options)
+
+    def fill(builder, table):
+        rows = table.filter(pc.equal(table["ph"], "X"))
+        parts = builder.parts
+        for key in ("ts", "dur"):
+            parts[key].append((rows[key].to_numpy() * 1000).astype(np.int64))
+        for key, column in (("name", "name"), ("cat", "kind")):
+            parts[column].append(rows[key].combine_chunks().dictionary_encode().indices.to_numpy().astype(np.int64))
+        for key in ("pid", "tid"):
+            parts[key].append(rows[key].fill_null(0).to_numpy())
+        for key, column in (("correlation", "correlation"), ("External id", "external_id"), ("device", "device")):
+            parts[column].append(pc.struct_field(rows["args"], key).fill_null(-1).to_numpy())
+        for column in ("stream", "input_dims", "grid", "block"):
+            parts[column].append(np.zeros(len(rows), dtype=np.int64))
+
+    return _timed(read, decode, fill, len)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", nargs="?", default=str(ROOT / "bench" / "out" / "big-serving.json"))
@@ -110,10 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     try:  # not a dependency of the project: looked up by name, so that the import check does not ask for it
         pl = importlib.import_module("polars")
     except ImportError:
-        print("error: polars is not installed here (pip install polars, in a venv of its own)", file=sys.stderr)
-        return 2
-    ways = ("msgspec", "polars")
-    schema = _polars_schema(pl)
+        pl = None
+        print("polars is not installed here (pip install polars): measuring msgspec and pyarrow", file=sys.stderr)
+    ways = ("msgspec", "pyarrow", "polars") if pl is not None else ("msgspec", "pyarrow")
+    schema = _polars_schema(pl) if pl is not None else None
+    arrow_schema = _pyarrow_schema()
     fd = os.open(args.trace, os.O_RDONLY)
     source = FileSource(fd, os.fstat(fd).st_size)
     first, _ = split_decode.array_start(source.head(split_decode.HEAD_BYTES))
@@ -122,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     per_way: dict[str, list[float]] = {way: [] for way in ways}
     read = {
         "msgspec": lambda a, b: _with_msgspec(source, a, b),
+        "pyarrow": lambda a, b: _with_pyarrow(source, a, b, arrow_schema),
         "polars": lambda a, b: _with_polars(source, a, b, pl, schema),
     }
     for round_ in range(args.rounds):
