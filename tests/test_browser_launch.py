@@ -14,7 +14,7 @@ import pytest
 import stepscope
 from stepscope.analysis.number_format import format_value
 from tests.test_browser import PAGE_TIMEOUT_MS, REPO, _require_browser, _streamlit
-from tests.test_browser_timeline import ARTIFACTS, DETAIL, SMALL, _find, _open_from_logdir, _settled
+from tests.test_browser_timeline import ARTIFACTS, DETAIL, SHOWN, SMALL, _find, _open_from_logdir, _settled
 
 pytestmark = pytest.mark.browser
 
@@ -51,11 +51,13 @@ def app(tmp_path_factory):
 
 def _click_event(page, row: int) -> None:
     """Click the detail's segment of event `row` (the customdata of its hover point)."""
-    page.locator(DETAIL).scroll_into_view_if_needed()
+    page.locator(DETAIL).filter(visible=True).scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     where = page.evaluate(
-        """([sel, row]) => {
-            const gd = document.querySelector(sel), L = gd._fullLayout;
+        """([s, row]) => {
+            const gd = """
+        + SHOWN
+        + """, L = gd._fullLayout;
             for (const d of gd._fullData) {
                 const i = (d.customdata || []).indexOf(row);
                 if (i < 0) continue;
@@ -116,7 +118,7 @@ def test_launch_links_zoom_and_first_screen(browser, app) -> None:
     link = trace.launch_of(kernel_row)
     text = page.locator(CHOSEN).inner_text()
     assert f"launch latency {format_value(link['latency_us'], 'us')}" in text, text
-    annotations = page.evaluate("(s) => document.querySelector(s).layout.annotations.map(a => a.text)", DETAIL)
+    annotations = page.evaluate(f"(s) => ({SHOWN}).layout.annotations.map(a => a.text)", DETAIL)
     assert any(a.startswith("launch latency") for a in annotations), annotations
 
     page.get_by_role("button", name="Zoom").first.click()
